@@ -1,0 +1,140 @@
+package storeadapter
+
+import (
+	"encoding/hex"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Filter is an OData $filter expression for Query. The only way to make one
+// is through the functions of this file, which render every value as a
+// typed literal with quotes escaped ('), so no caller ever concatenates user
+// input into a filter. A Filter built from an invalid value carries the
+// error, and Query returns it as ErrInvalidInput.
+type Filter struct {
+	expr string
+	err  error
+}
+
+// String returns the OData text of the filter ("" for the zero Filter).
+func (f Filter) String() string { return f.expr }
+
+// Err returns the validation error of a filter built from invalid input.
+func (f Filter) Err() error { return f.err }
+
+// IsZero reports whether f is the zero Filter, which matches everything.
+func (f Filter) IsZero() bool { return f.expr == "" && f.err == nil }
+
+// Op is a comparison operator.
+type Op string
+
+// Comparison operators.
+const (
+	Eq Op = "eq"
+	Ne Op = "ne"
+	Gt Op = "gt"
+	Ge Op = "ge"
+	Lt Op = "lt"
+	Le Op = "le"
+)
+
+// Compare returns "property op literal". property is PartitionKey, RowKey,
+// Timestamp or a custom property name; value is one of the Go types an
+// Entity property may hold (see Entity) and is rendered as a typed literal.
+func Compare(property string, op Op, value any) Filter {
+	if !reservedProps[property] {
+		if err := ValidatePropertyName(property); err != nil {
+			return Filter{err: err}
+		}
+	}
+	switch op {
+	case Eq, Ne, Gt, Ge, Lt, Le:
+	default:
+		return Filter{err: invalid("filter operator", "%q is not eq, ne, gt, ge, lt or le", op)}
+	}
+	lit, err := Literal(value)
+	if err != nil {
+		return Filter{err: err}
+	}
+	return Filter{expr: property + " " + string(op) + " " + lit}
+}
+
+// Literal renders a value as an OData literal: strings quoted with ' doubled,
+// 64-bit integers with the L suffix, doubles always with a decimal point,
+// and datetime'…', guid'…' and X'…' for the other types.
+func Literal(value any) (string, error) {
+	switch v := value.(type) {
+	case string:
+		if err := validateValue("filter value", v); err != nil {
+			return "", err
+		}
+		return "'" + strings.ReplaceAll(v, "'", "''") + "'", nil
+	case bool:
+		return strconv.FormatBool(v), nil
+	case int32:
+		return strconv.FormatInt(int64(v), 10), nil
+	case int64:
+		return strconv.FormatInt(v, 10) + "L", nil
+	case float64:
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return "", invalid("filter value", "a double literal must be finite, got %v", v)
+		}
+		s := strconv.FormatFloat(v, 'f', -1, 64)
+		if !strings.Contains(s, ".") {
+			s += ".0"
+		}
+		return s, nil
+	case time.Time:
+		return "datetime'" + DateTime(v).Format("2006-01-02T15:04:05.0000000Z") + "'", nil
+	case GUID:
+		return "guid'" + v.String() + "'", nil
+	case []byte:
+		return "X'" + hex.EncodeToString(v) + "'", nil
+	}
+	return "", invalid("filter value", "Go type %T has no EDM literal", value)
+}
+
+// And joins filters with "and"; zero filters are skipped.
+func And(fs ...Filter) Filter { return join("and", fs) }
+
+// Or joins filters with "or"; zero filters are skipped.
+func Or(fs ...Filter) Filter { return join("or", fs) }
+
+func join(op string, fs []Filter) Filter {
+	var parts []string
+	for _, f := range fs {
+		if f.err != nil {
+			return f
+		}
+		if f.expr != "" {
+			parts = append(parts, "("+f.expr+")")
+		}
+	}
+	if len(parts) == 1 {
+		return Filter{expr: strings.TrimSuffix(strings.TrimPrefix(parts[0], "("), ")")}
+	}
+	return Filter{expr: strings.Join(parts, " "+op+" ")}
+}
+
+// Not negates a filter. Not of the zero Filter is the zero Filter.
+func Not(f Filter) Filter {
+	if f.err != nil || f.expr == "" {
+		return f
+	}
+	return Filter{expr: "not (" + f.expr + ")"}
+}
+
+// PartitionEquals selects one partition.
+func PartitionEquals(pk string) Filter { return Compare("PartitionKey", Eq, pk) }
+
+// RowRange selects the RowKeys in [from, to) of one partition; an empty to
+// means no upper bound. It is the range the archive job moves.
+func RowRange(pk, from, to string) Filter {
+	f := And(PartitionEquals(pk), Compare("RowKey", Ge, from))
+	if to != "" {
+		f = And(f, Compare("RowKey", Lt, to))
+	}
+	return f
+}

@@ -1,0 +1,365 @@
+package storeadapter
+
+import (
+	"math"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// Service limits, as Azure documents them. Both implementations enforce
+// them through the Validate functions below, before calling the service.
+const (
+	MaxKeyChars          = 512     // PartitionKey/RowKey: 1 KiB of UTF-16
+	MaxCustomProperties  = 252     // 255 minus PartitionKey, RowKey, Timestamp
+	MaxPropertyNameChars = 255     // property name length
+	MaxEntityBytes       = 1 << 20 // entity size as Azure counts it
+	MaxStringChars       = 32768   // string property: 64 KiB of UTF-16
+	MaxBinaryBytes       = 65536   // binary property
+	MaxBatchOps          = 100     // operations in one entity group transaction
+	MaxBatchBytes        = 4 << 20 // payload of one entity group transaction
+	MaxPageSize          = 1000    // entities in one query page
+	MaxMessageBytes      = 65536   // queue message text, UTF-8 bytes
+	MaxReceiveCount      = 32      // messages in one receive
+	MaxVisibility        = 7 * 24 * time.Hour
+	MaxBlobNameChars     = 1024
+)
+
+var (
+	tableNameRE     = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9]{2,62}$`)
+	queueNameRE     = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9]|-[a-z0-9]){2,62}$`)
+	propertyNameRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	reservedProps   = map[string]bool{"PartitionKey": true, "RowKey": true, "Timestamp": true}
+	reservedTableRE = regexp.MustCompile(`(?i)^tables$`)
+)
+
+// ValidateTableName checks Azure's table name rule: 3–63 alphanumeric
+// characters starting with a letter, and not the reserved name "tables".
+func ValidateTableName(name string) error {
+	if !tableNameRE.MatchString(name) || reservedTableRE.MatchString(name) {
+		return invalid("table name", "%q must be 3-63 letters and digits starting with a letter", name)
+	}
+	return nil
+}
+
+// ValidateQueueName checks Azure's queue name rule: 3–63 lowercase letters,
+// digits and single hyphens, starting and ending with a letter or digit.
+func ValidateQueueName(name string) error {
+	if !queueNameRE.MatchString(name) {
+		return invalid("queue name", "%q must be 3-63 lowercase letters, digits and single hyphens, starting and ending with a letter or digit", name)
+	}
+	return nil
+}
+
+// ValidateContainerName checks Azure's container name rule, which is the
+// same as the queue name rule.
+func ValidateContainerName(name string) error {
+	if !queueNameRE.MatchString(name) {
+		return invalid("container name", "%q must be 3-63 lowercase letters, digits and single hyphens, starting and ending with a letter or digit", name)
+	}
+	return nil
+}
+
+// ValidateBlobName checks a blob name: 1–1,024 characters of valid UTF-8
+// without control characters, not ending with a dot or slash.
+func ValidateBlobName(name string) error {
+	n := utf8.RuneCountInString(name)
+	switch {
+	case n == 0 || n > MaxBlobNameChars:
+		return invalid("blob name", "must be 1-%d characters, got %d", MaxBlobNameChars, n)
+	case !utf8.ValidString(name) || strings.ContainsFunc(name, isControl):
+		return invalid("blob name", "%q must be valid UTF-8 without control characters", name)
+	case strings.HasSuffix(name, ".") || strings.HasSuffix(name, "/"):
+		return invalid("blob name", "%q must not end with a dot or slash", name)
+	}
+	return nil
+}
+
+func isControl(r rune) bool { return r < 0x20 || r >= 0x7f && r <= 0x9f }
+
+// ValidateKey checks a PartitionKey or RowKey value: valid UTF-8, at most
+// 512 characters (1 KiB of UTF-16), and none of / \ # ? or control
+// characters. field names it in the error ("PartitionKey", "rk", ...).
+func ValidateKey(field, key string) error {
+	if !utf8.ValidString(key) {
+		return invalid(field, "must be valid UTF-8")
+	}
+	if n := utf16Len(key); n > MaxKeyChars {
+		return invalid(field, "must be at most %d characters (1 KiB of UTF-16), got %d", MaxKeyChars, n)
+	}
+	if i := strings.IndexFunc(key, func(r rune) bool { return strings.ContainsRune(`/\#?`, r) || isControl(r) }); i >= 0 {
+		return invalid(field, "must not contain / \\ # ? or control characters (found %q at byte %d)", key[i:i+utf8.RuneLen(rune(key[i]))], i)
+	}
+	return nil
+}
+
+func utf16Len(s string) int {
+	n := 0
+	for _, r := range s {
+		n += utf16.RuneLen(r)
+	}
+	return n
+}
+
+// ValidatePropertyName checks a custom property name: a C#-style
+// identifier of at most 255 characters that is not a system property.
+func ValidatePropertyName(name string) error {
+	switch {
+	case reservedProps[name]:
+		return invalid("property "+name, "is a system property and cannot be set")
+	case len(name) > MaxPropertyNameChars:
+		return invalid("property name", "must be at most %d characters, got %d", MaxPropertyNameChars, len(name))
+	case !propertyNameRE.MatchString(name):
+		return invalid("property name", "%q must start with a letter or underscore and hold only letters, digits and underscores", name)
+	}
+	return nil
+}
+
+// ValidateEntity checks an entity against Azure's rules before it is
+// written: keys, property names and count, property types and sizes, and
+// the 1 MiB entity size. It returns ErrInvalidInput or ErrTooLarge naming
+// the field.
+func ValidateEntity(e Entity) error {
+	if err := ValidateKey("PartitionKey", e.PartitionKey); err != nil {
+		return err
+	}
+	if err := ValidateKey("RowKey", e.RowKey); err != nil {
+		return err
+	}
+	if n := len(e.Properties); n > MaxCustomProperties {
+		return tooLarge("properties", "at most %d custom properties, got %d", MaxCustomProperties, n)
+	}
+	for name, v := range e.Properties {
+		if err := ValidatePropertyName(name); err != nil {
+			return err
+		}
+		if err := validateValue(name, v); err != nil {
+			return err
+		}
+	}
+	if n := EntitySize(e); n > MaxEntityBytes {
+		return tooLarge("entity "+e.PartitionKey+"/"+e.RowKey, "size %d bytes exceeds %d", n, MaxEntityBytes)
+	}
+	return nil
+}
+
+func validateValue(name string, v any) error {
+	switch x := v.(type) {
+	case string:
+		if !utf8.ValidString(x) {
+			return invalid("property "+name, "string must be valid UTF-8")
+		}
+		if n := utf16Len(x); n > MaxStringChars {
+			return tooLarge("property "+name, "string of %d characters exceeds %d (64 KiB of UTF-16)", n, MaxStringChars)
+		}
+	case []byte:
+		if len(x) > MaxBinaryBytes {
+			return tooLarge("property "+name, "binary of %d bytes exceeds %d", len(x), MaxBinaryBytes)
+		}
+	case time.Time:
+		if y := x.UTC().Year(); y < 1601 || y > 9999 {
+			return invalid("property "+name, "DateTime year %d is outside 1601-9999", y)
+		}
+	case float64, bool, int32, int64, GUID:
+	default:
+		return invalid("property "+name, "Go type %T has no EDM type (use string, bool, int32, int64, float64, time.Time, GUID or []byte)", v)
+	}
+	return nil
+}
+
+// EntitySize returns the entity's size as Azure counts it against the 1 MiB
+// limit: 4 bytes, plus the keys in UTF-16, plus for each property 8 bytes,
+// its name in UTF-16 and its value's size.
+func EntitySize(e Entity) int {
+	n := 4 + 2*utf16Len(e.PartitionKey) + 2*utf16Len(e.RowKey)
+	for name, v := range e.Properties {
+		n += 8 + 2*len(name)
+		switch x := v.(type) {
+		case string:
+			n += 4 + 2*utf16Len(x)
+		case []byte:
+			n += 4 + len(x)
+		case bool:
+			n++
+		case int32:
+			n += 4
+		case GUID:
+			n += 16
+		default: // int64, float64, time.Time
+			n += 8
+		}
+	}
+	return n
+}
+
+// UpdateMode says whether a write replaces the whole entity or merges the
+// given properties into the stored ones.
+type UpdateMode uint8
+
+// Update modes.
+const (
+	Replace UpdateMode = iota + 1
+	Merge
+)
+
+// ValidateMode checks that m is Replace or Merge.
+func ValidateMode(m UpdateMode) error {
+	if m != Replace && m != Merge {
+		return invalid("update mode", "must be Replace or Merge, got %d", m)
+	}
+	return nil
+}
+
+// ETagAny matches any existing entity or blob in an If-Match condition.
+const ETagAny = "*"
+
+// ValidateIfMatch checks an If-Match value: ETagAny or a non-empty ETag.
+func ValidateIfMatch(etag string) error {
+	if etag == "" {
+		return invalid("If-Match", "must be an ETag or %q", ETagAny)
+	}
+	return nil
+}
+
+// ValidateTransaction checks an entity group transaction against Azure's
+// rules: 1–100 operations, one PartitionKey, each RowKey at most once, valid
+// entities, and a payload within 4 MiB. The payload is counted as the sum of
+// the entities' sizes (see EntitySize), which is never smaller than their
+// JSON, so a batch that passes also passes the service's limit.
+func ValidateTransaction(ops []TableOp) error {
+	if len(ops) == 0 {
+		return invalid("transaction", "needs at least one operation")
+	}
+	if len(ops) > MaxBatchOps {
+		return tooLarge("transaction", "at most %d operations, got %d", MaxBatchOps, len(ops))
+	}
+	pk := ops[0].Entity.PartitionKey
+	seen := make(map[string]bool, len(ops))
+	size := 0
+	for i, op := range ops {
+		e := op.Entity
+		if e.PartitionKey != pk {
+			return &TransactionError{Index: i, Err: invalid("transaction", "operation %d has PartitionKey %q, not %q: all operations must share one partition", i, e.PartitionKey, pk)}
+		}
+		if seen[e.RowKey] {
+			return &TransactionError{Index: i, Err: invalid("transaction", "operation %d repeats RowKey %q: one operation per entity", i, e.RowKey)}
+		}
+		seen[e.RowKey] = true
+		if err := op.validate(); err != nil {
+			return &TransactionError{Index: i, Err: err}
+		}
+		size += EntitySize(e)
+	}
+	if size > MaxBatchBytes {
+		return tooLarge("transaction", "payload of about %d bytes exceeds %d", size, MaxBatchBytes)
+	}
+	return nil
+}
+
+func (op TableOp) validate() error {
+	switch op.Action {
+	case TxDelete:
+		if err := ValidateKey("PartitionKey", op.Entity.PartitionKey); err != nil {
+			return err
+		}
+		if err := ValidateKey("RowKey", op.Entity.RowKey); err != nil {
+			return err
+		}
+		return ValidateIfMatch(op.IfMatch)
+	case TxUpdateReplace, TxUpdateMerge:
+		if err := ValidateIfMatch(op.IfMatch); err != nil {
+			return err
+		}
+	case TxInsert, TxUpsertReplace, TxUpsertMerge:
+	default:
+		return invalid("transaction action", "unknown action %d", op.Action)
+	}
+	return ValidateEntity(op.Entity)
+}
+
+// ValidateQuery checks a query's page size and filter.
+func ValidateQuery(q Query) error {
+	if q.Top < 0 || q.Top > MaxPageSize {
+		return invalid("top", "must be 0 (default %d) to %d, got %d", MaxPageSize, MaxPageSize, q.Top)
+	}
+	for _, s := range q.Select {
+		if reservedProps[s] {
+			continue
+		}
+		if err := ValidatePropertyName(s); err != nil {
+			return err
+		}
+	}
+	return q.Filter.err
+}
+
+// ValidateMessageText checks a queue message: at most 64 KiB of UTF-8, and
+// only characters XML 1.0 can carry (the service's wire format would
+// silently replace others). tablekeeper sends base64, which always passes.
+func ValidateMessageText(text string) error {
+	if len(text) > MaxMessageBytes {
+		return tooLarge("message", "%d bytes exceeds %d", len(text), MaxMessageBytes)
+	}
+	if !utf8.ValidString(text) {
+		return invalid("message", "must be valid UTF-8")
+	}
+	if i := strings.IndexFunc(text, func(r rune) bool {
+		return r < 0x20 && r != '\t' && r != '\n' && r != '\r' || r == 0xFFFE || r == 0xFFFF
+	}); i >= 0 {
+		return invalid("message", "character %q at byte %d cannot be sent as XML text (send base64)", text[i], i)
+	}
+	return nil
+}
+
+// ValidateReceive checks a receive call: 1–32 messages and a visibility
+// timeout from 1 s to 7 days.
+func ValidateReceive(n int, visibility time.Duration) error {
+	if n < 1 || n > MaxReceiveCount {
+		return invalid("count", "must be 1-%d, got %d", MaxReceiveCount, n)
+	}
+	if visibility < time.Second || visibility > MaxVisibility {
+		return invalid("visibility timeout", "must be 1s-7d, got %v", visibility)
+	}
+	return nil
+}
+
+// ValidateVisibility checks a visibility delay or timeout of 0 to 7 days
+// (whole seconds are what the service keeps; shorter parts are dropped).
+func ValidateVisibility(field string, d time.Duration) error {
+	if d < 0 || d > MaxVisibility {
+		return invalid(field, "must be 0-7d, got %v", d)
+	}
+	return nil
+}
+
+// ValidateSend checks send options: a delay of 0–7 days, a TTL of at least
+// 1 s or NeverExpire (0 means the default 7 days), and a delay shorter than
+// the TTL.
+func ValidateSend(text string, o SendOptions) error {
+	if err := ValidateMessageText(text); err != nil {
+		return err
+	}
+	if err := ValidateVisibility("visibility delay", o.VisibilityDelay); err != nil {
+		return err
+	}
+	ttl := o.TTL
+	switch {
+	case ttl == NeverExpire:
+		return nil
+	case ttl == 0:
+		ttl = DefaultTTL
+	case ttl < time.Second:
+		return invalid("ttl", "must be at least 1s, 0 (7 days) or NeverExpire, got %v", o.TTL)
+	}
+	if o.VisibilityDelay >= ttl {
+		return invalid("visibility delay", "%v must be shorter than the ttl %v", o.VisibilityDelay, ttl)
+	}
+	return nil
+}
+
+// Seconds returns d in whole seconds, rounded down, as queue APIs take it.
+func Seconds(d time.Duration) int32 {
+	return int32(min(d/time.Second, math.MaxInt32))
+}
