@@ -1,0 +1,18 @@
+// Package localstore is tablekeeper's in-process store: the storeadapter
+// Tables, Queue and Blobs interfaces in memory, with Azure's semantics —
+// entities ordered by (PartitionKey, RowKey) in a B-tree, pages of at most
+// 1,000 with continuation tokens, ETags that change on every write, a
+// store-maintained Timestamp, atomic entity group transactions under all of
+// Azure's rules, the OData filter subset storeadapter's builder produces,
+// table names that stay unavailable for a while after a delete, queues with
+// visibility timeouts, pop receipts, dequeue counts and expiry, and blobs
+// with ETags and conditions.
+//
+// Time comes from an injectable clock (see FakeClock), so tests move time
+// instead of sleeping. Every call is counted by operation (see Calls) and can
+// be made to fail (see Options.Fault). It is safe for concurrent use.
+//
+// It never imports the Azure SDK and keeps no files: it serves fast tests and
+// the demo, and the shared contract suite (storeadapter/storetest) holds it
+// to the same behaviour as the Azure implementation.
+package localstore

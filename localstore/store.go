@@ -1,0 +1,149 @@
+package localstore
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tablekeeper/tablekeeper/storeadapter"
+)
+
+// Store is an in-memory storage account. Create one with New.
+type Store struct {
+	now       func() time.Time
+	fault     func(op string) error
+	tableWait time.Duration
+
+	seq atomic.Uint64 // ETags, pop receipts and message ids
+
+	callsMu sync.Mutex
+	calls   map[string]int64
+
+	tables tableService
+
+	queuesMu sync.Mutex
+	queues   map[string]*queueState
+
+	blobsMu    sync.Mutex
+	containers map[string]*containerState
+}
+
+var (
+	_ storeadapter.Store  = (*Store)(nil)
+	_ storeadapter.Tables = (*tableService)(nil)
+	_ storeadapter.Queue  = (*Queue)(nil)
+	_ storeadapter.Blobs  = (*Container)(nil)
+)
+
+// DefaultTableDeleteDelay is how long a deleted table's name stays
+// unavailable by default. Azure documents "at least 40 seconds".
+const DefaultTableDeleteDelay = 40 * time.Second
+
+// Options configure a Store. The zero value is a real-time store.
+type Options struct {
+	// Now returns the current time; nil means time.Now. Pass a FakeClock's
+	// Now to control visibility timeouts, expiry and delete delays in tests.
+	Now func() time.Time
+	// TableDeleteDelay is how long a deleted table's name cannot be reused
+	// (ErrTableBeingDeleted). 0 means DefaultTableDeleteDelay; a negative
+	// value frees the name at once.
+	TableDeleteDelay time.Duration
+	// Fault, if set, is called with the operation name (as Calls counts it)
+	// before every call; a non-nil result is returned instead of running it.
+	// Use it to inject transient failures.
+	Fault func(op string) error
+}
+
+// New returns an empty store.
+func New(o Options) *Store {
+	s := &Store{
+		now:        o.Now,
+		fault:      o.Fault,
+		tableWait:  o.TableDeleteDelay,
+		calls:      make(map[string]int64),
+		queues:     make(map[string]*queueState),
+		containers: make(map[string]*containerState),
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.tableWait == 0 {
+		s.tableWait = DefaultTableDeleteDelay
+	}
+	s.tables = tableService{s: s, tables: make(map[string]*table), deleted: make(map[string]time.Time)}
+	return s
+}
+
+// Tables returns the table service.
+func (s *Store) Tables() storeadapter.Tables { return &s.tables }
+
+// Queue returns a handle on the named queue.
+func (s *Store) Queue(name string) storeadapter.Queue { return &Queue{s: s, name: name} }
+
+// Container returns a handle on the named blob container.
+func (s *Store) Container(name string) storeadapter.Blobs { return &Container{s: s, name: name} }
+
+// Calls returns how many calls each operation has received so far, such as
+// {"GetEntity": 3, "Receive": 1}, failed calls included.
+func (s *Store) Calls() map[string]int64 {
+	s.callsMu.Lock()
+	defer s.callsMu.Unlock()
+	return maps.Clone(s.calls)
+}
+
+// begin counts a call, honours a cancelled context and runs the fault hook.
+func (s *Store) begin(ctx context.Context, op string) error {
+	s.callsMu.Lock()
+	s.calls[op]++
+	s.callsMu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("localstore: %s: %w", op, err)
+	}
+	if s.fault != nil {
+		if err := s.fault(op); err != nil {
+			return fmt.Errorf("localstore: %s: %w", op, err)
+		}
+	}
+	return nil
+}
+
+// time returns the store's current time, UTC with 100 ns precision.
+func (s *Store) time() time.Time { return storeadapter.DateTime(s.now()) }
+
+// next returns a store-unique sequence number as text.
+func (s *Store) next() string { return strconv.FormatUint(s.seq.Add(1), 36) }
+
+// FakeClock is a manual clock for tests: time stands still until Advance or
+// Set moves it. It is safe for concurrent use.
+type FakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// NewFakeClock returns a clock set to t.
+func NewFakeClock(t time.Time) *FakeClock { return &FakeClock{t: t} }
+
+// Now returns the clock's time.
+func (c *FakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// Advance moves the clock forward by d.
+func (c *FakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// Set moves the clock to t.
+func (c *FakeClock) Set(t time.Time) {
+	c.mu.Lock()
+	c.t = t
+	c.mu.Unlock()
+}

@@ -1,0 +1,389 @@
+package localstore
+
+import (
+	"cmp"
+	"context"
+	"encoding/base64"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/btree"
+
+	"github.com/tablekeeper/tablekeeper/storeadapter"
+)
+
+// maxScanPerPage bounds the entities one Query call examines, like the
+// service's per-request time budget: a selective filter over a large table
+// returns short (even empty) pages with a continuation token instead of
+// scanning the whole table in one call.
+const maxScanPerPage = 10 * storeadapter.MaxPageSize
+
+// tableService implements storeadapter.Tables.
+type tableService struct {
+	s *Store
+
+	mu      sync.RWMutex
+	tables  map[string]*table    // by lower-case name: names are case-insensitive
+	deleted map[string]time.Time // lower-case name -> when it may be reused
+}
+
+// table is one table: rows ordered by (PartitionKey, RowKey).
+type table struct {
+	name string // as created
+	mu   sync.RWMutex
+	rows *btree.BTreeG[*row]
+}
+
+// row is one stored entity. Its properties are never shared with callers:
+// writes store a copy and reads return one.
+type row struct {
+	pk, rk string
+	props  map[string]any
+	etag   string
+	ts     time.Time
+}
+
+func rowLess(a, b *row) bool {
+	if a.pk != b.pk {
+		return a.pk < b.pk
+	}
+	return a.rk < b.rk
+}
+
+func (r *row) entity(sel []string) storeadapter.Entity {
+	e := storeadapter.Entity{PartitionKey: r.pk, RowKey: r.rk, ETag: r.etag, Timestamp: r.ts}
+	if sel == nil {
+		e.Properties = storeadapter.Entity{Properties: r.props}.Clone().Properties
+		return e
+	}
+	e.Properties = make(map[string]any, len(sel))
+	for _, name := range sel {
+		if v, ok := r.props[name]; ok {
+			e.Properties[name] = storeadapter.CloneValue(v)
+		}
+	}
+	return e
+}
+
+// storedProps copies an entity's properties for storage, normalising times.
+func storedProps(e storeadapter.Entity) map[string]any {
+	p := e.Clone().Properties
+	if p == nil {
+		p = make(map[string]any)
+	}
+	for k, v := range p {
+		if t, ok := v.(time.Time); ok {
+			p[k] = storeadapter.DateTime(t)
+		}
+	}
+	return p
+}
+
+func (ts *tableService) etag() string {
+	return `W/"` + ts.s.time().Format("20060102T150405.0000000Z") + "-" + ts.s.next() + `"`
+}
+
+func (ts *tableService) CreateTable(ctx context.Context, name string) error {
+	if err := ts.s.begin(ctx, "CreateTable"); err != nil {
+		return err
+	}
+	if err := storeadapter.ValidateTableName(name); err != nil {
+		return err
+	}
+	key := strings.ToLower(name)
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if _, ok := ts.tables[key]; ok {
+		return fmt.Errorf("localstore: create table %s: %w", name, storeadapter.ErrAlreadyExists)
+	}
+	if until, ok := ts.deleted[key]; ok {
+		if ts.s.now().Before(until) {
+			return fmt.Errorf("localstore: create table %s: %w", name, storeadapter.ErrTableBeingDeleted)
+		}
+		delete(ts.deleted, key)
+	}
+	ts.tables[key] = &table{name: name, rows: btree.NewG(32, rowLess)}
+	return nil
+}
+
+func (ts *tableService) DeleteTable(ctx context.Context, name string) error {
+	if err := ts.s.begin(ctx, "DeleteTable"); err != nil {
+		return err
+	}
+	if err := storeadapter.ValidateTableName(name); err != nil {
+		return err
+	}
+	key := strings.ToLower(name)
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if _, ok := ts.tables[key]; !ok {
+		return fmt.Errorf("localstore: delete table %s: %w", name, storeadapter.ErrNotFound)
+	}
+	delete(ts.tables, key)
+	if ts.s.tableWait > 0 {
+		ts.deleted[key] = ts.s.now().Add(ts.s.tableWait)
+	}
+	return nil
+}
+
+func (ts *tableService) ListTables(ctx context.Context, prefix, continuation string) ([]string, string, error) {
+	if err := ts.s.begin(ctx, "ListTables"); err != nil {
+		return nil, "", err
+	}
+	ts.mu.RLock()
+	names := make([]string, 0, len(ts.tables))
+	for _, t := range ts.tables {
+		if strings.HasPrefix(t.name, prefix) && t.name >= continuation {
+			names = append(names, t.name)
+		}
+	}
+	ts.mu.RUnlock()
+	slices.Sort(names)
+	if len(names) > storeadapter.MaxPageSize {
+		return names[:storeadapter.MaxPageSize], names[storeadapter.MaxPageSize], nil
+	}
+	return names, "", nil
+}
+
+// table returns the named table or ErrNotFound.
+func (ts *tableService) table(op, name string) (*table, error) {
+	if err := storeadapter.ValidateTableName(name); err != nil {
+		return nil, err
+	}
+	ts.mu.RLock()
+	t := ts.tables[strings.ToLower(name)]
+	ts.mu.RUnlock()
+	if t == nil {
+		return nil, fmt.Errorf("localstore: %s: table %s: %w", op, name, storeadapter.ErrNotFound)
+	}
+	return t, nil
+}
+
+func (ts *tableService) GetEntity(ctx context.Context, name, pk, rk string) (storeadapter.Entity, error) {
+	if err := ts.s.begin(ctx, "GetEntity"); err != nil {
+		return storeadapter.Entity{}, err
+	}
+	if err := validateKeys(pk, rk); err != nil {
+		return storeadapter.Entity{}, err
+	}
+	t, err := ts.table("get entity", name)
+	if err != nil {
+		return storeadapter.Entity{}, err
+	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	r, ok := t.rows.Get(&row{pk: pk, rk: rk})
+	if !ok {
+		return storeadapter.Entity{}, fmt.Errorf("localstore: get entity %s/%s: %w", pk, rk, storeadapter.ErrNotFound)
+	}
+	return r.entity(nil), nil
+}
+
+func validateKeys(pk, rk string) error {
+	if err := storeadapter.ValidateKey("PartitionKey", pk); err != nil {
+		return err
+	}
+	return storeadapter.ValidateKey("RowKey", rk)
+}
+
+func (ts *tableService) InsertEntity(ctx context.Context, name string, e storeadapter.Entity) (string, error) {
+	return ts.write(ctx, "InsertEntity", name, storeadapter.TableOp{Action: storeadapter.TxInsert, Entity: e})
+}
+
+func (ts *tableService) UpsertEntity(ctx context.Context, name string, e storeadapter.Entity, mode storeadapter.UpdateMode) (string, error) {
+	if err := storeadapter.ValidateMode(mode); err != nil {
+		return "", err
+	}
+	action := storeadapter.TxUpsertReplace
+	if mode == storeadapter.Merge {
+		action = storeadapter.TxUpsertMerge
+	}
+	return ts.write(ctx, "UpsertEntity", name, storeadapter.TableOp{Action: action, Entity: e})
+}
+
+func (ts *tableService) UpdateEntity(ctx context.Context, name string, e storeadapter.Entity, mode storeadapter.UpdateMode, ifMatch string) (string, error) {
+	if err := storeadapter.ValidateMode(mode); err != nil {
+		return "", err
+	}
+	action := storeadapter.TxUpdateReplace
+	if mode == storeadapter.Merge {
+		action = storeadapter.TxUpdateMerge
+	}
+	return ts.write(ctx, "UpdateEntity", name, storeadapter.TableOp{Action: action, Entity: e, IfMatch: ifMatch})
+}
+
+func (ts *tableService) DeleteEntity(ctx context.Context, name, pk, rk, ifMatch string) error {
+	op := storeadapter.TableOp{Action: storeadapter.TxDelete, Entity: storeadapter.Entity{PartitionKey: pk, RowKey: rk}, IfMatch: ifMatch}
+	_, err := ts.write(ctx, "DeleteEntity", name, op)
+	return err
+}
+
+// write runs one single-entity operation.
+func (ts *tableService) write(ctx context.Context, opName, name string, op storeadapter.TableOp) (string, error) {
+	if err := ts.s.begin(ctx, opName); err != nil {
+		return "", err
+	}
+	if err := validateOp(op); err != nil {
+		return "", err
+	}
+	t, err := ts.table(opName, name)
+	if err != nil {
+		return "", err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	old, _ := t.rows.Get(&row{pk: op.Entity.PartitionKey, rk: op.Entity.RowKey})
+	next, err := ts.apply(op, old)
+	if err != nil {
+		return "", fmt.Errorf("localstore: %s %s/%s: %w", opName, op.Entity.PartitionKey, op.Entity.RowKey, err)
+	}
+	if next == nil {
+		t.rows.Delete(old)
+		return "", nil
+	}
+	t.rows.ReplaceOrInsert(next)
+	return next.etag, nil
+}
+
+// validateOp checks a single operation with the transaction rules, without
+// wrapping its error in a TransactionError.
+func validateOp(op storeadapter.TableOp) error {
+	err := storeadapter.ValidateTransaction([]storeadapter.TableOp{op})
+	if txErr, ok := err.(*storeadapter.TransactionError); ok {
+		return txErr.Err
+	}
+	return err
+}
+
+// apply computes the row that op leaves in place of old (nil: none). It
+// checks existence and ETag conditions and returns a sentinel error when
+// they fail; it changes nothing.
+func (ts *tableService) apply(op storeadapter.TableOp, old *row) (*row, error) {
+	e := op.Entity
+	switch op.Action {
+	case storeadapter.TxInsert:
+		if old != nil {
+			return nil, storeadapter.ErrAlreadyExists
+		}
+	case storeadapter.TxUpdateReplace, storeadapter.TxUpdateMerge, storeadapter.TxDelete:
+		if old == nil {
+			return nil, storeadapter.ErrNotFound
+		}
+		if op.IfMatch != storeadapter.ETagAny && op.IfMatch != old.etag {
+			return nil, storeadapter.ErrPreconditionFailed
+		}
+		if op.Action == storeadapter.TxDelete {
+			return nil, nil
+		}
+	}
+	props := storedProps(e)
+	if old != nil && (op.Action == storeadapter.TxUpsertMerge || op.Action == storeadapter.TxUpdateMerge) {
+		merged := storeadapter.Entity{Properties: old.props}.Merge(storeadapter.Entity{Properties: props})
+		props = merged.Properties
+		if len(props) > storeadapter.MaxCustomProperties {
+			return nil, fmt.Errorf("%w: merge leaves %d properties, more than %d", storeadapter.ErrTooLarge, len(props), storeadapter.MaxCustomProperties)
+		}
+		if n := storeadapter.EntitySize(storeadapter.Entity{PartitionKey: e.PartitionKey, RowKey: e.RowKey, Properties: props}); n > storeadapter.MaxEntityBytes {
+			return nil, fmt.Errorf("%w: merge leaves an entity of %d bytes, more than %d", storeadapter.ErrTooLarge, n, storeadapter.MaxEntityBytes)
+		}
+	}
+	return &row{pk: e.PartitionKey, rk: e.RowKey, props: props, etag: ts.etag(), ts: ts.s.time()}, nil
+}
+
+func (ts *tableService) Transact(ctx context.Context, name string, ops []storeadapter.TableOp) error {
+	if err := ts.s.begin(ctx, "Transact"); err != nil {
+		return err
+	}
+	if err := storeadapter.ValidateTransaction(ops); err != nil {
+		return err
+	}
+	t, err := ts.table("transact", name)
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	olds := make([]*row, len(ops))
+	nexts := make([]*row, len(ops))
+	for i, op := range ops {
+		olds[i], _ = t.rows.Get(&row{pk: op.Entity.PartitionKey, rk: op.Entity.RowKey})
+		if nexts[i], err = ts.apply(op, olds[i]); err != nil {
+			return &storeadapter.TransactionError{Index: i, Err: fmt.Errorf("localstore: transact %s/%s: %w", op.Entity.PartitionKey, op.Entity.RowKey, err)}
+		}
+	}
+	for i := range ops {
+		if nexts[i] == nil {
+			t.rows.Delete(olds[i])
+		} else {
+			t.rows.ReplaceOrInsert(nexts[i])
+		}
+	}
+	return nil
+}
+
+func (ts *tableService) Query(ctx context.Context, name string, q storeadapter.Query) (storeadapter.Page, error) {
+	if err := ts.s.begin(ctx, "Query"); err != nil {
+		return storeadapter.Page{}, err
+	}
+	if err := storeadapter.ValidateQuery(q); err != nil {
+		return storeadapter.Page{}, err
+	}
+	f, err := parseFilter(q.Filter.String())
+	if err != nil {
+		return storeadapter.Page{}, err
+	}
+	start, err := decodeToken(q.Continuation)
+	if err != nil {
+		return storeadapter.Page{}, err
+	}
+	t, err := ts.table("query", name)
+	if err != nil {
+		return storeadapter.Page{}, err
+	}
+	top := cmp.Or(q.Top, storeadapter.MaxPageSize)
+	b := keyBounds(f)
+	if start == nil || rowLess(start, b.lo) {
+		start = b.lo
+	}
+
+	var page storeadapter.Page
+	scanned := 0
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	t.rows.AscendGreaterOrEqual(start, func(r *row) bool {
+		if b.beyond(r) {
+			return false
+		}
+		if len(page.Entities) == top || scanned == maxScanPerPage {
+			page.Next = encodeToken(r)
+			return false
+		}
+		scanned++
+		if f.match(r) {
+			page.Entities = append(page.Entities, r.entity(q.Select))
+		}
+		return true
+	})
+	return page, nil
+}
+
+// Continuation tokens name the next row: base64url(pk) "." base64url(rk).
+func encodeToken(r *row) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(r.pk)) + "." + base64.RawURLEncoding.EncodeToString([]byte(r.rk))
+}
+
+func decodeToken(tok string) (*row, error) {
+	if tok == "" {
+		return nil, nil
+	}
+	p, r, ok := strings.Cut(tok, ".")
+	pk, err1 := base64.RawURLEncoding.DecodeString(p)
+	rk, err2 := base64.RawURLEncoding.DecodeString(r)
+	if !ok || err1 != nil || err2 != nil {
+		return nil, fmt.Errorf("%w: continuation token %q is not one this store issued", storeadapter.ErrInvalidInput, tok)
+	}
+	return &row{pk: string(pk), rk: string(rk)}, nil
+}
