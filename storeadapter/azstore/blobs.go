@@ -1,0 +1,155 @@
+package azstore
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"io"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+
+	"github.com/tablekeeper/tablekeeper/storeadapter"
+)
+
+// Container implements storeadapter.Blobs over azblob. Put is one Put Blob
+// request, so its conditions apply to the whole write.
+type Container struct {
+	name string
+	c    *container.Client
+}
+
+var _ storeadapter.Blobs = (*Container)(nil)
+
+// Name returns the container's name.
+func (c *Container) Name() string { return c.name }
+
+func (c *Container) op(verb, blobName string) string {
+	return verb + " blob " + c.name + "/" + blobName
+}
+
+func (c *Container) validate(blobName string) error {
+	if err := storeadapter.ValidateContainerName(c.name); err != nil {
+		return err
+	}
+	return storeadapter.ValidateBlobName(blobName)
+}
+
+// Create creates the container; an existing one is not an error.
+func (c *Container) Create(ctx context.Context) error {
+	if err := storeadapter.ValidateContainerName(c.name); err != nil {
+		return err
+	}
+	_, err := c.c.Create(ctx, nil)
+	err = interpretError("create container "+c.name, err)
+	if isAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+func isAlreadyExists(err error) bool {
+	return err != nil && errors.Is(err, storeadapter.ErrAlreadyExists)
+}
+
+// Put writes a whole blob under the given conditions.
+func (c *Container) Put(ctx context.Context, name string, data []byte, o storeadapter.PutOptions) (string, error) {
+	if err := c.validate(name); err != nil {
+		return "", err
+	}
+	mac := &blob.ModifiedAccessConditions{}
+	if o.IfMatch != "" {
+		mac.IfMatch = to.Ptr(azcore.ETag(o.IfMatch))
+	}
+	if o.IfNoneMatchAny {
+		mac.IfNoneMatch = to.Ptr(azcore.ETagAny)
+	}
+	resp, err := c.c.NewBlockBlobClient(name).Upload(ctx, streaming.NopCloser(bytes.NewReader(data)), &blockblob.UploadOptions{
+		HTTPHeaders:      &blob.HTTPHeaders{BlobContentType: to.Ptr(cmp.Or(o.ContentType, "application/octet-stream"))},
+		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: mac},
+	})
+	if err != nil {
+		return "", interpretError(c.op("put", name), err)
+	}
+	return string(deref((*string)(resp.ETag))), nil
+}
+
+// Get reads a whole blob.
+func (c *Container) Get(ctx context.Context, name string) ([]byte, storeadapter.BlobProps, error) {
+	if err := c.validate(name); err != nil {
+		return nil, storeadapter.BlobProps{}, err
+	}
+	resp, err := c.c.NewBlobClient(name).DownloadStream(ctx, nil)
+	if err != nil {
+		return nil, storeadapter.BlobProps{}, interpretError(c.op("get", name), err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, storeadapter.BlobProps{}, interpretError(c.op("get", name), err)
+	}
+	return data, storeadapter.BlobProps{Name: name, ETag: deref((*string)(resp.ETag)), Size: int64(len(data)),
+		ContentType: deref(resp.ContentType), LastModified: tm(resp.LastModified)}, nil
+}
+
+// Properties reads a blob's properties.
+func (c *Container) Properties(ctx context.Context, name string) (storeadapter.BlobProps, error) {
+	if err := c.validate(name); err != nil {
+		return storeadapter.BlobProps{}, err
+	}
+	resp, err := c.c.NewBlobClient(name).GetProperties(ctx, nil)
+	if err != nil {
+		return storeadapter.BlobProps{}, interpretError(c.op("get properties of", name), err)
+	}
+	return storeadapter.BlobProps{Name: name, ETag: deref((*string)(resp.ETag)), Size: derefInt(resp.ContentLength),
+		ContentType: deref(resp.ContentType), LastModified: tm(resp.LastModified)}, nil
+}
+
+// Delete deletes a blob under If-Match.
+func (c *Container) Delete(ctx context.Context, name, ifMatch string) error {
+	if err := c.validate(name); err != nil {
+		return err
+	}
+	var o *blob.DeleteOptions
+	if ifMatch != "" && ifMatch != storeadapter.ETagAny {
+		o = &blob.DeleteOptions{AccessConditions: &blob.AccessConditions{
+			ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: to.Ptr(azcore.ETag(ifMatch))}}}
+	}
+	_, err := c.c.NewBlobClient(name).Delete(ctx, o)
+	return interpretError(c.op("delete", name), err)
+}
+
+// List returns one page of blobs whose names start with prefix.
+func (c *Container) List(ctx context.Context, prefix, marker string) (storeadapter.BlobPage, error) {
+	if err := storeadapter.ValidateContainerName(c.name); err != nil {
+		return storeadapter.BlobPage{}, err
+	}
+	o := &container.ListBlobsFlatOptions{}
+	if prefix != "" {
+		o.Prefix = &prefix
+	}
+	if marker != "" {
+		o.Marker = &marker
+	}
+	resp, err := c.c.NewListBlobsFlatPager(o).NextPage(ctx)
+	if err != nil {
+		return storeadapter.BlobPage{}, interpretError("list container "+c.name, err)
+	}
+	var page storeadapter.BlobPage
+	if resp.Segment != nil {
+		for _, it := range resp.Segment.BlobItems {
+			p := storeadapter.BlobProps{Name: deref(it.Name)}
+			if pr := it.Properties; pr != nil {
+				p.ETag, p.Size, p.ContentType, p.LastModified = deref((*string)(pr.ETag)), derefInt(pr.ContentLength), deref(pr.ContentType), tm(pr.LastModified)
+			}
+			page.Blobs = append(page.Blobs, p)
+		}
+	}
+	page.Next = deref(resp.NextMarker)
+	return page, nil
+}

@@ -1,0 +1,14 @@
+// Package azstore implements the storeadapter ports over the Azure SDK for
+// Go: aztables for Tables, azqueue for Queue and azblob for Blobs.
+//
+// It validates every call with storeadapter's shared rules before it reaches
+// the service (Azurite is looser than Azure in several places, and some SDK
+// calls panic or silently change data on bad input), encodes entities with
+// explicit EDM type annotations so every type survives a round trip, and
+// translates every SDK and service error once, in interpretError, into
+// storeadapter's sentinels. Connection strings, account keys and SAS tokens
+// never appear in its errors.
+//
+// No SDK type crosses its API except the client options and the token
+// credential its constructors accept.
+package azstore

@@ -1,0 +1,144 @@
+package azstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
+
+	"github.com/tablekeeper/tablekeeper/storeadapter"
+)
+
+// codeSentinels maps the service's error codes (tables, queues, blobs) to
+// storeadapter's sentinels.
+var codeSentinels = map[string]error{
+	"ResourceNotFound":  storeadapter.ErrNotFound,
+	"TableNotFound":     storeadapter.ErrNotFound,
+	"QueueNotFound":     storeadapter.ErrNotFound,
+	"MessageNotFound":   storeadapter.ErrNotFound,
+	"BlobNotFound":      storeadapter.ErrNotFound,
+	"ContainerNotFound": storeadapter.ErrNotFound,
+
+	"EntityAlreadyExists":    storeadapter.ErrAlreadyExists,
+	"TableAlreadyExists":     storeadapter.ErrAlreadyExists,
+	"QueueAlreadyExists":     storeadapter.ErrAlreadyExists,
+	"BlobAlreadyExists":      storeadapter.ErrAlreadyExists,
+	"ContainerAlreadyExists": storeadapter.ErrAlreadyExists,
+
+	"UpdateConditionNotSatisfied": storeadapter.ErrPreconditionFailed,
+	"ConditionNotMet":             storeadapter.ErrPreconditionFailed,
+
+	"TableBeingDeleted":     storeadapter.ErrTableBeingDeleted,
+	"ContainerBeingDeleted": storeadapter.ErrTableBeingDeleted,
+	"QueueBeingDeleted":     storeadapter.ErrTableBeingDeleted,
+
+	"PopReceiptMismatch": storeadapter.ErrPopReceiptMismatch,
+
+	"EntityTooLarge":        storeadapter.ErrTooLarge,
+	"PropertyValueTooLarge": storeadapter.ErrTooLarge,
+	"RequestBodyTooLarge":   storeadapter.ErrTooLarge,
+	"TooManyProperties":     storeadapter.ErrTooLarge,
+
+	"OperationTimedOut": storeadapter.ErrUnavailable,
+	"ServerBusy":        storeadapter.ErrUnavailable,
+	"InternalError":     storeadapter.ErrUnavailable,
+}
+
+// statusSentinels is the fallback when the code is unknown or empty.
+var statusSentinels = map[int]error{
+	http.StatusBadRequest:            storeadapter.ErrInvalidInput,
+	http.StatusNotFound:              storeadapter.ErrNotFound,
+	http.StatusConflict:              storeadapter.ErrAlreadyExists,
+	http.StatusPreconditionFailed:    storeadapter.ErrPreconditionFailed,
+	http.StatusRequestEntityTooLarge: storeadapter.ErrTooLarge,
+	http.StatusRequestTimeout:        storeadapter.ErrUnavailable,
+	http.StatusTooManyRequests:       storeadapter.ErrUnavailable,
+	http.StatusInternalServerError:   storeadapter.ErrUnavailable,
+	http.StatusBadGateway:            storeadapter.ErrUnavailable,
+	http.StatusServiceUnavailable:    storeadapter.ErrUnavailable,
+	http.StatusGatewayTimeout:        storeadapter.ErrUnavailable,
+}
+
+// Inside a failed batch the code and the failing operation's index are only
+// in the response body: {"odata.error":{"code":"EntityAlreadyExists",
+// "message":{"lang":"en-US","value":"1:The specified entity already exists..."}}}.
+var (
+	bodyCodeRE  = regexp.MustCompile(`"code"\s*:\s*"([A-Za-z]+)"`)
+	bodyIndexRE = regexp.MustCompile(`"value"\s*:\s*"(\d+):`)
+)
+
+// interpretError translates an SDK error into an error that wraps one of
+// storeadapter's sentinels, prefixed with op ("azstore: get entity pk/rk").
+// It is the one place that looks inside SDK errors. The SDK's own text is
+// not kept: it quotes request URLs, which may carry a SAS token.
+func interpretError(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("azstore: %s: %w", op, err)
+	}
+	var re *azcore.ResponseError
+	if !errors.As(err, &re) {
+		// A transport failure: connection refused or reset, DNS, TLS, a
+		// response cut short. Keep the cause but not a URL that may hold a SAS.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return fmt.Errorf("azstore: %s: %w: %v", op, storeadapter.ErrUnavailable, err)
+	}
+	code, status := re.ErrorCode, re.StatusCode
+	if code == "" {
+		code = codeFromBody(re)
+	}
+	sentinel := codeSentinels[code]
+	if sentinel == nil {
+		sentinel = statusSentinels[status]
+	}
+	if sentinel == nil {
+		if status >= 500 {
+			sentinel = storeadapter.ErrUnavailable
+		} else {
+			sentinel = storeadapter.ErrInvalidInput
+		}
+	}
+	return fmt.Errorf("azstore: %s: %w (HTTP %d %s)", op, sentinel, status, code)
+}
+
+// codeFromBody reads the error code from the body of a response whose
+// ErrorCode is empty (a batch failure, or Azurite's invalid-name answer).
+func codeFromBody(re *azcore.ResponseError) string {
+	if m := bodyCodeRE.FindSubmatch(responseBody(re)); m != nil {
+		return string(m[1])
+	}
+	return ""
+}
+
+// responseBody returns the error response's body (azcore caches it).
+func responseBody(re *azcore.ResponseError) []byte {
+	if re.RawResponse == nil {
+		return nil
+	}
+	b, _ := runtime.Payload(re.RawResponse)
+	return b
+}
+
+// interpretTransactionError translates a failed SubmitTransaction into a
+// *storeadapter.TransactionError with the failing operation's index.
+func interpretTransactionError(op string, err error) error {
+	index := -1
+	var re *azcore.ResponseError
+	if errors.As(err, &re) {
+		if m := bodyIndexRE.FindSubmatch(responseBody(re)); m != nil {
+			index, _ = strconv.Atoi(string(m[1]))
+		}
+	}
+	return &storeadapter.TransactionError{Index: index, Err: interpretError(op, err)}
+}

@@ -1,0 +1,214 @@
+package azstore
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/service"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
+
+	"github.com/tablekeeper/tablekeeper/storeadapter"
+)
+
+// Store is one storage account reached through the Azure SDK. It is safe
+// for concurrent use.
+type Store struct {
+	tables *Tables
+	queues *azqueue.ServiceClient
+	blobs  *service.Client
+}
+
+var _ storeadapter.Store = (*Store)(nil)
+
+// Options pass SDK client options through to the three clients (retry
+// policy, transport, logging). Nil fields keep the SDK defaults. The
+// structs are copied, never changed.
+type Options struct {
+	Tables *aztables.ClientOptions
+	Queues *azqueue.ClientOptions
+	Blobs  *azblob.ClientOptions
+}
+
+// Endpoints are the service URLs of one account, such as
+// https://acct.table.core.windows.net/ or http://127.0.0.1:10002/devstoreaccount1.
+type Endpoints struct {
+	Table, Queue, Blob string
+}
+
+// AccountEndpoints returns the public-cloud endpoints of an account name.
+func AccountEndpoints(account string) Endpoints {
+	return endpointsFor("https", account, "core.windows.net")
+}
+
+func endpointsFor(protocol, account, suffix string) Endpoints {
+	u := func(svc string) string { return protocol + "://" + account + "." + svc + "." + suffix + "/" }
+	return Endpoints{Table: u("table"), Queue: u("queue"), Blob: u("blob")}
+}
+
+// DevelopmentConnectionString is what "UseDevelopmentStorage=true" stands
+// for: Azurite's well-known account on its default loopback ports.
+const DevelopmentConnectionString = "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;" +
+	"AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;" +
+	"BlobEndpoint=http://127.0.0.1:10000/devstoreaccount1;QueueEndpoint=http://127.0.0.1:10001/devstoreaccount1;" +
+	"TableEndpoint=http://127.0.0.1:10002/devstoreaccount1;"
+
+// errBadConnectionString never quotes the connection string: it holds a key.
+var errBadConnectionString = errors.New("azstore: invalid connection string")
+
+// NewFromConnectionString connects with an Azure Storage connection string:
+// account name and key, a SAS token, or UseDevelopmentStorage=true (Azurite
+// on its default ports). Explicit BlobEndpoint / QueueEndpoint /
+// TableEndpoint entries override the ones derived from the account name.
+// Errors name the missing or malformed part, never its value.
+func NewFromConnectionString(conn string, o *Options) (*Store, error) {
+	kv, err := parseConnectionString(conn)
+	if err != nil {
+		return nil, err
+	}
+	if strings.EqualFold(kv["usedevelopmentstorage"], "true") {
+		if kv, err = parseConnectionString(DevelopmentConnectionString); err != nil {
+			return nil, err
+		}
+	}
+	account := kv["accountname"]
+	ep := endpointsFor(cmpOr(kv["defaultendpointsprotocol"], "https"), account, cmpOr(kv["endpointsuffix"], "core.windows.net"))
+	ep.Table = cmpOr(kv["tableendpoint"], ep.Table)
+	ep.Queue = cmpOr(kv["queueendpoint"], ep.Queue)
+	ep.Blob = cmpOr(kv["blobendpoint"], ep.Blob)
+	if account == "" && (kv["tableendpoint"] == "" || kv["queueendpoint"] == "" || kv["blobendpoint"] == "") {
+		return nil, fmt.Errorf("%w: AccountName is missing (or give all three service endpoints)", errBadConnectionString)
+	}
+	switch {
+	case kv["accountkey"] != "":
+		if account == "" {
+			return nil, fmt.Errorf("%w: AccountKey needs AccountName", errBadConnectionString)
+		}
+		return NewWithSharedKey(ep, account, kv["accountkey"], o)
+	case kv["sharedaccesssignature"] != "":
+		return newWithSAS(ep, strings.TrimPrefix(kv["sharedaccesssignature"], "?"), o)
+	}
+	return nil, fmt.Errorf("%w: it needs AccountKey or SharedAccessSignature (use NewWithCredential for Entra ID)", errBadConnectionString)
+}
+
+// parseConnectionString splits "k=v;k=v" into lower-case keys and values.
+func parseConnectionString(conn string) (map[string]string, error) {
+	kv := make(map[string]string)
+	for part := range strings.SplitSeq(conn, ";") {
+		if strings.TrimSpace(part) == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(part, "=")
+		if !ok {
+			return nil, fmt.Errorf("%w: a part has no '=' (expected Key=Value;...)", errBadConnectionString)
+		}
+		kv[strings.ToLower(strings.TrimSpace(k))] = strings.TrimSpace(v)
+	}
+	if len(kv) == 0 {
+		return nil, fmt.Errorf("%w: it is empty", errBadConnectionString)
+	}
+	return kv, nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// NewWithSharedKey connects with an account name and key.
+func NewWithSharedKey(ep Endpoints, account, key string, o *Options) (*Store, error) {
+	tcred, err := aztables.NewSharedKeyCredential(account, key)
+	if err != nil {
+		return nil, errors.New("azstore: invalid account key (it must be base64)")
+	}
+	qcred, err := azqueue.NewSharedKeyCredential(account, key)
+	if err != nil {
+		return nil, errors.New("azstore: invalid account key (it must be base64)")
+	}
+	bcred, err := azblob.NewSharedKeyCredential(account, key)
+	if err != nil {
+		return nil, errors.New("azstore: invalid account key (it must be base64)")
+	}
+	o = o.copy()
+	t, err1 := aztables.NewServiceClientWithSharedKey(ep.Table, tcred, o.Tables)
+	q, err2 := azqueue.NewServiceClientWithSharedKeyCredential(ep.Queue, qcred, o.Queues)
+	b, err3 := service.NewClientWithSharedKeyCredential(ep.Blob, bcred, blobServiceOptions(o.Blobs))
+	return newStore(t, q, b, errors.Join(err1, err2, err3))
+}
+
+// NewWithCredential connects with a Microsoft Entra ID token credential,
+// such as azidentity.NewDefaultAzureCredential (managed identity in
+// production). The identity needs the Storage Table Data Contributor, Queue
+// Data Message Processor (or Contributor) and Blob Data Contributor roles.
+func NewWithCredential(ep Endpoints, cred azcore.TokenCredential, o *Options) (*Store, error) {
+	o = o.copy()
+	t, err1 := aztables.NewServiceClient(ep.Table, cred, o.Tables)
+	q, err2 := azqueue.NewServiceClient(ep.Queue, cred, o.Queues)
+	b, err3 := service.NewClient(ep.Blob, cred, blobServiceOptions(o.Blobs))
+	return newStore(t, q, b, errors.Join(err1, err2, err3))
+}
+
+func newWithSAS(ep Endpoints, sas string, o *Options) (*Store, error) {
+	o = o.copy()
+	withSAS := func(u string) string { return strings.TrimRight(u, "/") + "/?" + sas }
+	t, err1 := aztables.NewServiceClientWithNoCredential(withSAS(ep.Table), o.Tables)
+	q, err2 := azqueue.NewServiceClientWithNoCredential(withSAS(ep.Queue), o.Queues)
+	b, err3 := service.NewClientWithNoCredential(withSAS(ep.Blob), blobServiceOptions(o.Blobs))
+	return newStore(t, q, b, errors.Join(err1, err2, err3))
+}
+
+func newStore(t *aztables.ServiceClient, q *azqueue.ServiceClient, b *service.Client, err error) (*Store, error) {
+	if err != nil {
+		// SDK constructor errors can quote the endpoint URL, which may hold
+		// a SAS token: say only that an endpoint was rejected.
+		return nil, errors.New("azstore: an endpoint URL was rejected by the SDK (check the table, queue and blob endpoints)")
+	}
+	return &Store{tables: &Tables{svc: t}, queues: q, blobs: b}, nil
+}
+
+// copy returns a copy of o whose option structs are copies too, so the SDK
+// never changes the caller's.
+func (o *Options) copy() *Options {
+	c := &Options{}
+	if o == nil {
+		return c
+	}
+	if o.Tables != nil {
+		t := *o.Tables
+		c.Tables = &t
+	}
+	if o.Queues != nil {
+		q := *o.Queues
+		c.Queues = &q
+	}
+	if o.Blobs != nil {
+		b := *o.Blobs
+		c.Blobs = &b
+	}
+	return c
+}
+
+func blobServiceOptions(o *azblob.ClientOptions) *service.ClientOptions {
+	if o == nil {
+		return nil
+	}
+	return (*service.ClientOptions)(o)
+}
+
+// Tables returns the table service.
+func (s *Store) Tables() storeadapter.Tables { return s.tables }
+
+// Queue returns a handle on the named queue.
+func (s *Store) Queue(name string) storeadapter.Queue {
+	return &Queue{name: name, c: s.queues.NewQueueClient(name)}
+}
+
+// Container returns a handle on the named blob container.
+func (s *Store) Container(name string) storeadapter.Blobs {
+	return &Container{name: name, c: s.blobs.NewContainerClient(name)}
+}
