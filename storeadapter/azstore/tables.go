@@ -107,7 +107,7 @@ func (t *Tables) GetEntity(ctx context.Context, table, pk, rk string) (storeadap
 	if err := decodeRaw(raw, &body); err != nil {
 		return storeadapter.Entity{}, interpretError(entityOp("get entity", table, pk, rk), err)
 	}
-	e, err := decodeEntity(body, string(resp.ETag))
+	e, err := storeadapter.UnmarshalEntityJSON(body, string(resp.ETag))
 	if err != nil {
 		return storeadapter.Entity{}, fmt.Errorf("azstore: %s: %w", entityOp("get entity", table, pk, rk), err)
 	}
@@ -144,7 +144,7 @@ func (t *Tables) prepare(table string, e storeadapter.Entity) (*aztables.Client,
 	if err != nil {
 		return nil, nil, err
 	}
-	body, err := encodeEntity(e)
+	body, err := storeadapter.MarshalEntityJSON(e)
 	return c, body, err
 }
 
@@ -255,7 +255,7 @@ func (t *Tables) Query(ctx context.Context, table string, q storeadapter.Query) 
 	}
 	page := storeadapter.Page{Entities: make([]storeadapter.Entity, 0, len(body.Value))}
 	for _, v := range body.Value {
-		e, err := decodeEntity(v, "")
+		e, err := storeadapter.UnmarshalEntityJSON(v, "")
 		if err != nil {
 			return storeadapter.Page{}, fmt.Errorf("azstore: query %s: %w", table, err)
 		}
@@ -312,7 +312,7 @@ func (t *Tables) Transact(ctx context.Context, table string, ops []storeadapter.
 		if op.Action == storeadapter.TxDelete {
 			e = storeadapter.Entity{PartitionKey: e.PartitionKey, RowKey: e.RowKey}
 		}
-		body, err := encodeEntity(e)
+		body, err := storeadapter.MarshalEntityJSON(e)
 		if err != nil {
 			return &storeadapter.TransactionError{Index: i, Err: err}
 		}

@@ -1,4 +1,4 @@
-package azstore
+package storeadapter
 
 import (
 	"bytes"
@@ -9,41 +9,40 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
-// The wire form of an entity is OData JSON. Every property whose type JSON
-// cannot tell — Int64, Double, DateTime, Guid, Binary — carries an
-// "@odata.type" annotation on the way out; Int64 travels as a string so no
-// JSON decoder rounds it. Reads ask for full metadata, so the service
-// annotates types on the way back too.
+// The JSON form of an entity is the service's OData JSON. Every property
+// whose type JSON cannot tell — Int64, Double, DateTime, Guid, Binary —
+// carries an "@odata.type" annotation; Int64 travels as a string so no JSON
+// decoder rounds it. azstore sends it to the service, and jobs use it to
+// store entities in blobs, so both keep every EDM type.
 
 const dateTimeLayout = "2006-01-02T15:04:05.0000000Z"
 
-// encodeEntity renders e as the JSON the SDK sends. e must be valid.
-func encodeEntity(e storeadapter.Entity) ([]byte, error) {
+// MarshalEntityJSON renders e's keys and properties as annotated OData JSON.
+// ETag and Timestamp are left out.
+func MarshalEntityJSON(e Entity) ([]byte, error) {
 	m := make(map[string]any, 2+2*len(e.Properties))
 	m["PartitionKey"] = e.PartitionKey
 	m["RowKey"] = e.RowKey
 	for name, v := range e.Properties {
-		var typ storeadapter.EdmType
+		var typ EdmType
 		switch x := v.(type) {
 		case string, bool, int32:
 			m[name] = x
 			continue
 		case int64:
-			typ, m[name] = storeadapter.EdmInt64, strconv.FormatInt(x, 10)
+			typ, m[name] = EdmInt64, strconv.FormatInt(x, 10)
 		case float64:
-			typ, m[name] = storeadapter.EdmDouble, doubleValue(x)
+			typ, m[name] = EdmDouble, doubleValue(x)
 		case time.Time:
-			typ, m[name] = storeadapter.EdmDateTime, storeadapter.DateTime(x).Format(dateTimeLayout)
-		case storeadapter.GUID:
-			typ, m[name] = storeadapter.EdmGUID, x.String()
+			typ, m[name] = EdmDateTime, DateTime(x).Format(dateTimeLayout)
+		case GUID:
+			typ, m[name] = EdmGUID, x.String()
 		case []byte:
-			typ, m[name] = storeadapter.EdmBinary, base64.StdEncoding.EncodeToString(x)
+			typ, m[name] = EdmBinary, base64.StdEncoding.EncodeToString(x)
 		default:
-			return nil, fmt.Errorf("%w: property %s: Go type %T has no EDM type", storeadapter.ErrInvalidInput, name, v)
+			return nil, invalid("property "+name, "Go type %T has no EDM type", v)
 		}
 		m[name+"@odata.type"] = typ.String()
 	}
@@ -64,16 +63,19 @@ func doubleValue(f float64) any {
 	return f
 }
 
-// decodeEntity parses an entity the SDK returned. etag, when not empty,
-// overrides the odata.etag in the body (GetEntity returns it as a header).
-func decodeEntity(data []byte, etag string) (storeadapter.Entity, error) {
+// UnmarshalEntityJSON parses an entity in OData JSON, as the service returns
+// it or MarshalEntityJSON writes it. etag, when not empty, overrides the
+// odata.etag in the body (GetEntity returns it as a header). A number
+// without annotation is an Int32 when written without a decimal point or
+// exponent, else a Double, as on the service.
+func UnmarshalEntityJSON(data []byte, etag string) (Entity, error) {
 	var raw map[string]any
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	if err := dec.Decode(&raw); err != nil {
-		return storeadapter.Entity{}, fmt.Errorf("decode entity: %w", err)
+		return Entity{}, fmt.Errorf("decode entity: %w", err)
 	}
-	e := storeadapter.Entity{ETag: etag, Properties: make(map[string]any, len(raw)/2)}
+	e := Entity{ETag: etag, Properties: make(map[string]any, len(raw)/2)}
 	for name, v := range raw {
 		switch {
 		case name == "PartitionKey":
@@ -90,7 +92,7 @@ func decodeEntity(data []byte, etag string) (storeadapter.Entity, error) {
 			if err != nil {
 				return e, fmt.Errorf("decode entity: Timestamp %q: %w", s, err)
 			}
-			e.Timestamp = storeadapter.DateTime(t)
+			e.Timestamp = DateTime(t)
 		case strings.HasPrefix(name, "odata.") || strings.Contains(name, "@odata.") || v == nil:
 			// Metadata and annotations (read with their property), and the
 			// nulls a $select returns for properties an entity lacks.
@@ -126,30 +128,30 @@ func decodeValue(annotation string, v any) (any, error) {
 		}
 		return nil, fmt.Errorf("unexpected JSON value %T", v)
 	}
-	typ, ok := storeadapter.ParseEdmType(annotation)
+	typ, ok := ParseEdmType(annotation)
 	if !ok {
 		return nil, fmt.Errorf("unknown type %q", annotation)
 	}
 	s, isString := v.(string)
 	n, isNumber := v.(json.Number)
 	switch {
-	case typ == storeadapter.EdmString && isString:
+	case typ == EdmString && isString:
 		return s, nil
-	case typ == storeadapter.EdmBoolean:
+	case typ == EdmBoolean:
 		if b, ok := v.(bool); ok {
 			return b, nil
 		}
-	case typ == storeadapter.EdmInt32 && isNumber:
+	case typ == EdmInt32 && isNumber:
 		i, err := strconv.ParseInt(n.String(), 10, 32)
 		return int32(i), err
-	case typ == storeadapter.EdmInt64 && (isString || isNumber):
+	case typ == EdmInt64 && (isString || isNumber):
 		if isNumber {
 			s = n.String()
 		}
 		return strconv.ParseInt(s, 10, 64)
-	case typ == storeadapter.EdmDouble && isNumber:
+	case typ == EdmDouble && isNumber:
 		return n.Float64()
-	case typ == storeadapter.EdmDouble && isString:
+	case typ == EdmDouble && isString:
 		switch s {
 		case "NaN":
 			return math.NaN(), nil
@@ -159,12 +161,12 @@ func decodeValue(annotation string, v any) (any, error) {
 			return math.Inf(-1), nil
 		}
 		return strconv.ParseFloat(s, 64)
-	case typ == storeadapter.EdmDateTime && isString:
+	case typ == EdmDateTime && isString:
 		t, err := time.Parse(time.RFC3339Nano, s)
-		return storeadapter.DateTime(t), err
-	case typ == storeadapter.EdmGUID && isString:
-		return storeadapter.ParseGUID(s)
-	case typ == storeadapter.EdmBinary && isString:
+		return DateTime(t), err
+	case typ == EdmGUID && isString:
+		return ParseGUID(s)
+	case typ == EdmBinary && isString:
 		return base64.StdEncoding.DecodeString(s)
 	}
 	return nil, fmt.Errorf("%s value of JSON type %T", typ, v)
