@@ -118,14 +118,26 @@ func (s *Store) time() time.Time { return storeadapter.DateTime(s.now()) }
 func (s *Store) next() string { return strconv.FormatUint(s.seq.Add(1), 36) }
 
 // FakeClock is a manual clock for tests: time stands still until Advance or
-// Set moves it. It is safe for concurrent use.
+// Set moves it, and timers made by After fire when it passes their
+// deadline. It is safe for concurrent use.
 type FakeClock struct {
-	mu sync.Mutex
-	t  time.Time
+	mu      sync.Mutex
+	cond    *sync.Cond
+	t       time.Time
+	waiters []fakeTimer
+}
+
+type fakeTimer struct {
+	at time.Time
+	ch chan time.Time
 }
 
 // NewFakeClock returns a clock set to t.
-func NewFakeClock(t time.Time) *FakeClock { return &FakeClock{t: t} }
+func NewFakeClock(t time.Time) *FakeClock {
+	c := &FakeClock{t: t}
+	c.cond = sync.NewCond(&c.mu)
+	return c
+}
 
 // Now returns the clock's time.
 func (c *FakeClock) Now() time.Time {
@@ -134,16 +146,54 @@ func (c *FakeClock) Now() time.Time {
 	return c.t
 }
 
-// Advance moves the clock forward by d.
+// After returns a channel that receives the clock's time once the clock
+// has moved d past now (at once when d <= 0).
+func (c *FakeClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	if d <= 0 {
+		ch <- c.t
+		return ch
+	}
+	c.waiters = append(c.waiters, fakeTimer{at: c.t.Add(d), ch: ch})
+	c.cond.Broadcast()
+	return ch
+}
+
+// Advance moves the clock forward by d, firing the timers it passes.
 func (c *FakeClock) Advance(d time.Duration) {
 	c.mu.Lock()
-	c.t = c.t.Add(d)
+	c.setLocked(c.t.Add(d))
 	c.mu.Unlock()
 }
 
-// Set moves the clock to t.
+// Set moves the clock to t, firing the timers it passes.
 func (c *FakeClock) Set(t time.Time) {
 	c.mu.Lock()
-	c.t = t
+	c.setLocked(t)
 	c.mu.Unlock()
+}
+
+func (c *FakeClock) setLocked(t time.Time) {
+	c.t = t
+	kept := c.waiters[:0]
+	for _, w := range c.waiters {
+		if w.at.After(t) {
+			kept = append(kept, w)
+		} else {
+			w.ch <- t
+		}
+	}
+	c.waiters = kept
+}
+
+// BlockUntilTimers waits until at least n timers are pending, so a test can
+// advance the clock knowing the code under test is waiting on it.
+func (c *FakeClock) BlockUntilTimers(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for len(c.waiters) < n {
+		c.cond.Wait()
+	}
 }
