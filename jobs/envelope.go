@@ -1,0 +1,189 @@
+package jobs
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/tablekeeper/tablekeeper/storeadapter"
+)
+
+// Envelope is the public message contract (see the README): every message
+// on the queue is the base64 of this JSON, or the JSON itself.
+//
+//	{"v":1,"id":"op-2026-11-21-0001","kind":"archive","args":{...},"traceparent":"00-…"}
+type Envelope struct {
+	// V is the envelope version; it must be 1.
+	V int `json:"v"`
+	// ID is the operation id and idempotency key: 1–128 characters of
+	// A-Za-z0-9._:-.
+	ID string `json:"id"`
+	// Kind selects the handler.
+	Kind string `json:"kind"`
+	// Args are the kind's arguments, validated strictly by the kind.
+	Args json.RawMessage `json:"args,omitempty"`
+	// ArgsRef, instead of Args, names a blob "container/blob" that holds
+	// the arguments of a payload too large for a message (claim check).
+	ArgsRef string `json:"argsRef,omitempty"`
+	// TraceParent is an optional W3C trace context.
+	TraceParent string `json:"traceparent,omitempty"`
+}
+
+var (
+	opIDRE        = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+	traceParentRE = regexp.MustCompile(`^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$`)
+)
+
+// Encode renders an envelope as message text: the base64 of its JSON.
+func Encode(env Envelope) (string, error) {
+	if err := env.validate(); err != nil {
+		return "", err
+	}
+	b, err := json.Marshal(env)
+	if err != nil {
+		return "", err
+	}
+	text := base64.StdEncoding.EncodeToString(b)
+	if len(text) > storeadapter.MaxMessageBytes {
+		return "", fmt.Errorf("envelope: %d bytes encoded exceeds the %d-byte message limit: store args in a blob and send argsRef", len(text), storeadapter.MaxMessageBytes)
+	}
+	return text, nil
+}
+
+// DecodeEnvelope parses message text — base64 of JSON, or plain JSON — and
+// checks the envelope's own fields. It does not look inside Args. Every
+// error is permanent and names the field and the rule; it never panics,
+// whatever the text.
+func DecodeEnvelope(text string) (Envelope, error) {
+	data := []byte(strings.TrimSpace(text))
+	if len(data) == 0 {
+		return Envelope{}, Permanentf("envelope: the message is empty")
+	}
+	if data[0] != '{' {
+		dec, err := base64.StdEncoding.DecodeString(string(data))
+		if err != nil {
+			return Envelope{}, Permanentf("envelope: the message is neither JSON nor base64 of JSON (%v)", err)
+		}
+		data = bytes.TrimSpace(dec)
+	}
+	if !utf8.Valid(data) {
+		return Envelope{}, Permanentf("envelope: the JSON is not valid UTF-8")
+	}
+	var env Envelope
+	if err := strictUnmarshal(data, &env, ""); err != nil {
+		return Envelope{}, Permanent(fmt.Errorf("envelope: %w", err))
+	}
+	if err := env.validate(); err != nil {
+		return Envelope{}, Permanent(err)
+	}
+	return env, nil
+}
+
+func (env Envelope) validate() error {
+	switch {
+	case env.V != 1:
+		return fmt.Errorf("envelope: v: must be 1, got %d", env.V)
+	case !opIDRE.MatchString(env.ID):
+		return fmt.Errorf("envelope: id: must be 1-128 characters of A-Za-z0-9._:-, got %q", truncate(env.ID, 140))
+	case env.Kind == "":
+		return errors.New("envelope: kind: is required")
+	case len(env.Args) > 0 && env.ArgsRef != "":
+		return errors.New("envelope: args and argsRef: give one, not both")
+	case len(env.Args) == 0 && env.ArgsRef == "":
+		return errors.New("envelope: args: is required (or argsRef for a payload stored in a blob)")
+	case env.TraceParent != "" && !traceParentRE.MatchString(env.TraceParent):
+		return fmt.Errorf("envelope: traceparent: must be a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>), got %q", truncate(env.TraceParent, 80))
+	}
+	if env.ArgsRef != "" {
+		if _, _, err := SplitBlobRef("argsRef", env.ArgsRef); err != nil {
+			return fmt.Errorf("envelope: %w", err)
+		}
+	}
+	return nil
+}
+
+// SplitBlobRef splits "container/blob" and validates both names.
+func SplitBlobRef(field, ref string) (container, blob string, err error) {
+	container, blob, ok := strings.Cut(ref, "/")
+	if !ok || blob == "" {
+		return "", "", fmt.Errorf("%s: must be \"container/blob\", got %q", field, truncate(ref, 80))
+	}
+	if err := storeadapter.ValidateContainerName(container); err != nil {
+		return "", "", fmt.Errorf("%s: %w", field, err)
+	}
+	if err := storeadapter.ValidateBlobName(blob); err != nil {
+		return "", "", fmt.Errorf("%s: %w", field, err)
+	}
+	return container, blob, nil
+}
+
+// strictUnmarshal decodes one JSON object into v, rejecting unknown fields,
+// trailing data and wrong types with a message that names the field
+// (prefix + "." + name).
+func strictUnmarshal(data []byte, v any, prefix string) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		if _, terr := dec.Token(); terr != io.EOF {
+			return errors.New("unexpected data after the JSON object")
+		}
+		return nil
+	}
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te):
+		field := te.Field
+		if prefix != "" {
+			field = prefix + "." + field
+		}
+		if te.Field == "" {
+			return fmt.Errorf("%s: must be a JSON object, got %s", cmpOr(prefix, "message"), te.Value)
+		}
+		return fmt.Errorf("%s: must be %s, got %s", field, jsonTypeName(te.Type.Kind().String()), te.Value)
+	case errors.As(err, &se):
+		return fmt.Errorf("invalid JSON at byte %d: %v", se.Offset, se)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		if prefix != "" {
+			name = prefix + "." + name
+		}
+		return fmt.Errorf("%s: unknown field", name)
+	}
+	return fmt.Errorf("invalid JSON: %v", err)
+}
+
+func jsonTypeName(kind string) string {
+	switch kind {
+	case "string":
+		return "a string"
+	case "bool":
+		return "true or false"
+	case "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64", "float32", "float64":
+		return "a number"
+	case "slice", "array":
+		return "an array"
+	}
+	return "an object"
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
+}

@@ -1,0 +1,200 @@
+package poison
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/tablekeeper/tablekeeper/storeadapter"
+)
+
+// Attempt is one failed run of a message.
+type Attempt struct {
+	// DequeueCount is the message's dequeue count during this run.
+	DequeueCount int64 `json:"n"`
+	// Time is when the run started. A zero Time is recorded as the time of
+	// the call, which makes a repeated call write a different value: set it.
+	Time time.Time `json:"time"`
+	// Duration is how long the run took.
+	Duration time.Duration `json:"durationNs"`
+	// Host names the worker that ran it.
+	Host string `json:"host"`
+	// Error is the failure, truncated to MaxErrorChars.
+	Error string `json:"error"`
+}
+
+// Failure describes the message whose attempt failed.
+type Failure struct {
+	// MessageID is the original queue message id: the record's key.
+	MessageID string
+	// Text is the original message text, untouched.
+	Text string
+	// OpID and Kind come from the envelope when it decoded ("" when not).
+	OpID, Kind string
+	// Attempt is the attempt that just failed.
+	Attempt Attempt
+}
+
+// MaxErrorChars bounds a stored error or reason text, in characters. A
+// longer text is cut and ends with "…".
+const MaxErrorChars = 2000
+
+// MaxAttempts is how many attempts a record keeps, one property each:
+// Attempt001 to Attempt200. Attempts with a higher dequeue count overwrite
+// Attempt200, so a record stays within Azure's 252 properties and 1 MiB.
+const MaxAttempts = 200
+
+// RequeueTimeout is how long a record may stay in StateRequeuing before
+// another Requeue assumes the one that claimed it crashed and sends the
+// original again. Claiming and sending take a few round trips, so a record
+// younger than this belongs to a requeue still running.
+const RequeueTimeout = 5 * time.Minute
+
+// Record states.
+const (
+	// StateFailing: attempts failed, but the message is still being retried
+	// on the work queue.
+	StateFailing = "failing"
+	// StatePoisoned: the message was moved to the poison queue.
+	StatePoisoned = "poisoned"
+	// StateRequeuing: a Requeue claimed the record and is sending the
+	// original back to the work queue.
+	StateRequeuing = "requeuing"
+	// StateRequeued: the original was sent back to the work queue.
+	StateRequeued = "requeued"
+)
+
+// maxNameChars bounds the short texts of a record (op id, kind, host).
+const maxNameChars = 256
+
+// QueueName returns the poison queue of a work queue: source + "-poison".
+// When that would exceed 63 characters, the source part is cut (and any
+// hyphen it then ends with dropped) so the result is a valid queue name.
+func QueueName(source string) string {
+	const suffix = "-poison"
+	base := source
+	if len(base)+len(suffix) > 63 {
+		base = base[:63-len(suffix)]
+	}
+	return strings.TrimRight(base, "-") + suffix
+}
+
+// TableName returns the poison records table of a work queue: the queue
+// name's ASCII letters and digits (hyphens dropped), prefixed with "q" when
+// it does not start with a letter, then "Poison"; the first part is cut so
+// the whole is at most 63 characters: "orders-eu" gives "orderseuPoison",
+// "7-day" gives "q7dayPoison".
+//
+// Different queue names can map to the same table (such as "a-bc" and
+// "abc"); records carry their queue's name and every query filters on it.
+func TableName(source string) string {
+	const suffix = "Poison"
+	var b strings.Builder
+	for _, r := range source {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			b.WriteRune(r)
+		}
+	}
+	base := b.String()
+	if base == "" || base[0] >= '0' && base[0] <= '9' {
+		base = "q" + base
+	}
+	if len(base)+len(suffix) > 63 {
+		base = base[:63-len(suffix)]
+	}
+	return base + suffix
+}
+
+// Config wires a Mover to one work queue.
+type Config struct {
+	// Tables holds the records table. Required.
+	Tables storeadapter.Tables
+	// Source is the work queue. Required.
+	Source storeadapter.Queue
+	// Poison is the poison queue, normally QueueName(Source.Name()); it is
+	// created on first use. Required.
+	Poison storeadapter.Queue
+	// Blobs is the container for originals too large for a poison message
+	// or a string property, normally QueueName(Source.Name()); it is
+	// created on first use. Required.
+	Blobs storeadapter.Blobs
+	// Table is the records table; "" means TableName(Source.Name()). It is
+	// created on first use.
+	Table string
+	// Now returns the current time; nil means time.Now.
+	Now func() time.Time
+	// Host is this host's name, recorded when a Requeue claims and sends a
+	// record, and in a poison summary whose attempt names no host; "" means
+	// os.Hostname(), or "unknown" when that fails.
+	Host string
+}
+
+// Validate reports a configuration that cannot work: a missing port or an
+// invalid table name.
+func (c Config) Validate() error {
+	switch {
+	case c.Tables == nil:
+		return errors.New("poison: config: Tables is required")
+	case c.Source == nil:
+		return errors.New("poison: config: Source is required")
+	case c.Poison == nil:
+		return errors.New("poison: config: Poison is required")
+	case c.Blobs == nil:
+		return errors.New("poison: config: Blobs is required")
+	}
+	if err := storeadapter.ValidateTableName(c.Table); err != nil {
+		return fmt.Errorf("poison: config: %w", err)
+	}
+	return nil
+}
+
+// Mover records failures, moves messages to the poison queue and serves the
+// operators' inspection API. It holds no state besides its configuration
+// and is safe for concurrent use; so are several Movers on several hosts.
+type Mover struct {
+	cfg Config
+	err error // the configuration's validation error, returned by every method
+}
+
+// New returns a Mover with cfg's defaults filled in. An invalid cfg (see
+// Config.Validate) makes every method return the validation error.
+func New(cfg Config) *Mover {
+	if cfg.Table == "" && cfg.Source != nil {
+		cfg.Table = TableName(cfg.Source.Name())
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Host == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			h = "unknown"
+		}
+		cfg.Host = cmp.Or(h, "unknown")
+	}
+	return &Mover{cfg: cfg, err: cfg.Validate()}
+}
+
+// now returns the current time as a table stores it.
+func (m *Mover) now() time.Time { return storeadapter.DateTime(m.cfg.Now()) }
+
+// truncate returns s as valid UTF-8 of at most n characters; a longer text
+// is cut to n-1 characters followed by "…".
+func truncate(s string, n int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	count := 0
+	for i := range s {
+		if count == n-1 {
+			return s[:i] + "…"
+		}
+		count++
+	}
+	return s
+}
