@@ -57,7 +57,8 @@ const RequeueTimeout = 5 * time.Minute
 // Record states.
 const (
 	// StateFailing: attempts failed, but the message is still being retried
-	// on the work queue.
+	// on the work queue. It is never stored: a record without a State
+	// property is failing (see RecordAttempt).
 	StateFailing = "failing"
 	// StatePoisoned: the message was moved to the poison queue.
 	StatePoisoned = "poisoned"
@@ -176,6 +177,7 @@ func New(cfg Config) *Mover {
 		}
 		cfg.Host = cmp.Or(h, "unknown")
 	}
+	cfg.Host = truncate(cfg.Host, maxNameChars)
 	return &Mover{cfg: cfg, err: cfg.Validate()}
 }
 

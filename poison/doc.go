@@ -1,0 +1,70 @@
+// Package poison parks the messages tablekeeper cannot process and lets
+// operators inspect, requeue, delete and purge them.
+//
+// The runner in jobs calls RecordAttempt after each failed attempt that will
+// be retried, and Move when a message fails permanently or too often. The
+// operator CLI calls List, GroupByReason, Show, Requeue, Delete, Purge and
+// DecodeMessage.
+//
+// # Where things live
+//
+// For a work queue named q:
+//
+//   - The poison queue is QueueName(q), normally "q-poison". Each poisoned
+//     message appears there once (twice at most after a crash; see Move).
+//   - The failure records live in the table TableName(q), normally
+//     "qPoison": one entity per original message, PartitionKey = the
+//     original message id, RowKey = "record". It holds the state (none
+//     while the message is still retried, which reads as "failing"; then
+//     "poisoned", "requeuing", "requeued"), the reason, the
+//     summary fields, one property per attempt (Attempt001, Attempt002, …,
+//     each the JSON of an Attempt) and the original text (property
+//     Original) when it fits a string property. Keying by message id is
+//     what makes every write idempotent: a redelivered message poisoned a
+//     second time lands on the same record.
+//   - An original too large for a string property or for the poison
+//     message is stored as the blob "<message id>.txt" in the container
+//     QueueName(q), and referred to as "<container>/<blob>".
+//
+// # The poison message format
+//
+// A poison message's text is the standard base64 encoding of this UTF-8
+// JSON (the same encoding as the work envelopes):
+//
+//	{
+//	  "v": 1,
+//	  "poison": {
+//	    "messageId":    "<original queue message id>",
+//	    "opId":         "<operation id, \"\" when the envelope did not decode>",
+//	    "kind":         "<job kind, \"\" when the envelope did not decode>",
+//	    "reason":       "<why it was poisoned, at most MaxErrorChars characters>",
+//	    "dequeueCount": 6,
+//	    "firstAttempt": "2026-11-21T10:00:00Z",
+//	    "lastAttempt":  "2026-11-21T10:05:00Z",
+//	    "host":         "<worker that poisoned it>",
+//	    "queue":        "<work queue name>"
+//	  },
+//	  "original": "<the original message text, untouched>"
+//	}
+//
+// When the original does not fit (the encoded message would exceed
+// storeadapter.MaxMessageBytes, or the text is not valid UTF-8), "original"
+// is left out and "originalRef": "<container>/<blob>" names the blob that
+// holds it. Exactly one of the two is present. Poison messages never
+// expire. DecodeMessage parses the format; v must be 1.
+//
+// The failure record, not the poison message, is the source of truth: List
+// and Show read records, and Requeue, Delete and Purge use the poison queue
+// only to remove the messages that belong to a record, matched by the
+// original message id (so duplicates go together).
+//
+// # What it must not do
+//
+// It imports only the standard library, storeadapter and idempotent: never
+// jobs (the runner depends on it, not the reverse) and never the Azure SDK.
+// It never loses an original: a record or poison message that refers to a
+// blob is written only after the blob. Every storage write is an upsert, a
+// merge, an ETag-conditional update or a delete that treats "not found" as
+// done, so any step may run twice. It keeps no state between calls; all of
+// it lives in storage.
+package poison

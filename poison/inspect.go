@@ -1,0 +1,524 @@
+package poison
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/tablekeeper/tablekeeper/storeadapter"
+)
+
+// sweepVisibility is how long a sweep hides the poison messages it looks at
+// before making the ones it keeps visible again.
+const sweepVisibility = 30 * time.Second
+
+// List returns the records in State "poisoned" of this work queue (only
+// those of one kind when kind is not ""), newest LastAttempt first. It
+// streams the table page by page and sorts in memory: poison records are
+// few, and an operator who has millions has a bigger problem than this
+// sort. A missing table means no records.
+func (m *Mover) List(ctx context.Context, kind string) ([]Record, error) {
+	if m.err != nil {
+		return nil, m.err
+	}
+	var recs []Record
+	err := m.scan(ctx, m.filter(kind, StatePoisoned), func(e entry) { recs = append(recs, e.rec) })
+	if err != nil {
+		return nil, fmt.Errorf("poison: list: %w", err)
+	}
+	sortNewest(recs)
+	return recs, nil
+}
+
+// filter selects the records of this work queue, of one kind unless kind is
+// "" and in one state unless state is "".
+func (m *Mover) filter(kind, state string) storeadapter.Filter {
+	f := storeadapter.Compare(propQueue, storeadapter.Eq, m.cfg.Source.Name())
+	if kind != "" {
+		f = storeadapter.And(f, storeadapter.Compare(propKind, storeadapter.Eq, kind))
+	}
+	if state != "" {
+		f = storeadapter.And(f, storeadapter.Compare(propState, storeadapter.Eq, state))
+	}
+	return f
+}
+
+// scan calls fn with every record matching f, page by page. A missing table
+// holds no records.
+func (m *Mover) scan(ctx context.Context, f storeadapter.Filter, fn func(entry)) error {
+	q := storeadapter.Query{Filter: f}
+	for {
+		page, err := m.cfg.Tables.Query(ctx, m.cfg.Table, q)
+		if errors.Is(err, storeadapter.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, e := range page.Entities {
+			if e.RowKey == recordRowKey {
+				fn(decodeEntry(e))
+			}
+		}
+		if page.Next == "" {
+			return nil
+		}
+		q.Continuation = page.Next
+	}
+}
+
+// sortNewest orders records by LastAttempt, newest first, then by id.
+func sortNewest(recs []Record) {
+	slices.SortFunc(recs, func(a, b Record) int {
+		return cmp.Or(b.LastAttempt.Compare(a.LastAttempt), cmp.Compare(a.MessageID, b.MessageID))
+	})
+}
+
+// Group is the records that share a reason.
+type Group struct {
+	// Reason is the records' Reason.
+	Reason string
+	// Count is how many records have it.
+	Count int
+	// Kinds are the records' distinct kinds, sorted.
+	Kinds []string
+	// Newest is the latest LastAttempt among them.
+	Newest time.Time
+}
+
+// GroupByReason groups records by Reason with counts, the largest group
+// first (ties: the newest first, then by reason).
+func GroupByReason(records []Record) []Group {
+	byReason := map[string]*Group{}
+	var groups []*Group
+	for _, r := range records {
+		g := byReason[r.Reason]
+		if g == nil {
+			g = &Group{Reason: r.Reason}
+			byReason[r.Reason] = g
+			groups = append(groups, g)
+		}
+		g.Count++
+		if !slices.Contains(g.Kinds, r.Kind) {
+			g.Kinds = append(g.Kinds, r.Kind)
+		}
+		if r.LastAttempt.After(g.Newest) {
+			g.Newest = r.LastAttempt
+		}
+	}
+	out := make([]Group, 0, len(groups))
+	for _, g := range groups {
+		slices.Sort(g.Kinds)
+		out = append(out, *g)
+	}
+	slices.SortFunc(out, func(a, b Group) int {
+		return cmp.Or(cmp.Compare(b.Count, a.Count), b.Newest.Compare(a.Newest), cmp.Compare(a.Reason, b.Reason))
+	})
+	return out
+}
+
+// Show returns the record of one original message id, in any state, with
+// its Original loaded (from the blob when only OriginalRef holds it). It
+// returns an error wrapping storeadapter.ErrNotFound when there is none.
+func (m *Mover) Show(ctx context.Context, id string) (Record, error) {
+	if m.err != nil {
+		return Record{}, m.err
+	}
+	e, err := m.get(ctx, id)
+	if err != nil {
+		return Record{}, fmt.Errorf("poison: show %s: %w", id, err)
+	}
+	if e.rec.Original, err = m.original(ctx, e); err != nil {
+		return Record{}, err
+	}
+	return e.rec, nil
+}
+
+// get reads one record.
+func (m *Mover) get(ctx context.Context, id string) (entry, error) {
+	e, err := m.cfg.Tables.GetEntity(ctx, m.cfg.Table, id, recordRowKey)
+	if err != nil {
+		return entry{}, err
+	}
+	return decodeEntry(e), nil
+}
+
+// RequeueOptions select the records Requeue sends back.
+type RequeueOptions struct {
+	// IDs are original message ids. Exactly one of IDs and All is required.
+	IDs []string
+	// All selects every record of the work queue.
+	All bool
+	// Kind, when not "", keeps only the records of that kind.
+	Kind string
+	// DryRun returns what would be requeued without changing anything.
+	DryRun bool
+}
+
+// Requeue sends poisoned messages back to the work queue and returns the
+// records it requeued (or, with DryRun, would requeue), newest first.
+//
+// For each selected record in State "poisoned" it:
+//
+//  1. claims the record: an ETag-conditional merge to State "requeuing".
+//     Of two concurrent requeues of the same record one loses the claim
+//     (ErrPreconditionFailed), re-reads the record, finds it claimed and
+//     skips it, so the original is sent once;
+//  2. sends the original text, untouched (read from the blob when needed),
+//     to the work queue as a fresh message with the default time to live;
+//  3. merges State "requeued", RequeuedAt, RequeuedBy (this host) and
+//     RequeuedMessageID, conditional on the claim's ETag.
+//
+// Then it removes the requeued records' messages from the poison queue (all
+// of them, duplicates included) in one pass, and marks the records swept.
+// The pass receives every poison message, hiding each for 30 seconds, and
+// makes the ones it keeps visible again at the end; a concurrent Requeue,
+// Delete or Purge therefore cannot see them meanwhile. If the pass may have
+// missed some that way, the records stay unswept and the next Requeue that
+// selects them removes the rest.
+//
+// Crash positions: after 1 the record stays "requeuing"; once it is older
+// than RequeueTimeout the next Requeue claims it again and sends it (after
+// 2 that is a second copy on the work queue, which handlers tolerate: they
+// are idempotent by operation id). After 3 the poison messages remain; the
+// next Requeue that selects the record finds it "requeued" but not swept
+// and removes them without sending anything.
+//
+// Records in other states are skipped, so a second Requeue does nothing.
+// An id without a record (or whose record belongs to another work queue)
+// gives an error wrapping storeadapter.ErrNotFound; the other ids are still
+// requeued, and the error is returned with them.
+func (m *Mover) Requeue(ctx context.Context, o RequeueOptions) ([]Record, error) {
+	if m.err != nil {
+		return nil, m.err
+	}
+	if o.All == (len(o.IDs) > 0) {
+		return nil, fmt.Errorf("poison: requeue: %w: give either IDs or All", storeadapter.ErrInvalidInput)
+	}
+	var (
+		entries []entry
+		errs    []error
+	)
+	if o.All {
+		if err := m.scan(ctx, m.filter(o.Kind, ""), func(e entry) { entries = append(entries, e) }); err != nil {
+			return nil, fmt.Errorf("poison: requeue: %w", err)
+		}
+	} else {
+		seen := map[string]bool{}
+		for _, id := range o.IDs {
+			if seen[id] {
+				continue
+			}
+			seen[id] = true
+			e, err := m.get(ctx, id)
+			if errors.Is(err, storeadapter.ErrNotFound) {
+				errs = append(errs, fmt.Errorf("poison: requeue %s: %w", id, err))
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("poison: requeue %s: %w", id, err)
+			}
+			if e.rec.Queue != m.cfg.Source.Name() {
+				errs = append(errs, fmt.Errorf("poison: requeue %s: the record belongs to queue %q, not %q: %w",
+					id, e.rec.Queue, m.cfg.Source.Name(), storeadapter.ErrNotFound))
+				continue
+			}
+			if o.Kind == "" || e.rec.Kind == o.Kind {
+				entries = append(entries, e)
+			}
+		}
+	}
+
+	now := m.now()
+	var out []Record
+	sweep := map[string]string{} // message id -> ETag to mark the record swept with ("": do not)
+	for _, e := range entries {
+		switch {
+		case requeueable(e, now):
+			if o.DryRun {
+				out = append(out, e.rec)
+				continue
+			}
+			rec, etag, sent, err := m.requeueOne(ctx, e, now)
+			if sent {
+				out = append(out, rec)
+				sweep[rec.MessageID] = etag
+			}
+			if err != nil {
+				errs = append(errs, err)
+			}
+		case e.rec.State == StateRequeued && !e.swept && !o.DryRun:
+			sweep[e.rec.MessageID] = e.etag
+		}
+	}
+	sortNewest(out)
+	if len(sweep) > 0 {
+		_, complete, err := m.sweep(ctx, func(id string) bool { _, ok := sweep[id]; return ok })
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("poison: requeue: %w", err))
+		case complete:
+			errs = append(errs, m.markSwept(ctx, sweep))
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// requeueable reports whether Requeue should send a record: it is
+// poisoned, or a requeue claimed it longer than RequeueTimeout ago and
+// never finished.
+func requeueable(e entry, now time.Time) bool {
+	return e.rec.State == StatePoisoned ||
+		e.rec.State == StateRequeuing && !now.Before(e.requeuingAt.Add(RequeueTimeout))
+}
+
+// requeueOne claims, sends and finishes one record (see Requeue). sent
+// reports whether the original was sent; etag is the record's ETag after
+// the last step, "" when it could not be finished.
+func (m *Mover) requeueOne(ctx context.Context, e entry, now time.Time) (rec Record, etag string, sent bool, err error) {
+	id := e.rec.MessageID
+	claim := storeadapter.Entity{PartitionKey: id, RowKey: recordRowKey, Properties: map[string]any{
+		propState: StateRequeuing, propRequeuingAt: now, propRequeuedBy: m.cfg.Host}}
+	for try := 0; ; try++ {
+		if !requeueable(e, now) {
+			return Record{}, "", false, nil // another requeue has it
+		}
+		etag, err = m.cfg.Tables.UpdateEntity(ctx, m.cfg.Table, claim, storeadapter.Merge, e.etag)
+		if err == nil {
+			break
+		}
+		if errors.Is(err, storeadapter.ErrNotFound) {
+			return Record{}, "", false, nil // deleted meanwhile
+		}
+		if !errors.Is(err, storeadapter.ErrPreconditionFailed) || try == 3 {
+			return Record{}, "", false, fmt.Errorf("poison: requeue %s: claim: %w", id, err)
+		}
+		// The record changed since it was read: look again.
+		if e, err = m.get(ctx, id); errors.Is(err, storeadapter.ErrNotFound) {
+			return Record{}, "", false, nil
+		} else if err != nil {
+			return Record{}, "", false, fmt.Errorf("poison: requeue %s: %w", id, err)
+		}
+	}
+
+	text, err := m.original(ctx, e)
+	if err != nil {
+		return Record{}, "", false, fmt.Errorf("poison: requeue %s: %w", id, err)
+	}
+	newID, err := sendCreatingID(ctx, m.cfg.Source, text, storeadapter.SendOptions{})
+	if err != nil {
+		return Record{}, "", false, fmt.Errorf("poison: requeue %s: send: %w", id, err)
+	}
+
+	rec = e.rec
+	rec.Original = text
+	rec.State, rec.RequeuedAt, rec.RequeuedBy, rec.RequeuedMessageID = StateRequeued, now, m.cfg.Host, newID
+	done := storeadapter.Entity{PartitionKey: id, RowKey: recordRowKey, Properties: map[string]any{
+		propState: StateRequeued, propRequeuedAt: now, propRequeuedBy: m.cfg.Host,
+		propRequeuedMessageID: newID, propSwept: false}}
+	etag, err = m.cfg.Tables.UpdateEntity(ctx, m.cfg.Table, done, storeadapter.Merge, etag)
+	switch {
+	case err == nil:
+		return rec, etag, true, nil
+	case errors.Is(err, storeadapter.ErrPreconditionFailed) || errors.Is(err, storeadapter.ErrNotFound):
+		// Someone changed the record since the claim (poisoned it again,
+		// deleted it); their state stands.
+		return rec, "", true, nil
+	}
+	return rec, "", true, fmt.Errorf("poison: requeue %s: finish: %w", id, err)
+}
+
+// markSwept records that the poison messages of requeued records are gone,
+// conditional on each record's ETag; a record changed meanwhile is left
+// alone.
+func (m *Mover) markSwept(ctx context.Context, etags map[string]string) error {
+	var errs []error
+	for id, etag := range etags {
+		if etag == "" {
+			continue
+		}
+		e := storeadapter.Entity{PartitionKey: id, RowKey: recordRowKey, Properties: map[string]any{propSwept: true}}
+		_, err := m.cfg.Tables.UpdateEntity(ctx, m.cfg.Table, e, storeadapter.Merge, etag)
+		if err != nil && !errors.Is(err, storeadapter.ErrPreconditionFailed) && !errors.Is(err, storeadapter.ErrNotFound) {
+			errs = append(errs, fmt.Errorf("poison: requeue %s: mark swept: %w", id, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Delete removes the record of one original message id, in any state,
+// with its blob and its poison-queue messages. It returns an error wrapping
+// storeadapter.ErrNotFound when there is no record.
+//
+// It removes the poison messages first, then the blob, then the record
+// (unconditionally), so a crash at any point leaves the record in place
+// and running Delete again finishes the job. A poison message hidden by the
+// pass of a concurrent Requeue, Delete or Purge is missed and outlives the
+// record: run operator commands one at a time.
+func (m *Mover) Delete(ctx context.Context, id string) error {
+	if m.err != nil {
+		return m.err
+	}
+	if _, err := m.get(ctx, id); err != nil {
+		return fmt.Errorf("poison: delete %s: %w", id, err)
+	}
+	if _, _, err := m.sweep(ctx, func(mid string) bool { return mid == id }); err != nil {
+		return fmt.Errorf("poison: delete %s: %w", id, err)
+	}
+	if err := m.deleteBlob(ctx, id); err != nil {
+		return fmt.Errorf("poison: delete %s: %w", id, err)
+	}
+	err := m.cfg.Tables.DeleteEntity(ctx, m.cfg.Table, id, recordRowKey, storeadapter.ETagAny)
+	if err != nil && !errors.Is(err, storeadapter.ErrNotFound) {
+		return fmt.Errorf("poison: delete %s: %w", id, err)
+	}
+	return nil
+}
+
+// deleteBlob deletes a message's original blob if there is one.
+func (m *Mover) deleteBlob(ctx context.Context, id string) error {
+	err := m.cfg.Blobs.Delete(ctx, blobName(id), storeadapter.ETagAny)
+	if err != nil && !errors.Is(err, storeadapter.ErrNotFound) {
+		return fmt.Errorf("delete blob %s: %w", blobName(id), err)
+	}
+	return nil
+}
+
+// Purge deletes every record of this work queue in State "poisoned" whose
+// LastAttempt is older than olderThan (0: all of them), with their blobs
+// and poison-queue messages, and returns how many records it deleted.
+//
+// Like Delete it removes the poison messages (one pass for all), then each
+// blob, then each record last, so a crash leaves the records for the next
+// Purge. A record's delete is conditional on the ETag read: one that
+// changed meanwhile (a newer attempt, a requeue) is kept and not counted.
+// Run it alone: a Requeue working on the same records may find their blobs
+// gone, and a poison message hidden by the pass of a concurrent Requeue,
+// Delete or Purge is missed and outlives its record.
+func (m *Mover) Purge(ctx context.Context, olderThan time.Duration) (int, error) {
+	if m.err != nil {
+		return 0, m.err
+	}
+	if olderThan < 0 {
+		return 0, fmt.Errorf("poison: purge: %w: olderThan %v is negative", storeadapter.ErrInvalidInput, olderThan)
+	}
+	cutoff := m.now().Add(-olderThan)
+	var sel []entry
+	err := m.scan(ctx, m.filter("", StatePoisoned), func(e entry) {
+		if olderThan == 0 || e.rec.LastAttempt.Before(cutoff) {
+			sel = append(sel, e)
+		}
+	})
+	if err != nil {
+		return 0, fmt.Errorf("poison: purge: %w", err)
+	}
+	if len(sel) == 0 {
+		return 0, nil
+	}
+	ids := make(map[string]bool, len(sel))
+	for _, e := range sel {
+		ids[e.rec.MessageID] = true
+	}
+	if _, _, err := m.sweep(ctx, func(id string) bool { return ids[id] }); err != nil {
+		return 0, fmt.Errorf("poison: purge: %w", err)
+	}
+	n := 0
+	for _, e := range sel {
+		id := e.rec.MessageID
+		if err := m.deleteBlob(ctx, id); err != nil {
+			return n, fmt.Errorf("poison: purge %s: %w", id, err)
+		}
+		err := m.cfg.Tables.DeleteEntity(ctx, m.cfg.Table, id, recordRowKey, e.etag)
+		switch {
+		case err == nil:
+			n++
+		case errors.Is(err, storeadapter.ErrPreconditionFailed) || errors.Is(err, storeadapter.ErrNotFound):
+		default:
+			return n, fmt.Errorf("poison: purge %s: %w", id, err)
+		}
+	}
+	return n, nil
+}
+
+// sweepPasses is how many times a sweep looks again when the queue holds
+// more messages than it saw, before it reports itself incomplete.
+const sweepPasses = 3
+
+// sweep makes one pass over the poison queue and deletes the messages whose
+// original message id matches; it returns how many it deleted, and whether
+// it is sure it saw every message. It receives batches of 32, hiding them for
+// sweepVisibility, until a receive returns nothing (or returns a message the
+// pass already holds, which means the pass outlasted the visibility
+// timeout). Then it compares the queue's approximate message count with
+// the messages it holds: more means messages it never saw (hidden by a
+// concurrent pass, sent meanwhile, or a count that lags behind deletes, as
+// Azure's may), and it receives again, up to sweepPasses times, before
+// reporting itself incomplete. Messages it
+// keeps, including those that do not decode, are made visible again at the
+// end with their own text. A missing poison queue holds nothing.
+func (m *Mover) sweep(ctx context.Context, match func(messageID string) bool) (deleted int, complete bool, err error) {
+	type held struct{ id, receipt, text string }
+	var kept []held
+	index := map[string]int{}
+	defer func() {
+		// Restore even when ctx is done: otherwise the messages stay hidden
+		// until their visibility timeout ends, which is harmless but slow.
+		rctx := context.WithoutCancel(ctx)
+		for _, h := range kept {
+			_, uerr := m.cfg.Poison.Update(rctx, h.id, h.receipt, h.text, 0)
+			if uerr != nil && !errors.Is(uerr, storeadapter.ErrNotFound) && !errors.Is(uerr, storeadapter.ErrPopReceiptMismatch) {
+				err = errors.Join(err, fmt.Errorf("sweep: restore poison message %s: %w", h.id, uerr))
+			}
+		}
+	}()
+	missed, passes := 0, 0
+	for {
+		msgs, err := m.cfg.Poison.Receive(ctx, storeadapter.MaxReceiveCount, sweepVisibility)
+		if errors.Is(err, storeadapter.ErrNotFound) {
+			return deleted, true, nil
+		}
+		if err != nil {
+			return deleted, false, fmt.Errorf("sweep: receive: %w", err)
+		}
+		wrapped := false
+		for _, msg := range msgs {
+			if i, ok := index[msg.ID]; ok {
+				kept[i].receipt = msg.PopReceipt
+				wrapped = true
+				continue
+			}
+			if s, _, _, derr := DecodeMessage(msg.Text); derr == nil && match(s.MessageID) {
+				err := m.cfg.Poison.DeleteMessage(ctx, msg.ID, msg.PopReceipt)
+				switch {
+				case err == nil:
+					deleted++
+				case errors.Is(err, storeadapter.ErrNotFound):
+					// Deleted by another pass.
+				case errors.Is(err, storeadapter.ErrPopReceiptMismatch):
+					missed++ // our hold expired and another pass has it
+				default:
+					return deleted, false, fmt.Errorf("sweep: delete poison message %s: %w", msg.ID, err)
+				}
+				continue
+			}
+			index[msg.ID] = len(kept)
+			kept = append(kept, held{msg.ID, msg.PopReceipt, msg.Text})
+		}
+		if len(msgs) > 0 && !wrapped {
+			continue
+		}
+		n, err := m.cfg.Poison.ApproximateCount(ctx)
+		if err != nil {
+			return deleted, false, fmt.Errorf("sweep: count: %w", err)
+		}
+		if n <= len(kept) {
+			return deleted, missed == 0, nil
+		}
+		if passes++; passes == sweepPasses || wrapped {
+			return deleted, false, nil
+		}
+	}
+}
