@@ -1,0 +1,121 @@
+// Package cli holds what tablekeeper's commands share: connecting to a
+// storage account from flags and environment variables, and logging
+// through slog (tint on a terminal, JSON otherwise). Secrets never reach a
+// log line or an error from here.
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"github.com/lmittmann/tint"
+
+	"github.com/tablekeeper/tablekeeper/poison"
+	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/storeadapter/azstore"
+)
+
+// Environment variables the commands read when a flag is not given.
+const (
+	EnvConnectionString = "AZURE_STORAGE_CONNECTION_STRING"
+	EnvAccount          = "AZURE_STORAGE_ACCOUNT"
+	EnvQueue            = "TABLEKEEPER_QUEUE"
+)
+
+// DefaultQueue is the work queue's default name.
+const DefaultQueue = "tablekeeper"
+
+// Account holds how to reach the storage account.
+type Account struct {
+	// ConnectionString (flag -connection-string, env
+	// AZURE_STORAGE_CONNECTION_STRING) wins when set.
+	ConnectionString string
+	// Name (flag -account, env AZURE_STORAGE_ACCOUNT) connects with
+	// DefaultAzureCredential (managed identity, workload identity, az login).
+	Name string
+}
+
+// RegisterFlags adds -connection-string and -account to fs; their defaults
+// come from the environment, so flags override it. The connection string's
+// value is never printed by -help.
+func (a *Account) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&a.ConnectionString, "connection-string", "", "storage connection string (default $"+EnvConnectionString+"; \"UseDevelopmentStorage=true\" for Azurite)")
+	fs.StringVar(&a.Name, "account", os.Getenv(EnvAccount), "storage account name, used with DefaultAzureCredential when no connection string is given (env "+EnvAccount+")")
+}
+
+// Connect returns the store the flags and environment describe.
+func (a *Account) Connect() (*azstore.Store, error) {
+	conn := a.ConnectionString
+	if conn == "" {
+		conn = os.Getenv(EnvConnectionString)
+	}
+	if conn != "" {
+		return azstore.NewFromConnectionString(conn, nil)
+	}
+	if a.Name == "" {
+		return nil, errors.New("no storage account: set -connection-string or $" + EnvConnectionString + ", or -account / $" + EnvAccount + " for DefaultAzureCredential")
+	}
+	cred, err := azidentity.NewDefaultAzureCredential(nil)
+	if err != nil {
+		return nil, fmt.Errorf("DefaultAzureCredential: %w", err)
+	}
+	return azstore.NewWithCredential(azstore.AccountEndpoints(a.Name), cred, nil)
+}
+
+// QueueDefault is the -queue default: $TABLEKEEPER_QUEUE or DefaultQueue.
+func QueueDefault() string {
+	if q := os.Getenv(EnvQueue); q != "" {
+		return q
+	}
+	return DefaultQueue
+}
+
+// IsTerminal reports whether w is a file that is a character device (a
+// terminal).
+func IsTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// NewLogger returns a slog logger writing to w: tint's coloured text when
+// format is "text" or "auto" on a terminal, JSON otherwise.
+func NewLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("-log-level: must be debug, info, warn or error, got %q", level)
+	}
+	var h slog.Handler
+	switch strings.ToLower(format) {
+	case "auto", "":
+		if IsTerminal(w) {
+			h = tint.NewHandler(w, &tint.Options{Level: lvl, TimeFormat: time.TimeOnly})
+		} else {
+			h = slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})
+		}
+	case "text":
+		h = tint.NewHandler(w, &tint.Options{Level: lvl, TimeFormat: time.TimeOnly, NoColor: !IsTerminal(w)})
+	case "json":
+		h = slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})
+	default:
+		return nil, fmt.Errorf("-log-format: must be auto, text or json, got %q", format)
+	}
+	return slog.New(h), nil
+}
+
+// Poison returns the poison mover of a work queue: its poison queue and
+// blob container are poison.QueueName(queue), its table poison.TableName.
+func Poison(s storeadapter.Store, queue string, now func() time.Time) *poison.Mover {
+	pq := poison.QueueName(queue)
+	return poison.New(poison.Config{Tables: s.Tables(), Source: s.Queue(queue), Poison: s.Queue(pq), Blobs: s.Container(pq), Now: now})
+}

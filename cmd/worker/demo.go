@@ -1,0 +1,212 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/tablekeeper/tablekeeper/cmd/internal/cli"
+	"github.com/tablekeeper/tablekeeper/jobs"
+	"github.com/tablekeeper/tablekeeper/localstore"
+	"github.com/tablekeeper/tablekeeper/storeadapter"
+)
+
+// The demo runs the whole job on localstore: it seeds the employee tables of
+// the Azure Table design guide, enqueues archive moves (one entity, a
+// RowKey range, one to a blob), a malformed message and one that fails every
+// time, drains the queue with the real runner and prints what happened.
+
+const (
+	demoQueue     = "tablekeeper-demo"
+	demoCurrent   = "Employees"
+	demoArchive   = "EmployeesArchive"
+	demoGone      = "EmployeesOld" // deleted just before: the name stays unavailable
+	demoContainer = "archive"
+)
+
+var demoDepartments = []string{"Sales", "Marketing", "Engineering"}
+
+// runDemo seeds, enqueues, drains and reports. cfg's runner settings are
+// kept except the pacing ones, shortened so the demo takes seconds.
+func runDemo(ctx context.Context, out io.Writer, log *slog.Logger, cfg jobs.Config) error {
+	store := localstore.New(localstore.Options{})
+	if err := seedDemo(ctx, store); err != nil {
+		return fmt.Errorf("demo: seed: %w", err)
+	}
+	ops, err := enqueueDemo(ctx, store)
+	if err != nil {
+		return fmt.Errorf("demo: enqueue: %w", err)
+	}
+	seeded := store.Calls()
+
+	cfg.Drain = true
+	cfg.RetryBase, cfg.RetryMax = 100*time.Millisecond, time.Second
+	cfg.IdleMin, cfg.IdleMax = 10*time.Millisecond, 200*time.Millisecond
+	cfg.Concurrency = min(cmp.Or(cfg.Concurrency, 4), 8)
+	if !cli.IsTerminal(out) {
+		log = slog.New(slog.DiscardHandler) // keep piped output to the summary
+	}
+	r, err := newRunner(store, demoQueue, DefaultCheckpointTable, cfg, log)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := r.Run(ctx); err != nil {
+		return err
+	}
+	took, used := time.Since(start), store.Calls()
+	for op, n := range seeded {
+		used[op] -= n
+	}
+	return printDemo(ctx, out, store, r.Stats(), ops, used, took)
+}
+
+func seedDemo(ctx context.Context, store *localstore.Store) error {
+	t := store.Tables()
+	for _, name := range []string{demoCurrent, demoArchive, demoGone} {
+		if err := t.CreateTable(ctx, name); err != nil {
+			return err
+		}
+	}
+	if err := t.DeleteTable(ctx, demoGone); err != nil {
+		return err
+	}
+	first := []string{"Ana", "Ben", "Chloe", "Dev", "Eve", "Farid", "Gita", "Hugo", "Ines", "Jones"}
+	for d, dept := range demoDepartments {
+		var ops []storeadapter.TableOp
+		for i := 1; i <= 30; i++ {
+			e := storeadapter.Entity{PartitionKey: dept, RowKey: fmt.Sprintf("%06d", i), Properties: map[string]any{
+				"FirstName":  first[i%len(first)],
+				"LastName":   "Jones",
+				"Email":      fmt.Sprintf("%s.%d@contoso.example", strings.ToLower(first[i%len(first)]), i),
+				"Age":        int32(22 + (i*7)%40),
+				"Salary":     int64(40000+1000*i) * 1_000_000, // micro-units: beyond 2^53
+				"Rating":     float64(i%5) + 1,                // integral doubles stay doubles
+				"HireDate":   time.Date(2010+i%15, time.Month(1+i%12), 1+i%28, 9, 0, 0, 0, time.UTC),
+				"EmployeeID": storeadapter.GUID{byte(d), byte(i), 0x4a, 0x11},
+				"Badge":      []byte{byte(d), byte(i)},
+				"Active":     i%9 != 0,
+			}}
+			ops = append(ops, storeadapter.TableOp{Action: storeadapter.TxInsert, Entity: e})
+		}
+		if err := t.Transact(ctx, demoCurrent, ops); err != nil {
+			return err
+		}
+	}
+	return store.Queue(demoQueue).Create(ctx)
+}
+
+// demoOp is one enqueued message and what it is meant to show.
+type demoOp struct{ id, what string }
+
+func enqueueDemo(ctx context.Context, store *localstore.Store) ([]demoOp, error) {
+	q := store.Queue(demoQueue)
+	send := func(id, args string) error {
+		text, err := jobs.Encode(jobs.Envelope{V: 1, ID: id, Kind: jobs.ArchiveKind, Args: json.RawMessage(args)})
+		if err != nil {
+			return err
+		}
+		_, err = q.Send(ctx, text, storeadapter.SendOptions{})
+		return err
+	}
+	ops := []demoOp{
+		{"op-demo-single", "archive Sales/000007 to " + demoArchive},
+		{"op-demo-range", "archive Marketing [000010, 000020) to " + demoArchive},
+		{"op-demo-blob", "archive Engineering/000003 to blob " + demoContainer + "/2026"},
+		{"op-demo-stuck", "archive Sales/000008 to " + demoGone + " (deleted moments ago: fails every time)"},
+		{"op-demo-bad", "malformed: archive args without rk or to"},
+	}
+	args := []string{
+		`{"table":"Employees","to":"EmployeesArchive","pk":"Sales","rk":"000007"}`,
+		`{"table":"Employees","to":"EmployeesArchive","pk":"Marketing","rkFrom":"000010","rkTo":"000020"}`,
+		`{"table":"Employees","toBlob":"archive/2026","pk":"Engineering","rk":"000003"}`,
+		`{"table":"Employees","to":"EmployeesOld","pk":"Sales","rk":"000008"}`,
+	}
+	for i, a := range args {
+		if err := send(ops[i].id, a); err != nil {
+			return nil, err
+		}
+	}
+	// The malformed one is sent as plain JSON, as a hand-written producer might.
+	if _, err := q.Send(ctx, `{"v":1,"id":"op-demo-bad","kind":"archive","args":{"table":"Employees","pk":"Sales"}}`, storeadapter.SendOptions{}); err != nil {
+		return nil, err
+	}
+	return ops, nil
+}
+
+// printDemo reports the run; calls are the worker's storage calls.
+func printDemo(ctx context.Context, out io.Writer, store *localstore.Store, s jobs.Stats, ops []demoOp, calls map[string]int64, took time.Duration) error {
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(w, "tablekeeper demo: archive moves on the in-process store (%v)\n\n", took.Round(time.Millisecond))
+	fmt.Fprintln(w, "enqueued:")
+	for _, op := range ops {
+		fmt.Fprintf(w, "  %s\t%s\n", op.id, op.what)
+	}
+	fmt.Fprintf(w, "\nmessages:\treceived %d\tprocessed %d\tretried %d\tpoisoned %d\n", s.Received, s.Succeeded, s.Retried, s.Poisoned)
+
+	records, err := cli.Poison(store, demoQueue, nil).List(ctx, "")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\npoisoned (reason):")
+	for _, rec := range records {
+		fmt.Fprintf(w, "  %s\tdelivery %d\t%s\n", rec.OpID, rec.DequeueCount, firstLine(rec.Reason, 200))
+	}
+
+	fmt.Fprintln(w, "\nstorage after the run:")
+	for _, table := range []string{demoCurrent, demoArchive} {
+		n, err := countEntities(ctx, store.Tables(), table)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "  table %s\t%d entities\n", table, n)
+	}
+	page, err := store.Container(demoContainer).List(ctx, "", "")
+	if err != nil {
+		return err
+	}
+	for _, b := range page.Blobs {
+		fmt.Fprintf(w, "  blob %s/%s\t%d bytes\n", demoContainer, b.Name, b.Size)
+	}
+
+	fmt.Fprintln(w, "\nstorage calls by the worker, by operation:")
+	var total int64
+	for _, op := range slices.Sorted(maps.Keys(calls)) {
+		if n := calls[op]; n > 0 {
+			fmt.Fprintf(w, "  %s\t%d\n", op, n)
+			total += n
+		}
+	}
+	fmt.Fprintf(w, "  total\t%d\n", total)
+	return w.Flush()
+}
+
+func countEntities(ctx context.Context, t storeadapter.Tables, table string) (int, error) {
+	n, tok := 0, ""
+	for {
+		p, err := t.Query(ctx, table, storeadapter.Query{Select: []string{}, Continuation: tok})
+		if err != nil {
+			return 0, err
+		}
+		n += len(p.Entities)
+		if tok = p.Next; tok == "" {
+			return n, nil
+		}
+	}
+}
+
+func firstLine(s string, n int) string {
+	s, _, _ = strings.Cut(s, "\n")
+	if len(s) > n {
+		s = s[:n] + "…"
+	}
+	return s
+}
