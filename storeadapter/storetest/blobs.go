@@ -1,0 +1,303 @@
+package storetest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/tablekeeper/tablekeeper/storeadapter"
+)
+
+func blobCases() []testCase {
+	return []testCase{
+		{"CreateIdempotent", testBlobCreate},
+		{"PutGetProperties", testBlobPutGet},
+		{"Overwrite", testBlobOverwrite},
+		{"IfNoneMatchAny", testBlobIfNoneMatch},
+		{"IfMatch", testBlobIfMatch},
+		{"Delete", testBlobDelete},
+		{"MissingBlob", testBlobMissing},
+		{"List", testBlobList},
+		{"MissingContainer", testBlobMissingContainer},
+		{"InvalidNames", testBlobInvalidNames},
+	}
+}
+
+// put writes a blob and fails the test on error.
+func (e *env) put(t *testing.T, c storeadapter.Blobs, name string, data []byte, o storeadapter.PutOptions) string {
+	t.Helper()
+	etag, err := c.Put(e.ctx, name, data, o)
+	if err != nil {
+		t.Fatalf("Put(%s): %v", name, err)
+	}
+	if etag == "" {
+		t.Errorf("Put(%s) returned an empty ETag", name)
+	}
+	return etag
+}
+
+// checkBlob reads a blob with Get and Properties and compares its data,
+// size, ETag and content type.
+func (e *env) checkBlob(t *testing.T, c storeadapter.Blobs, name string, data []byte, etag, contentType string) storeadapter.BlobProps {
+	t.Helper()
+	got, p, err := c.Get(e.ctx, name)
+	if err != nil {
+		t.Fatalf("Get(%s): %v", name, err)
+	}
+	if !bytes.Equal(got, data) {
+		t.Errorf("Get(%s) = %d bytes %.40q, want %d bytes %.40q", name, len(got), got, len(data), data)
+	}
+	want := storeadapter.BlobProps{Name: name, ETag: etag, Size: int64(len(data)), ContentType: contentType, LastModified: p.LastModified}
+	if p != want {
+		t.Errorf("Get(%s) properties = %+v, want %+v", name, p, want)
+	}
+	p2, err := c.Properties(e.ctx, name)
+	if err != nil {
+		t.Fatalf("Properties(%s): %v", name, err)
+	}
+	if p2 != p {
+		t.Errorf("Properties(%s) = %+v, Get said %+v", name, p2, p)
+	}
+	return p
+}
+
+func testBlobCreate(t *testing.T, e *env) {
+	name := uniqueName("c")
+	c := e.h.Store.Container(name)
+	if c.Name() != name {
+		t.Errorf("Name() = %q, want %q", c.Name(), name)
+	}
+	checkNoErr(t, "Create", c.Create(e.ctx))
+	etag := e.put(t, c, "kept", []byte("data"), storeadapter.PutOptions{})
+	checkNoErr(t, "Create of an existing container", c.Create(e.ctx))
+	e.checkBlob(t, c, "kept", []byte("data"), etag, "application/octet-stream")
+	// A second handle on the same name sees the same container.
+	e.checkBlob(t, e.h.Store.Container(name), "kept", []byte("data"), etag, "application/octet-stream")
+}
+
+func testBlobPutGet(t *testing.T, e *env) {
+	c := e.newContainer(t)
+	before := e.now()
+	etag := e.put(t, c, "dir/hello.txt", []byte("hello, blob"), storeadapter.PutOptions{ContentType: "text/plain; charset=utf-8"})
+	after := e.now()
+	p := e.checkBlob(t, c, "dir/hello.txt", []byte("hello, blob"), etag, "text/plain; charset=utf-8")
+	e.checkRecent(t, "LastModified", p.LastModified, before, after)
+
+	// The default content type, an empty blob, binary data and an unusual name.
+	etag = e.put(t, c, "bin", []byte{0, 1, 2, 0xff}, storeadapter.PutOptions{})
+	e.checkBlob(t, c, "bin", []byte{0, 1, 2, 0xff}, etag, "application/octet-stream")
+	etag = e.put(t, c, "empty", nil, storeadapter.PutOptions{ContentType: "application/json"})
+	e.checkBlob(t, c, "empty", nil, etag, "application/json")
+	big := make([]byte, 300<<10)
+	for i := range big {
+		big[i] = byte(i*31 + i>>8)
+	}
+	etag = e.put(t, c, "big", big, storeadapter.PutOptions{})
+	e.checkBlob(t, c, "big", big, etag, "application/octet-stream")
+	name := "dir/sub dir/ü name 😀 'q' (1) & %20 +.txt"
+	etag = e.put(t, c, name, []byte("unicode"), storeadapter.PutOptions{})
+	e.checkBlob(t, c, name, []byte("unicode"), etag, "application/octet-stream")
+	long := strings.Repeat("n", storeadapter.MaxBlobNameChars)
+	etag = e.put(t, c, long, []byte("long name"), storeadapter.PutOptions{})
+	e.checkBlob(t, c, long, []byte("long name"), etag, "application/octet-stream")
+}
+
+func testBlobOverwrite(t *testing.T, e *env) {
+	c := e.newContainer(t)
+	etag1 := e.put(t, c, "b", []byte("one"), storeadapter.PutOptions{ContentType: "text/plain"})
+	etag2 := e.put(t, c, "b", []byte("two, longer"), storeadapter.PutOptions{})
+	if etag1 == etag2 {
+		t.Errorf("overwriting a blob kept its ETag %q", etag1)
+	}
+	// An overwrite replaces the content type too.
+	e.checkBlob(t, c, "b", []byte("two, longer"), etag2, "application/octet-stream")
+	etag3 := e.put(t, c, "b", []byte("two, longer"), storeadapter.PutOptions{})
+	if etag3 == etag2 {
+		t.Errorf("rewriting a blob with the same data kept its ETag %q", etag2)
+	}
+}
+
+func testBlobIfNoneMatch(t *testing.T, e *env) {
+	c := e.newContainer(t)
+	etag := e.put(t, c, "once", []byte("first"), storeadapter.PutOptions{IfNoneMatchAny: true})
+	_, err := c.Put(e.ctx, "once", []byte("second"), storeadapter.PutOptions{IfNoneMatchAny: true})
+	checkErr(t, "second Put with IfNoneMatchAny", err, storeadapter.ErrAlreadyExists)
+	e.checkBlob(t, c, "once", []byte("first"), etag, "application/octet-stream")
+}
+
+func testBlobIfMatch(t *testing.T, e *env) {
+	c := e.newContainer(t)
+	etag1 := e.put(t, c, "b", []byte("v1"), storeadapter.PutOptions{})
+	etag2 := e.put(t, c, "b", []byte("v2"), storeadapter.PutOptions{IfMatch: etag1})
+	_, err := c.Put(e.ctx, "b", []byte("v3"), storeadapter.PutOptions{IfMatch: etag1})
+	checkErr(t, "Put with a stale IfMatch", err, storeadapter.ErrPreconditionFailed)
+	e.checkBlob(t, c, "b", []byte("v2"), etag2, "application/octet-stream")
+	etag3 := e.put(t, c, "b", []byte("v3"), storeadapter.PutOptions{IfMatch: storeadapter.ETagAny})
+	e.checkBlob(t, c, "b", []byte("v3"), etag3, "application/octet-stream")
+
+	// IfMatch never creates.
+	for _, ifMatch := range []string{etag3, storeadapter.ETagAny} {
+		_, err := c.Put(e.ctx, "missing", []byte("x"), storeadapter.PutOptions{IfMatch: ifMatch})
+		checkErr(t, "Put with IfMatch "+ifMatch+" of a missing blob", err, storeadapter.ErrPreconditionFailed)
+	}
+	_, _, err = c.Get(e.ctx, "missing")
+	checkErr(t, "Get after conditional Puts of a missing blob", err, storeadapter.ErrNotFound)
+}
+
+func testBlobDelete(t *testing.T, e *env) {
+	c := e.newContainer(t)
+	etag1 := e.put(t, c, "b", []byte("v1"), storeadapter.PutOptions{})
+	etag2 := e.put(t, c, "b", []byte("v2"), storeadapter.PutOptions{})
+	checkErr(t, "Delete with a stale IfMatch", c.Delete(e.ctx, "b", etag1), storeadapter.ErrPreconditionFailed)
+	e.checkBlob(t, c, "b", []byte("v2"), etag2, "application/octet-stream")
+	checkNoErr(t, "Delete with the current ETag", c.Delete(e.ctx, "b", etag2))
+	_, _, err := c.Get(e.ctx, "b")
+	checkErr(t, "Get of a deleted blob", err, storeadapter.ErrNotFound)
+	checkErr(t, "Delete of a deleted blob", c.Delete(e.ctx, "b", ""), storeadapter.ErrNotFound)
+	// A missing blob also fails any If-Match, so a conditional delete of a
+	// deleted blob may report either (Azurite answers 412).
+	if err := c.Delete(e.ctx, "b", etag2); !errors.Is(err, storeadapter.ErrNotFound) && !errors.Is(err, storeadapter.ErrPreconditionFailed) {
+		t.Errorf("Delete of a deleted blob with its old ETag: got error %v, want ErrNotFound or ErrPreconditionFailed", err)
+	}
+
+	for _, ifMatch := range []string{"", storeadapter.ETagAny} {
+		e.put(t, c, "b", []byte("again"), storeadapter.PutOptions{})
+		e.put(t, c, "other", []byte("other"), storeadapter.PutOptions{})
+		checkNoErr(t, fmt.Sprintf("Delete with ifMatch %q", ifMatch), c.Delete(e.ctx, "b", ifMatch))
+		_, err := c.Properties(e.ctx, "b")
+		checkErr(t, "Properties of a deleted blob", err, storeadapter.ErrNotFound)
+		if _, err := c.Properties(e.ctx, "other"); err != nil {
+			t.Errorf("Properties of the blob beside a deleted one: %v", err)
+		}
+	}
+}
+
+func testBlobMissing(t *testing.T, e *env) {
+	c := e.newContainer(t)
+	e.put(t, c, "present", []byte("x"), storeadapter.PutOptions{})
+	for _, name := range []string{"missing", "Present", "presen", "present/x"} {
+		_, _, err := c.Get(e.ctx, name)
+		checkErr(t, "Get of missing blob "+name, err, storeadapter.ErrNotFound)
+		_, err = c.Properties(e.ctx, name)
+		checkErr(t, "Properties of missing blob "+name, err, storeadapter.ErrNotFound)
+		checkErr(t, "Delete of missing blob "+name, c.Delete(e.ctx, name, ""), storeadapter.ErrNotFound)
+		checkErr(t, "Delete with ETagAny of missing blob "+name, c.Delete(e.ctx, name, storeadapter.ETagAny), storeadapter.ErrNotFound)
+	}
+}
+
+// listAll lists every blob under prefix, page by page.
+func (e *env) listAll(t *testing.T, c storeadapter.Blobs, prefix string) []storeadapter.BlobProps {
+	t.Helper()
+	var all []storeadapter.BlobProps
+	marker := ""
+	for pages := 1; ; pages++ {
+		p, err := c.List(e.ctx, prefix, marker)
+		if err != nil {
+			t.Fatalf("List(%q): %v", prefix, err)
+		}
+		all = append(all, p.Blobs...)
+		if p.Next == "" {
+			return all
+		}
+		if pages > 100 {
+			t.Fatalf("List(%q) still returns a marker after %d pages", prefix, pages)
+		}
+		marker = p.Next
+	}
+}
+
+func testBlobList(t *testing.T, e *env) {
+	c := e.newContainer(t)
+	if got := e.listAll(t, c, ""); len(got) != 0 {
+		t.Errorf("List of an empty container returned %d blobs", len(got))
+	}
+	etags := map[string]string{}
+	for _, name := range []string{"b/2", "a", "b/1", "b/10", "c", "b/1/x", "B", "b"} {
+		etags[name] = e.put(t, c, name, []byte(name), storeadapter.PutOptions{ContentType: "text/plain"})
+	}
+	tests := []struct {
+		prefix string
+		want   []string
+	}{
+		{"", []string{"B", "a", "b", "b/1", "b/1/x", "b/10", "b/2", "c"}},
+		{"b/", []string{"b/1", "b/1/x", "b/10", "b/2"}},
+		{"b/1", []string{"b/1", "b/1/x", "b/10"}},
+		{"c", []string{"c"}},
+		{"z", nil},
+		{"A", nil},
+	}
+	for _, tt := range tests {
+		got := e.listAll(t, c, tt.prefix)
+		var names []string
+		for _, p := range got {
+			names = append(names, p.Name)
+			want := storeadapter.BlobProps{Name: p.Name, ETag: etags[p.Name], Size: int64(len(p.Name)), ContentType: "text/plain", LastModified: p.LastModified}
+			if p != want {
+				t.Errorf("List(%q) entry %+v, want %+v", tt.prefix, p, want)
+			}
+			if p.LastModified.IsZero() {
+				t.Errorf("List(%q) entry %s has no LastModified", tt.prefix, p.Name)
+			}
+		}
+		if d := diffLines(tt.want, names); d != "" {
+			t.Errorf("List(%q) (-want +got):\n%s", tt.prefix, d)
+		}
+	}
+}
+
+func testBlobMissingContainer(t *testing.T, e *env) {
+	c := e.h.Store.Container(uniqueName("c")) // never created
+	calls := []struct {
+		op  string
+		err error
+	}{
+		{"Put", second(c.Put(e.ctx, "b", []byte("x"), storeadapter.PutOptions{}))},
+		{"Put with IfNoneMatchAny", second(c.Put(e.ctx, "b", []byte("x"), storeadapter.PutOptions{IfNoneMatchAny: true}))},
+		{"Get", func() error { _, _, err := c.Get(e.ctx, "b"); return err }()},
+		{"Properties", second(c.Properties(e.ctx, "b"))},
+		{"Delete", c.Delete(e.ctx, "b", "")},
+		{"List", second(c.List(e.ctx, "", ""))},
+	}
+	for _, call := range calls {
+		checkErr(t, call.op+" in a missing container", call.err, storeadapter.ErrNotFound)
+	}
+}
+
+func testBlobInvalidNames(t *testing.T, e *env) {
+	for _, name := range []string{"", "ab", "Abc", "a_b", "a--b", "-ab", "ab-", "a b", strings.Repeat("c", 64)} {
+		c := e.h.Store.Container(name)
+		calls := []struct {
+			op  string
+			err error
+		}{
+			{"Create", c.Create(e.ctx)},
+			{"Put", second(c.Put(e.ctx, "b", []byte("x"), storeadapter.PutOptions{}))},
+			{"Get", func() error { _, _, err := c.Get(e.ctx, "b"); return err }()},
+			{"Properties", second(c.Properties(e.ctx, "b"))},
+			{"Delete", c.Delete(e.ctx, "b", "")},
+			{"List", second(c.List(e.ctx, "", ""))},
+		}
+		for _, call := range calls {
+			checkErr(t, fmt.Sprintf("%s in container %q", call.op, name), call.err, storeadapter.ErrInvalidInput)
+		}
+	}
+
+	c := e.h.Store.Container(uniqueName("c")) // missing: validation answers first
+	badBlobs := []string{"", "a.", "dir/", "a\x00b", "a\nb", "a\x7fb", "a\u0085b", "a\xffb", strings.Repeat("n", storeadapter.MaxBlobNameChars+1)}
+	for _, name := range badBlobs {
+		calls := []struct {
+			op  string
+			err error
+		}{
+			{"Put", second(c.Put(e.ctx, name, []byte("x"), storeadapter.PutOptions{}))},
+			{"Get", func() error { _, _, err := c.Get(e.ctx, name); return err }()},
+			{"Properties", second(c.Properties(e.ctx, name))},
+			{"Delete", c.Delete(e.ctx, name, "")},
+		}
+		for _, call := range calls {
+			checkErr(t, fmt.Sprintf("%s of blob %q", call.op, name), call.err, storeadapter.ErrInvalidInput)
+		}
+	}
+}
