@@ -126,8 +126,12 @@ func parseFilter(text string) (predicate, error) {
 	}
 	p := &parser{src: text}
 	n, err := p.or()
-	if err == nil && p.peek() != "" {
-		err = p.fail("unexpected %q", p.peek())
+	if err == nil {
+		// Anything left over is an error, punctuation included: peek
+		// returns "" for a character that starts no word, such as ' or ;.
+		if p.skipSpace(); p.pos < len(p.src) {
+			err = p.fail("unexpected %q after the expression", p.src[p.pos:])
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -270,7 +274,8 @@ func (p *parser) literal() (any, error) {
 	return nil, p.fail("expected a literal, got %q", word)
 }
 
-// quoted reads up to the closing quote, undoing '' escapes.
+// quoted reads up to the closing quote, turning each doubled quote back
+// into one.
 func (p *parser) quoted() (string, error) {
 	var b strings.Builder
 	for p.pos < len(p.src) {

@@ -47,6 +47,12 @@ func IsTransient(err error) bool {
 	if errors.Is(err, ErrUnavailable) || errors.Is(err, ErrTableBeingDeleted) {
 		return true
 	}
+	// A failed network operation (connection refused or reset, say) is
+	// transient as the doc comment promises, not only a timed-out one.
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		return true
+	}
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }

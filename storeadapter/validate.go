@@ -29,7 +29,7 @@ const (
 
 var (
 	tableNameRE     = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9]{2,62}$`)
-	queueNameRE     = regexp.MustCompile(`^[a-z0-9](?:[a-z0-9]|-[a-z0-9]){2,62}$`)
+	queueNameRE     = regexp.MustCompile(`^[a-z0-9]+(?:-[a-z0-9]+)*$`) // length apart: see validQueueName
 	propertyNameRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	reservedProps   = map[string]bool{"PartitionKey": true, "RowKey": true, "Timestamp": true}
 	reservedTableRE = regexp.MustCompile(`(?i)^tables$`)
@@ -47,7 +47,7 @@ func ValidateTableName(name string) error {
 // ValidateQueueName checks Azure's queue name rule: 3–63 lowercase letters,
 // digits and single hyphens, starting and ending with a letter or digit.
 func ValidateQueueName(name string) error {
-	if !queueNameRE.MatchString(name) {
+	if !validQueueName(name) {
 		return invalid("queue name", "%q must be 3-63 lowercase letters, digits and single hyphens, starting and ending with a letter or digit", name)
 	}
 	return nil
@@ -56,10 +56,18 @@ func ValidateQueueName(name string) error {
 // ValidateContainerName checks Azure's container name rule, which is the
 // same as the queue name rule.
 func ValidateContainerName(name string) error {
-	if !queueNameRE.MatchString(name) {
+	if !validQueueName(name) {
 		return invalid("container name", "%q must be 3-63 lowercase letters, digits and single hyphens, starting and ending with a letter or digit", name)
 	}
 	return nil
+}
+
+// validQueueName reports whether name follows the queue and container name
+// rule: 3–63 characters of the shape queueNameRE describes. The length is
+// checked apart because a repetition count in the pattern would count "-x"
+// as one unit, refusing "a-b" and allowing up to 125 characters.
+func validQueueName(name string) bool {
+	return len(name) >= 3 && len(name) <= 63 && queueNameRE.MatchString(name)
 }
 
 // ValidateBlobName checks a blob name: 1–1,024 characters of valid UTF-8
@@ -79,10 +87,18 @@ func ValidateBlobName(name string) error {
 
 func isControl(r rune) bool { return r < 0x20 || r >= 0x7f && r <= 0x9f }
 
-// ValidateKey checks a PartitionKey or RowKey value: valid UTF-8, at most
-// 512 characters (1 KiB of UTF-16), and none of / \ # ? or control
-// characters. field names it in the error ("PartitionKey", "rk", ...).
+// ValidateKey checks a PartitionKey or RowKey value: 1–512 characters
+// (1 KiB of UTF-16) of valid UTF-8, none of them / \ # ? or a control
+// character. field names it in the error ("PartitionKey", "rk", ...).
+//
+// Azure accepts empty keys, but the Azure SDK for Go refuses them on the
+// client for get, update, merge and delete (in transactions too), so an
+// entity with an empty key could be written and never moved or removed
+// again. tablekeeper therefore refuses empty keys everywhere.
 func ValidateKey(field, key string) error {
+	if key == "" {
+		return invalid(field, "must not be empty (the Azure SDK for Go cannot address an entity with an empty key)")
+	}
 	if !utf8.ValidString(key) {
 		return invalid(field, "must be valid UTF-8")
 	}
@@ -273,6 +289,12 @@ func (op TableOp) validate() error {
 			return err
 		}
 	case TxInsert, TxUpsertReplace, TxUpsertMerge:
+		// TableOp.IfMatch must be empty here: an insert or upsert cannot be
+		// conditional, and silently ignoring an ETag would turn a caller's
+		// intended compare-and-swap into an unconditional write.
+		if op.IfMatch != "" {
+			return invalid("If-Match", "must be empty for an insert or upsert, got %q (use TxUpdateReplace or TxUpdateMerge)", op.IfMatch)
+		}
 	default:
 		return invalid("transaction action", "unknown action %d", op.Action)
 	}
@@ -308,7 +330,8 @@ func ValidateMessageText(text string) error {
 	if i := strings.IndexFunc(text, func(r rune) bool {
 		return r < 0x20 && r != '\t' && r != '\n' && r != '\r' || r == 0xFFFE || r == 0xFFFF
 	}); i >= 0 {
-		return invalid("message", "character %q at byte %d cannot be sent as XML text (send base64)", text[i], i)
+		r, _ := utf8.DecodeRuneInString(text[i:]) // the character, not its first byte
+		return invalid("message", "character %q at byte %d cannot be sent as XML text (send base64)", r, i)
 	}
 	return nil
 }
@@ -353,7 +376,9 @@ func ValidateSend(text string, o SendOptions) error {
 	case ttl < time.Second:
 		return invalid("ttl", "must be at least 1s, 0 (7 days) or NeverExpire, got %v", o.TTL)
 	}
-	if o.VisibilityDelay >= ttl {
+	// The service keeps whole seconds of both (see Seconds), so compare
+	// what it will see: a 1.5 s delay with a 1.9 s TTL is 1 s against 1 s.
+	if Seconds(o.VisibilityDelay) >= Seconds(ttl) {
 		return invalid("visibility delay", "%v must be shorter than the ttl %v", o.VisibilityDelay, ttl)
 	}
 	return nil
