@@ -67,11 +67,13 @@ func (a *ArchiveArgs) validate() error {
 		return errors.New("args.rk: is required (or args.rkFrom/args.rkTo for a range)")
 	}
 	from, to := a.rowRange()
-	if err := fieldErr("rkFrom", storeadapter.ValidateKey("rkFrom", from)); err != nil {
-		return err
-	}
-	if err := fieldErr("rkTo", storeadapter.ValidateKey("rkTo", to)); err != nil {
-		return err
+	for field, bound := range map[string]string{"rkFrom": from, "rkTo": to} {
+		if bound == "" { // an open end of the range
+			continue
+		}
+		if err := fieldErr(field, storeadapter.ValidateKey(field, bound)); err != nil {
+			return err
+		}
 	}
 	if to != "" && from >= to {
 		return fmt.Errorf("args.rkTo: must be greater than rkFrom (the range is [rkFrom, rkTo)), got [%q, %q)", from, to)
@@ -325,8 +327,7 @@ func (tt tableTarget) has(ctx context.Context, pk, rk string) (bool, error) {
 }
 
 // blobTarget writes each entity as annotated JSON to
-// <prefix>/<table>/<pk>/<rk>.json, keys path-escaped and an empty key
-// written as %00 (no key can contain U+0000, so names never collide).
+// <prefix>/<table>/<pk>/<rk>.json, keys path-escaped.
 type blobTarget struct {
 	b             storeadapter.Blobs
 	prefix, table string
@@ -335,13 +336,7 @@ type blobTarget struct {
 func (bt blobTarget) String() string { return "container " + bt.b.Name() }
 
 func (bt blobTarget) name(pk, rk string) string {
-	seg := func(k string) string {
-		if k == "" {
-			return "%00"
-		}
-		return url.PathEscape(k)
-	}
-	name := bt.table + "/" + seg(pk) + "/" + seg(rk) + ".json"
+	name := bt.table + "/" + url.PathEscape(pk) + "/" + url.PathEscape(rk) + ".json"
 	if bt.prefix != "" {
 		name = bt.prefix + "/" + name
 	}

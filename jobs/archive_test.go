@@ -269,12 +269,12 @@ func TestArchiveRangeResumes(t *testing.T) {
 // with every type.
 func TestArchiveToBlob(t *testing.T) {
 	b := newArchive(t)
-	want := edmEntity("Sales", "")
+	want := edmEntity("Sales", "Jones, A. 1")
 	b.insert(t, want)
-	if err := b.run(t, "op-b", `{"table":"Employees","toBlob":"archive/2026","pk":"Sales","rk":""}`); err != nil {
+	if err := b.run(t, "op-b", `{"table":"Employees","toBlob":"archive/2026","pk":"Sales","rk":"Jones, A. 1"}`); err != nil {
 		t.Fatal(err)
 	}
-	data, props, err := b.store.Container("archive").Get(context.Background(), "2026/Employees/Sales/%00.json")
+	data, props, err := b.store.Container("archive").Get(context.Background(), "2026/Employees/Sales/Jones%2C%20A.%201.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +286,7 @@ func TestArchiveToBlob(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertSameProperties(t, want, got)
-	if err := b.run(t, "op-b", `{"table":"Employees","toBlob":"archive/2026","pk":"Sales","rk":""}`); err != nil {
+	if err := b.run(t, "op-b", `{"table":"Employees","toBlob":"archive/2026","pk":"Sales","rk":"Jones, A. 1"}`); err != nil {
 		t.Fatalf("redelivery = %v, want nil", err)
 	}
 }

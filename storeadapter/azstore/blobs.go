@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
@@ -124,6 +125,15 @@ func (c *Container) Delete(ctx context.Context, name, ifMatch string) error {
 	return interpretError(c.op("delete", name), err)
 }
 
+// quoted returns a blob ETag in the quoted form Put and Get return: the
+// listing gives it bare (0x8D...), the headers quoted ("0x8D...").
+func quoted(etag string) string {
+	if etag == "" || strings.HasPrefix(etag, `"`) || strings.HasPrefix(etag, "W/") {
+		return etag
+	}
+	return `"` + etag + `"`
+}
+
 // List returns one page of blobs whose names start with prefix.
 func (c *Container) List(ctx context.Context, prefix, marker string) (storeadapter.BlobPage, error) {
 	if err := storeadapter.ValidateContainerName(c.name); err != nil {
@@ -145,7 +155,7 @@ func (c *Container) List(ctx context.Context, prefix, marker string) (storeadapt
 		for _, it := range resp.Segment.BlobItems {
 			p := storeadapter.BlobProps{Name: deref(it.Name)}
 			if pr := it.Properties; pr != nil {
-				p.ETag, p.Size, p.ContentType, p.LastModified = deref((*string)(pr.ETag)), derefInt(pr.ContentLength), deref(pr.ContentType), tm(pr.LastModified)
+				p.ETag, p.Size, p.ContentType, p.LastModified = quoted(deref((*string)(pr.ETag))), derefInt(pr.ContentLength), deref(pr.ContentType), tm(pr.LastModified)
 			}
 			page.Blobs = append(page.Blobs, p)
 		}
