@@ -3,7 +3,6 @@ package localstore
 import (
 	"context"
 	"fmt"
-	"maps"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -20,8 +19,7 @@ type Store struct {
 
 	seq atomic.Uint64 // ETags, pop receipts and message ids
 
-	callsMu sync.Mutex
-	calls   map[string]int64
+	calls sync.Map // operation name -> *atomic.Int64
 
 	tables tableService
 
@@ -64,7 +62,6 @@ func New(o Options) *Store {
 		now:        o.Now,
 		fault:      o.Fault,
 		tableWait:  o.TableDeleteDelay,
-		calls:      make(map[string]int64),
 		queues:     make(map[string]*queueState),
 		containers: make(map[string]*containerState),
 	}
@@ -74,7 +71,7 @@ func New(o Options) *Store {
 	if s.tableWait == 0 {
 		s.tableWait = DefaultTableDeleteDelay
 	}
-	s.tables = tableService{s: s, tables: make(map[string]*table), deleted: make(map[string]time.Time)}
+	s.tables = tableService{s: s, tables: make(map[string]*table), exact: make(map[string]*table), deleted: make(map[string]time.Time)}
 	return s
 }
 
@@ -90,16 +87,21 @@ func (s *Store) Container(name string) storeadapter.Blobs { return &Container{s:
 // Calls returns how many calls each operation has received so far, such as
 // {"GetEntity": 3, "Receive": 1}, failed calls included.
 func (s *Store) Calls() map[string]int64 {
-	s.callsMu.Lock()
-	defer s.callsMu.Unlock()
-	return maps.Clone(s.calls)
+	out := make(map[string]int64)
+	s.calls.Range(func(op, n any) bool {
+		out[op.(string)] = n.(*atomic.Int64).Load()
+		return true
+	})
+	return out
 }
 
 // begin counts a call, honours a cancelled context and runs the fault hook.
 func (s *Store) begin(ctx context.Context, op string) error {
-	s.callsMu.Lock()
-	s.calls[op]++
-	s.callsMu.Unlock()
+	n, ok := s.calls.Load(op)
+	if !ok {
+		n, _ = s.calls.LoadOrStore(op, new(atomic.Int64))
+	}
+	n.(*atomic.Int64).Add(1)
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("localstore: %s: %w", op, err)
 	}

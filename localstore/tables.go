@@ -27,6 +27,7 @@ type tableService struct {
 
 	mu      sync.RWMutex
 	tables  map[string]*table    // by lower-case name: names are case-insensitive
+	exact   map[string]*table    // by the name as created: the usual spelling, found without lower-casing
 	deleted map[string]time.Time // lower-case name -> when it may be reused
 }
 
@@ -82,8 +83,9 @@ func storedProps(e storeadapter.Entity) map[string]any {
 	return p
 }
 
+// etag returns a new weak ETag, unique within the store.
 func (ts *tableService) etag() string {
-	return `W/"` + ts.s.time().Format("20060102T150405.0000000Z") + "-" + ts.s.next() + `"`
+	return `W/"` + ts.s.next() + `"`
 }
 
 func (ts *tableService) CreateTable(ctx context.Context, name string) error {
@@ -105,7 +107,8 @@ func (ts *tableService) CreateTable(ctx context.Context, name string) error {
 		}
 		delete(ts.deleted, key)
 	}
-	ts.tables[key] = &table{name: name, rows: btree.NewG(32, rowLess)}
+	t := &table{name: name, rows: btree.NewG(32, rowLess)}
+	ts.tables[key], ts.exact[name] = t, t
 	return nil
 }
 
@@ -122,6 +125,7 @@ func (ts *tableService) DeleteTable(ctx context.Context, name string) error {
 	if _, ok := ts.tables[key]; !ok {
 		return fmt.Errorf("localstore: delete table %s: %w", name, storeadapter.ErrNotFound)
 	}
+	delete(ts.exact, ts.tables[key].name)
 	delete(ts.tables, key)
 	if ts.s.tableWait > 0 {
 		ts.deleted[key] = ts.s.now().Add(ts.s.tableWait)
@@ -154,7 +158,10 @@ func (ts *tableService) table(op, name string) (*table, error) {
 		return nil, err
 	}
 	ts.mu.RLock()
-	t := ts.tables[strings.ToLower(name)]
+	t := ts.exact[name]
+	if t == nil {
+		t = ts.tables[strings.ToLower(name)]
+	}
 	ts.mu.RUnlock()
 	if t == nil {
 		return nil, fmt.Errorf("localstore: %s: table %s: %w", op, name, storeadapter.ErrNotFound)
@@ -235,7 +242,10 @@ func (ts *tableService) write(ctx context.Context, opName, name string, op store
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	old, _ := t.rows.Get(&row{pk: op.Entity.PartitionKey, rk: op.Entity.RowKey})
+	var old *row
+	if op.Action != storeadapter.TxUpsertReplace { // the one action that ignores what is there
+		old, _ = t.rows.Get(&row{pk: op.Entity.PartitionKey, rk: op.Entity.RowKey})
+	}
 	next, err := ts.apply(op, old)
 	if err != nil {
 		return "", fmt.Errorf("localstore: %s %s/%s: %w", opName, op.Entity.PartitionKey, op.Entity.RowKey, err)

@@ -5,7 +5,6 @@ import (
 	"regexp"
 	"strings"
 	"time"
-	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -28,17 +27,44 @@ const (
 )
 
 var (
-	tableNameRE     = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9]{2,62}$`)
-	queueNameRE     = regexp.MustCompile(`^[a-z0-9]+(?:-[a-z0-9]+)*$`) // length apart: see validQueueName
-	propertyNameRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	reservedProps   = map[string]bool{"PartitionKey": true, "RowKey": true, "Timestamp": true}
-	reservedTableRE = regexp.MustCompile(`(?i)^tables$`)
+	queueNameRE   = regexp.MustCompile(`^[a-z0-9]+(?:-[a-z0-9]+)*$`) // length apart: see validQueueName
+	reservedProps = map[string]bool{"PartitionKey": true, "RowKey": true, "Timestamp": true}
 )
+
+// isTableName matches ^[A-Za-z][A-Za-z0-9]{2,62}$ (by hand: this runs on
+// every call, and a regular expression costs more than the store's work).
+func isTableName(s string) bool {
+	if len(s) < 3 || len(s) > 63 || !isLetter(s[0]) {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if !isLetter(s[i]) && !isDigit(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// isIdentifier matches ^[A-Za-z_][A-Za-z0-9_]*$.
+func isIdentifier(s string) bool {
+	if s == "" || !isLetter(s[0]) && s[0] != '_' {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if !isLetter(s[i]) && !isDigit(s[i]) && s[i] != '_' {
+			return false
+		}
+	}
+	return true
+}
+
+func isLetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
+func isDigit(c byte) bool  { return '0' <= c && c <= '9' }
 
 // ValidateTableName checks Azure's table name rule: 3–63 alphanumeric
 // characters starting with a letter, and not the reserved name "tables".
 func ValidateTableName(name string) error {
-	if !tableNameRE.MatchString(name) || reservedTableRE.MatchString(name) {
+	if !isTableName(name) || strings.EqualFold(name, "tables") {
 		return invalid("table name", "%q must be 3-63 letters and digits starting with a letter", name)
 	}
 	return nil
@@ -102,7 +128,7 @@ func ValidateKey(field, key string) error {
 	if !utf8.ValidString(key) {
 		return invalid(field, "must be valid UTF-8")
 	}
-	if n := utf16Len(key); n > MaxKeyChars {
+	if n := utf16LenOver(key, MaxKeyChars); n > MaxKeyChars {
 		return invalid(field, "must be at most %d characters (1 KiB of UTF-16), got %d", MaxKeyChars, n)
 	}
 	if i := strings.IndexFunc(key, func(r rune) bool { return strings.ContainsRune(`/\#?`, r) || isControl(r) }); i >= 0 {
@@ -111,10 +137,29 @@ func ValidateKey(field, key string) error {
 	return nil
 }
 
+// utf16LenOver returns utf16Len(s) when s may exceed limit UTF-16 units,
+// and 0 when it cannot: a string never has more UTF-16 units than UTF-8
+// bytes, so short strings need no counting.
+func utf16LenOver(s string, limit int) int {
+	if len(s) <= limit {
+		return 0
+	}
+	return utf16Len(s)
+}
+
+// utf16Len counts the UTF-16 code units of a valid UTF-8 string without
+// decoding it: one per character (every byte that is not a continuation
+// byte), plus one more for each 4-byte character (a surrogate pair).
 func utf16Len(s string) int {
 	n := 0
-	for _, r := range s {
-		n += utf16.RuneLen(r)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c&0xC0 != 0x80 {
+			n++
+		}
+		if c >= 0xF0 {
+			n++
+		}
 	}
 	return n
 }
@@ -127,7 +172,7 @@ func ValidatePropertyName(name string) error {
 		return invalid("property "+name, "is a system property and cannot be set")
 	case len(name) > MaxPropertyNameChars:
 		return invalid("property name", "must be at most %d characters, got %d", MaxPropertyNameChars, len(name))
-	case !propertyNameRE.MatchString(name):
+	case !isIdentifier(name):
 		return invalid("property name", "%q must start with a letter or underscore and hold only letters, digits and underscores", name)
 	}
 	return nil
@@ -155,7 +200,7 @@ func ValidateEntity(e Entity) error {
 			return err
 		}
 	}
-	if n := EntitySize(e); n > MaxEntityBytes {
+	if n := entitySize(e, false); n > MaxEntityBytes {
 		return tooLarge("entity "+e.PartitionKey+"/"+e.RowKey, "size %d bytes exceeds %d", n, MaxEntityBytes)
 	}
 	return nil
@@ -167,7 +212,7 @@ func validateValue(name string, v any) error {
 		if !utf8.ValidString(x) {
 			return invalid("property "+name, "string must be valid UTF-8")
 		}
-		if n := utf16Len(x); n > MaxStringChars {
+		if n := utf16LenOver(x, MaxStringChars); n > MaxStringChars {
 			return tooLarge("property "+name, "string of %d characters exceeds %d (64 KiB of UTF-16)", n, MaxStringChars)
 		}
 	case []byte:
@@ -188,13 +233,22 @@ func validateValue(name string, v any) error {
 // EntitySize returns the entity's size as Azure counts it against the 1 MiB
 // limit: 4 bytes, plus the keys in UTF-16, plus for each property 8 bytes,
 // its name in UTF-16 and its value's size.
-func EntitySize(e Entity) int {
-	n := 4 + 2*utf16Len(e.PartitionKey) + 2*utf16Len(e.RowKey)
+func EntitySize(e Entity) int { return entitySize(e, true) }
+
+// entitySize is EntitySize, or with exact false a fast upper bound that
+// counts strings in UTF-8 bytes (never fewer than their UTF-16 units) and
+// falls back to the exact size only when the bound exceeds the limit.
+func entitySize(e Entity, exact bool) int {
+	count := utf16Len
+	if !exact {
+		count = func(s string) int { return len(s) }
+	}
+	n := 4 + 2*count(e.PartitionKey) + 2*count(e.RowKey)
 	for name, v := range e.Properties {
 		n += 8 + 2*len(name)
 		switch x := v.(type) {
 		case string:
-			n += 4 + 2*utf16Len(x)
+			n += 4 + 2*count(x)
 		case []byte:
 			n += 4 + len(x)
 		case bool:
@@ -206,6 +260,9 @@ func EntitySize(e Entity) int {
 		default: // int64, float64, time.Time
 			n += 8
 		}
+	}
+	if !exact && n > MaxEntityBytes {
+		return entitySize(e, true)
 	}
 	return n
 }
@@ -266,7 +323,13 @@ func ValidateTransaction(ops []TableOp) error {
 		if err := op.validate(); err != nil {
 			return &TransactionError{Index: i, Err: err}
 		}
-		size += EntitySize(e)
+		size += entitySize(e, false)
+	}
+	if size > MaxBatchBytes {
+		size = 0
+		for _, op := range ops {
+			size += EntitySize(op.Entity)
+		}
 	}
 	if size > MaxBatchBytes {
 		return tooLarge("transaction", "payload of about %d bytes exceeds %d", size, MaxBatchBytes)
