@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tablekeeper/tablekeeper/jobs"
+)
+
+// archiveArgsFlags renames the archive args fields in validation errors to
+// the flags that set them. Longer names come first: the replacer tries its
+// pairs in order at each position.
+var archiveArgsFlags = strings.NewReplacer(
+	"args.toBlob", "-to-blob",
+	"args.table", "-table",
+	"args.rkFrom", "-rk-from",
+	"args.rkTo", "-rk-to",
+	"args.rk", "-rk",
+	"args.pk", "-pk",
+	"args.to", "-to",
+)
+
+// runArchive enqueues one archive move built from flags. The args are
+// validated by the archive kind's own parser, so the CLI and the worker
+// apply one rule set, and nothing is sent when they are invalid.
+func (m *Main) runArchive(ctx context.Context, args []string) error {
+	var (
+		c                                       common
+		table, to, toBlob, pk, rk, rkFrom, rkTo string
+		id                                      string
+	)
+	fs := m.newFlagSet("archive",
+		"archive -table T (-to A | -to-blob container/prefix) -pk P (-rk R | -rk-from A [-rk-to B]) [-id ID] [flags]",
+		"Enqueues an archive move: one entity (-rk) or the RowKey range [-rk-from, -rk-to) of partition -pk,\n"+
+			"from table -table to table -to or to blobs under -to-blob. It prints the op id and the message id.", &c)
+	fs.StringVar(&table, "table", "", "source table (required)")
+	fs.StringVar(&to, "to", "", "target table (or -to-blob)")
+	fs.StringVar(&toBlob, "to-blob", "", "target blobs: \"container\" or \"container/prefix\" (or -to)")
+	fs.StringVar(&pk, "pk", "", "PartitionKey (required)")
+	fs.StringVar(&rk, "rk", "", "RowKey of the one entity to move (or -rk-from)")
+	fs.StringVar(&rkFrom, "rk-from", "", "first RowKey of the range to move (\"\" for the first row)")
+	fs.StringVar(&rkTo, "rk-to", "", "RowKey the range stops before (omit to run to the last row)")
+	fs.StringVar(&id, "id", "", "operation id, 1-128 characters of A-Za-z0-9._:- (default: generated op-<UTC time>-<random>)")
+	pos, err := m.parse(fs, &c, args)
+	if err != nil {
+		return err
+	}
+	if err := noArgs(pos); err != nil {
+		return err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	switch {
+	case !set["table"]:
+		return usagef("-table: is required")
+	case !set["to"] && !set["to-blob"]:
+		return usagef("-to or -to-blob: is required")
+	case set["to"] && set["to-blob"]:
+		return usagef("-to and -to-blob: give one, not both")
+	case !set["pk"]:
+		return usagef("-pk: is required")
+	case set["rk"] && set["rk-from"]:
+		return usagef("-rk and -rk-from: give one, not both")
+	case set["rk"] && set["rk-to"]:
+		return usagef("-rk and -rk-to: give one, not both (-rk-to ends a range that starts at -rk-from)")
+	case set["rk-to"] && !set["rk-from"]:
+		return usagef("-rk-to: needs -rk-from (use -rk-from '' to start at the first row)")
+	case !set["rk"] && !set["rk-from"]:
+		return usagef("-rk or -rk-from: is required")
+	}
+
+	a := jobs.ArchiveArgs{Table: table, To: to, ToBlob: toBlob, PK: &pk}
+	if set["rk"] {
+		a.RK = &rk
+	} else {
+		a.RKFrom = &rkFrom
+		if set["rk-to"] {
+			a.RKTo = &rkTo
+		}
+	}
+	raw, err := json.Marshal(a)
+	if err != nil {
+		return err
+	}
+	if _, err := (&jobs.Archiver{}).Kind().ParseArgs(raw); err != nil {
+		return usagef("%s", archiveArgsFlags.Replace(err.Error()))
+	}
+	if !set["id"] {
+		id = newOpID(m.now())
+	}
+	text, err := jobs.Encode(jobs.Envelope{V: 1, ID: id, Kind: jobs.ArchiveKind, Args: raw})
+	if err != nil {
+		return usagef("%s", strings.ReplaceAll(err.Error(), "envelope: id:", "-id:"))
+	}
+
+	store, err := m.connect(&c)
+	if err != nil {
+		return err
+	}
+	sent, err := sendCreating(ctx, store.Queue(c.queue), text)
+	if err != nil {
+		return fmt.Errorf("op %s: %w", id, err)
+	}
+	if c.json() {
+		return writeJSON(m.Stdout, struct {
+			OpID      string `json:"opId"`
+			MessageID string `json:"messageId"`
+		}{id, sent.ID})
+	}
+	tw := newTable(m.Stdout)
+	row(tw, "OP ID", "MESSAGE ID", "QUEUE")
+	row(tw, id, sent.ID, c.queue)
+	return tw.Flush()
+}
+
+// newOpID returns a fresh operation id: "op-", the UTC time to the second
+// and 8 random hex digits, such as "op-20261121T100000Z-1f3a9c0b".
+func newOpID(now time.Time) string {
+	var b [4]byte
+	rand.Read(b[:]) // never fails (crypto/rand crashes the program instead)
+	return "op-" + now.UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b[:])
+}

@@ -1,0 +1,368 @@
+// Command enqueue is tablekeeper's producer and operator CLI: it puts
+// operations on the work queue and inspects, requeues and deletes the
+// messages parked on its poison queue.
+//
+// Usage:
+//
+//	enqueue <command> [flags]
+//
+// Commands:
+//
+//	archive         enqueue one archive move: -table T (-to A | -to-blob container/prefix)
+//	                -pk P (-rk R | -rk-from A [-rk-to B]) [-id ID]
+//	raw             enqueue envelopes read as JSON lines from stdin or -file
+//	poison list     list poisoned messages, newest first (-group: by reason; -kind K)
+//	poison show     show one poisoned message: its attempts and original text
+//	poison requeue  send poisoned messages back to the work queue (ID... | -all)
+//	poison delete   delete poisoned messages and their records
+//	poison purge    delete every poisoned message (-older-than D)
+//	stats           count the messages of the work queue and its poison queue
+//
+// Every command accepts -queue (default $TABLEKEEPER_QUEUE or
+// "tablekeeper"), -connection-string (default
+// $AZURE_STORAGE_CONNECTION_STRING; never printed), -account (default
+// $AZURE_STORAGE_ACCOUNT, used with DefaultAzureCredential) and -o table|json
+// (aligned tables for people, JSON for scripts). The exit status is 0 on
+// success, 1 when an operation failed and 2 for a usage error.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/tablekeeper/tablekeeper/cmd/internal/cli"
+	"github.com/tablekeeper/tablekeeper/storeadapter"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := NewMain().Run(ctx, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+// Exit statuses of Run.
+const (
+	exitOK     = 0 // success
+	exitFailed = 1 // an operation failed
+	exitUsage  = 2 // unknown command, bad flags or arguments
+)
+
+// Main is the enqueue program; tests build one and call Run.
+type Main struct {
+	// Stdin is what raw reads when no -file is given.
+	Stdin io.Reader
+	// Stdout receives results; Stderr receives errors, per-line reports
+	// and raw's progress line.
+	Stdout, Stderr io.Writer
+	// Connect returns the store to work on; nil connects to the storage
+	// account the common flags and environment describe.
+	Connect func() (storeadapter.Store, error)
+	// Now returns the current time (for generated op ids and purge
+	// cut-offs); nil means time.Now.
+	Now func() time.Time
+	// IsTerminal reports whether raw should draw its progress line on a
+	// writer; nil means cli.IsTerminal.
+	IsTerminal func(io.Writer) bool
+
+	// secrets are the credentials of the current command, scrubbed from
+	// every error Run prints.
+	secrets []string
+}
+
+// NewMain returns a Main on the process's standard streams.
+func NewMain() *Main { return &Main{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr} }
+
+// usageText is printed by "enqueue help" and for an unknown command.
+const usageText = `enqueue puts tablekeeper operations on the work queue and manages its poison queue.
+
+usage: enqueue <command> [flags]
+
+commands:
+  archive         enqueue one archive move:
+                    -table T (-to A | -to-blob container/prefix) -pk P (-rk R | -rk-from A [-rk-to B]) [-id ID]
+  raw             enqueue envelopes read as JSON lines from stdin or -file [-concurrency N]
+  poison list     list poisoned messages, newest first [-group] [-kind K]
+  poison show     show one poisoned message with its attempts and original text: ID
+  poison requeue  send poisoned messages back to the work queue: (ID... | -all) [-kind K] [-dry-run]
+  poison delete   delete poisoned messages and their records: ID...
+  poison purge    delete every poisoned message [-older-than D]
+  stats           count the messages of the work queue and its poison queue
+
+common flags:
+  -queue NAME               work queue; its poison queue is NAME-poison (default $TABLEKEEPER_QUEUE or "tablekeeper")
+  -connection-string S      storage connection string (default $AZURE_STORAGE_CONNECTION_STRING; never printed)
+  -account NAME             storage account for DefaultAzureCredential (default $AZURE_STORAGE_ACCOUNT)
+  -o table|json             output format (default table)
+
+Run 'enqueue <command> -h' for a command's flags. Exit status: 0 success, 1 failure, 2 usage error.
+`
+
+// Run runs the command args names (args excludes the program name) and
+// returns the exit status: 0 on success, 1 when the operation failed, 2
+// for a usage error.
+func (m *Main) Run(ctx context.Context, args []string) int {
+	if len(args) == 0 {
+		fmt.Fprint(m.Stderr, usageText)
+		return exitUsage
+	}
+	m.secrets = secretsOf(os.Getenv(cli.EnvConnectionString))
+	name, rest := args[0], args[1:]
+	var err error
+	switch name {
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(m.Stdout, usageText)
+		return exitOK
+	case "archive":
+		err = m.runArchive(ctx, rest)
+	case "raw":
+		err = m.runRaw(ctx, rest)
+	case "poison":
+		name, err = m.runPoison(ctx, rest)
+	case "stats":
+		err = m.runStats(ctx, rest)
+	default:
+		fmt.Fprintf(m.Stderr, "enqueue: unknown command %q\n\n%s", name, usageText)
+		return exitUsage
+	}
+	return m.exit(name, err)
+}
+
+// exit reports err (scrubbed of secrets) and returns its exit status.
+func (m *Main) exit(cmd string, err error) int {
+	var ue *usageError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case errors.As(err, &ue):
+		if !ue.printed {
+			fmt.Fprintf(m.Stderr, "enqueue %s: %s\nRun 'enqueue %s -h' for usage.\n", cmd, m.redact(ue.Error()), cmd)
+		}
+		return exitUsage
+	case errors.Is(err, errReported):
+		return exitFailed
+	}
+	fmt.Fprintf(m.Stderr, "enqueue %s: %s\n", cmd, m.redact(err.Error()))
+	return exitFailed
+}
+
+// usageError is a mistake on the command line: exit status 2.
+type usageError struct {
+	err error
+	// printed is set when the flag package has already printed the error
+	// and the usage.
+	printed bool
+}
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+// usagef returns a usageError with a formatted message.
+func usagef(format string, args ...any) error {
+	return &usageError{err: fmt.Errorf(format, args...)}
+}
+
+// errReported is returned by a command that has already printed why it
+// failed: Run exits with status 1 and prints nothing more.
+var errReported = errors.New("failed (reported above)")
+
+// redact replaces every secret of the current command in s.
+func (m *Main) redact(s string) string {
+	for _, secret := range m.secrets {
+		s = strings.ReplaceAll(s, secret, "[REDACTED]")
+	}
+	return s
+}
+
+// common holds the flags every command accepts.
+type common struct {
+	queue   string
+	account cli.Account
+	output  string
+}
+
+// json reports whether the output format is JSON.
+func (c *common) json() bool { return c.output == "json" }
+
+// newFlagSet returns the flag set of one command with the common flags
+// registered. line is the command's usage line, about what it does.
+func (m *Main) newFlagSet(name, line, about string, c *common) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(m.Stderr)
+	fs.StringVar(&c.queue, "queue", cli.QueueDefault(), "work queue; its poison queue is <queue>-poison (env "+cli.EnvQueue+")")
+	c.account.RegisterFlags(fs)
+	fs.StringVar(&c.output, "o", "table", "output format: table or json")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: enqueue %s\n\n%s\n\nflags:\n", line, about)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses args with fs, allowing flags after positional arguments
+// ("poison show ID -o json"); everything after "--" is positional. It
+// returns the positional arguments and checks the common flags.
+func (m *Main) parse(fs *flag.FlagSet, c *common, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, &usageError{err: err, printed: true}
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			pos = append(pos, rest...)
+			break
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+	}
+	m.secrets = secretsOf(c.account.ConnectionString, os.Getenv(cli.EnvConnectionString))
+	if c.output != "table" && c.output != "json" {
+		return nil, usagef("-o: must be table or json, got %q", c.output)
+	}
+	if err := storeadapter.ValidateQueueName(c.queue); err != nil {
+		return nil, usagef("-queue: %v", err)
+	}
+	return pos, nil
+}
+
+// secretsOf returns what must never be printed of the connection strings
+// given: each whole string and its key and signature values.
+func secretsOf(conns ...string) []string {
+	var out []string
+	for _, conn := range conns {
+		if strings.TrimSpace(conn) == "" {
+			continue
+		}
+		out = append(out, conn)
+		for part := range strings.SplitSeq(conn, ";") {
+			k, v, ok := strings.Cut(part, "=")
+			k = strings.ToLower(strings.TrimSpace(k))
+			if ok && len(strings.TrimSpace(v)) >= 4 && (k == "accountkey" || k == "sharedaccesssignature") {
+				out = append(out, strings.TrimSpace(v))
+			}
+		}
+	}
+	// Longest first, so a secret inside another is not replaced first.
+	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) })
+	return out
+}
+
+// connect returns the store: Main.Connect's, or the account's.
+func (m *Main) connect(c *common) (storeadapter.Store, error) {
+	if m.Connect != nil {
+		return m.Connect()
+	}
+	s, err := c.account.Connect()
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// now returns the current time.
+func (m *Main) now() time.Time {
+	if m.Now != nil {
+		return m.Now()
+	}
+	return time.Now()
+}
+
+// noArgs rejects positional arguments.
+func noArgs(pos []string) error {
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q (this command takes flags only)", pos[0])
+	}
+	return nil
+}
+
+// sendCreating sends text to q, creating the queue first when it does not
+// exist and trying once more.
+func sendCreating(ctx context.Context, q storeadapter.Queue, text string) (storeadapter.Sent, error) {
+	sent, err := q.Send(ctx, text, storeadapter.SendOptions{})
+	if errors.Is(err, storeadapter.ErrNotFound) {
+		if err = q.Create(ctx); err != nil {
+			return storeadapter.Sent{}, fmt.Errorf("create queue %s: %w", q.Name(), err)
+		}
+		sent, err = q.Send(ctx, text, storeadapter.SendOptions{})
+	}
+	if err != nil {
+		return storeadapter.Sent{}, fmt.Errorf("send to queue %s: %w", q.Name(), err)
+	}
+	return sent, nil
+}
+
+// writeJSON writes v as indented JSON.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// newTable returns a tabwriter for aligned columns; Flush it when done.
+func newTable(w io.Writer) *tabwriter.Writer {
+	return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+}
+
+// row writes one table row of cells, each made safe with cell.
+func row(w io.Writer, cells ...string) {
+	for i, c := range cells {
+		if i > 0 {
+			io.WriteString(w, "\t")
+		}
+		io.WriteString(w, cell(c, 0))
+	}
+	io.WriteString(w, "\n")
+}
+
+// cell makes s fit a table cell: control characters (tabs, newlines,
+// terminal escapes) become spaces, "" becomes "-", and a text
+// longer than limit characters is cut and ends with "…" when limit > 0.
+func cell(s string, limit int) string {
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, strings.ToValidUTF8(s, "\uFFFD"))
+	if s == "" {
+		return "-"
+	}
+	if limit > 0 && utf8.RuneCountInString(s) > limit {
+		n := 0
+		for i := range s {
+			if n == limit-1 {
+				return s[:i] + "…"
+			}
+			n++
+		}
+	}
+	return s
+}
+
+// timeCell formats t for a table: UTC, to the second; "-" when zero.
+func timeCell(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
