@@ -46,8 +46,7 @@ func Upsert(ctx context.Context, t storeadapter.Tables, table string, e storeada
 // missing (see Upsert).
 func Transact(ctx context.Context, t storeadapter.Tables, table string, ops []storeadapter.TableOp) error {
 	err := t.Transact(ctx, table, ops)
-	var txErr *storeadapter.TransactionError
-	if errors.As(err, &txErr) && errors.Is(err, storeadapter.ErrNotFound) && tableMissing(ctx, t, table) {
+	if errors.Is(err, storeadapter.ErrNotFound) && tableMissing(ctx, t, table) {
 		if err = EnsureTable(ctx, t, table); err == nil {
 			err = t.Transact(ctx, table, ops)
 		}

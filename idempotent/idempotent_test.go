@@ -1,0 +1,136 @@
+package idempotent_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/tablekeeper/tablekeeper/idempotent"
+	"github.com/tablekeeper/tablekeeper/localstore"
+	"github.com/tablekeeper/tablekeeper/storeadapter"
+)
+
+func op(pk, rk string, size int) storeadapter.TableOp {
+	e := storeadapter.Entity{PartitionKey: pk, RowKey: rk}
+	if size > 0 {
+		e.Properties = map[string]any{"B": make([]byte, size)}
+	}
+	return storeadapter.TableOp{Action: storeadapter.TxUpsertReplace, Entity: e}
+}
+
+// TestBatches checks that every batch passes the service's rules and that
+// order within a partition is kept.
+func TestBatches(t *testing.T) {
+	var ops []storeadapter.TableOp
+	for i := range 250 {
+		ops = append(ops, op(fmt.Sprintf("p%d", i%3), fmt.Sprintf("r%03d", i), 0))
+	}
+	ops = append(ops, op("p0", "r000", 0)) // the same row again: a new batch
+	for i := range 80 {                     // 80 × 60 KiB > 4 MiB in one partition
+		ops = append(ops, op("big", fmt.Sprintf("b%02d", i), 60000))
+	}
+	batches := idempotent.Batches(ops)
+	total := 0
+	seen := map[string][]string{}
+	for i, b := range batches {
+		if err := storeadapter.ValidateTransaction(b); err != nil {
+			t.Fatalf("batch %d breaks a rule: %v", i, err)
+		}
+		total += len(b)
+		for _, o := range b {
+			seen[o.Entity.PartitionKey] = append(seen[o.Entity.PartitionKey], o.Entity.RowKey)
+		}
+	}
+	if total != len(ops) {
+		t.Fatalf("batches hold %d operations, want %d", total, len(ops))
+	}
+	if got := seen["p0"]; got[0] != "r000" || got[len(got)-1] != "r000" || len(got) != 85 {
+		t.Fatalf("partition p0 order or count wrong: first %s, last %s, %d ops", got[0], got[len(got)-1], len(got))
+	}
+	if n := len(idempotent.Batches(ops[:0])); n != 0 {
+		t.Fatalf("Batches(nil) = %d batches, want 0", n)
+	}
+}
+
+// TestCheckpoints saves, loads and clears a token; a missing table or
+// checkpoint reads as "start from the beginning".
+func TestCheckpoints(t *testing.T) {
+	ctx := context.Background()
+	s := localstore.New(localstore.Options{})
+	cp := idempotent.Checkpoints{Tables: s.Tables(), Table: "Checkpoints"}
+	if tok, err := cp.Load(ctx, "op-1", "archive"); err != nil || tok != "" {
+		t.Fatalf("Load before any save = %q, %v; want \"\", nil", tok, err)
+	}
+	for _, tok := range []string{"a.b", "c.d", "c.d"} {
+		if err := cp.Save(ctx, "op-1", "archive", tok); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := cp.Load(ctx, "op-1", "archive"); err != nil || got != tok {
+			t.Fatalf("Load = %q, %v; want %q", got, err, tok)
+		}
+	}
+	for range 2 { // clearing twice is harmless
+		if err := cp.Clear(ctx, "op-1", "archive"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if tok, _ := cp.Load(ctx, "op-1", "archive"); tok != "" {
+		t.Fatalf("Load after Clear = %q, want \"\"", tok)
+	}
+}
+
+// TestDeleteIfMatch: a missing entity is done, a stale ETag is reported.
+func TestDeleteIfMatch(t *testing.T) {
+	ctx := context.Background()
+	s := localstore.New(localstore.Options{})
+	tb := s.Tables()
+	if err := idempotent.EnsureTable(ctx, tb, "T1x"); err != nil {
+		t.Fatal(err)
+	}
+	if err := idempotent.EnsureTable(ctx, tb, "T1x"); err != nil {
+		t.Fatalf("EnsureTable on an existing table = %v, want nil", err)
+	}
+	etag, err := tb.InsertEntity(ctx, "T1x", storeadapter.Entity{PartitionKey: "p", RowKey: "r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb.UpsertEntity(ctx, "T1x", storeadapter.Entity{PartitionKey: "p", RowKey: "r", Properties: map[string]any{"V": int32(2)}}, storeadapter.Merge); err != nil {
+		t.Fatal(err)
+	}
+	if err := idempotent.DeleteIfMatch(ctx, tb, "T1x", "p", "r", etag); !errors.Is(err, storeadapter.ErrPreconditionFailed) {
+		t.Fatalf("delete with a stale ETag = %v, want ErrPreconditionFailed", err)
+	}
+	if err := idempotent.DeleteIfMatch(ctx, tb, "T1x", "p", "r", storeadapter.ETagAny); err != nil {
+		t.Fatal(err)
+	}
+	if err := idempotent.DeleteIfMatch(ctx, tb, "T1x", "p", "r", storeadapter.ETagAny); err != nil {
+		t.Fatalf("second delete = %v, want nil (already done)", err)
+	}
+}
+
+// TestUpsertCreatesTable writes to a missing table and to a table whose
+// name is still being deleted (transient).
+func TestUpsertCreatesTable(t *testing.T) {
+	ctx := context.Background()
+	s := localstore.New(localstore.Options{})
+	tb := s.Tables()
+	e := storeadapter.Entity{PartitionKey: "p", RowKey: "r"}
+	if err := idempotent.Upsert(ctx, tb, "Fresh", e); err != nil {
+		t.Fatal(err)
+	}
+	if err := idempotent.Transact(ctx, tb, "Fresh2", []storeadapter.TableOp{{Action: storeadapter.TxUpsertReplace, Entity: e}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.DeleteTable(ctx, "Fresh"); err != nil {
+		t.Fatal(err)
+	}
+	err := idempotent.Upsert(ctx, tb, "Fresh", e)
+	if !errors.Is(err, storeadapter.ErrTableBeingDeleted) || !storeadapter.IsTransient(err) {
+		t.Fatalf("upsert into a table being deleted = %v, want transient ErrTableBeingDeleted", err)
+	}
+	if !strings.Contains(err.Error(), "Fresh") {
+		t.Errorf("error %q does not name the table", err)
+	}
+}
