@@ -48,8 +48,8 @@ type row struct {
 }
 
 func rowLess(a, b *row) bool {
-	if a.pk != b.pk {
-		return a.pk < b.pk
+	if c := strings.Compare(a.pk, b.pk); c != 0 {
+		return c < 0
 	}
 	return a.rk < b.rk
 }
@@ -359,7 +359,7 @@ func (ts *tableService) Query(ctx context.Context, name string, q storeadapter.Q
 		start = b.lo
 	}
 
-	var page storeadapter.Page
+	page := storeadapter.Page{Entities: make([]storeadapter.Entity, 0, min(top, 64))}
 	scanned := 0
 	t.mu.RLock()
 	defer t.mu.RUnlock()
