@@ -88,14 +88,23 @@ func (ts *tableService) etag() string {
 	return `W/"` + ts.s.next() + `"`
 }
 
-func (ts *tableService) CreateTable(ctx context.Context, name string) error {
-	if err := ts.s.begin(ctx, "CreateTable"); err != nil {
-		return err
+// tableKey counts a table-level call, validates the name and returns it
+// case-folded: table names are case-insensitive.
+func (ts *tableService) tableKey(ctx context.Context, op, name string) (string, error) {
+	if err := ts.s.begin(ctx, op); err != nil {
+		return "", err
 	}
 	if err := storeadapter.ValidateTableName(name); err != nil {
+		return "", err
+	}
+	return strings.ToLower(name), nil
+}
+
+func (ts *tableService) CreateTable(ctx context.Context, name string) error {
+	key, err := ts.tableKey(ctx, "CreateTable", name)
+	if err != nil {
 		return err
 	}
-	key := strings.ToLower(name)
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	if _, ok := ts.tables[key]; ok {
@@ -113,13 +122,10 @@ func (ts *tableService) CreateTable(ctx context.Context, name string) error {
 }
 
 func (ts *tableService) DeleteTable(ctx context.Context, name string) error {
-	if err := ts.s.begin(ctx, "DeleteTable"); err != nil {
+	key, err := ts.tableKey(ctx, "DeleteTable", name)
+	if err != nil {
 		return err
 	}
-	if err := storeadapter.ValidateTableName(name); err != nil {
-		return err
-	}
-	key := strings.ToLower(name)
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	if _, ok := ts.tables[key]; !ok {
