@@ -175,6 +175,9 @@ func (r *Runner) Stats() Stats {
 		Poisoned: r.stats.poisoned.Load(), LeaseLost: r.stats.leaseLost.Load(), Released: r.stats.released.Load()}
 }
 
+// receiveTimeout bounds one receive call.
+const receiveTimeout = 30 * time.Second
+
 // errLeaseLost cancels a handler whose message lease could not be renewed.
 var errLeaseLost = errors.New("lease on the message was lost")
 
@@ -224,7 +227,13 @@ func (r *Runner) Run(ctx context.Context) error {
 			if c.MaxMessages > 0 {
 				n = min(n, c.MaxMessages-int(handled.Load())-len(slots))
 			}
-			msgs, err := c.Queue.Receive(stopCtx, n, c.Visibility)
+			// A receive is not cancelled by shutdown: once sent, the service
+			// has hidden the messages it returns, and abandoning the call
+			// would leave them hidden for a whole visibility timeout. What
+			// it returns after a shutdown signal is released below.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(stopCtx), receiveTimeout)
+			msgs, err := c.Queue.Receive(rctx, n, c.Visibility)
+			cancel()
 			if err != nil {
 				if stopCtx.Err() != nil {
 					return nil
@@ -369,10 +378,11 @@ func (r *Runner) process(ctx context.Context, m storeadapter.Message) {
 
 	f := poison.Failure{MessageID: m.ID, Text: m.Text, OpID: job.ID, Kind: job.Kind,
 		Attempt: poison.Attempt{DequeueCount: m.DequeueCount, Time: start, Duration: dur, Host: c.Host, Error: err.Error()}}
+	permanent := IsPermanent(err) || clientError(err)
 	switch {
-	case IsPermanent(err) || m.DequeueCount >= c.MaxDequeueCount:
+	case permanent || m.DequeueCount >= c.MaxDequeueCount:
 		reason := "permanent: " + err.Error()
-		if !IsPermanent(err) {
+		if !permanent {
 			reason = fmt.Sprintf("dequeue count %d reached the maximum %d; last error: %v", m.DequeueCount, c.MaxDequeueCount, err)
 		}
 		if perr := c.Poison.Move(actx, f, receipt, reason); perr != nil {
@@ -392,6 +402,25 @@ func (r *Runner) process(ctx context.Context, m storeadapter.Message) {
 		r.stats.retried.Add(1)
 		log.WarnContext(ctx, "job failed; will retry", "err", err, "retry_in", delay)
 	}
+}
+
+// clientError reports whether err is a storage request the service refused
+// for what it asked (a 4xx: invalid input, too large, a condition or an
+// existence check that failed) rather than for how it was doing. Retrying
+// the same request cannot succeed, so the message is poisoned at once.
+// Transient conditions (ErrTableBeingDeleted, timeouts) are not client
+// errors; errors that are not storage errors are retried.
+func clientError(err error) bool {
+	if storeadapter.IsTransient(err) {
+		return false
+	}
+	for _, s := range []error{storeadapter.ErrInvalidInput, storeadapter.ErrTooLarge, storeadapter.ErrPreconditionFailed,
+		storeadapter.ErrAlreadyExists, storeadapter.ErrNotFound} {
+		if errors.Is(err, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // safeHandle runs a handler, turning a panic into a permanent error.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -169,6 +170,21 @@ func TestLeaseLossCancelsHandler(t *testing.T) {
 	stop()
 }
 
+// TestTransientStorageErrorRetried: a table name still being deleted (409,
+// but transient) is retried, not poisoned.
+func TestTransientStorageErrorRetried(t *testing.T) {
+	b := setup(t, func(ctx context.Context, job jobs.Job) error {
+		return fmt.Errorf("create target: %w", storeadapter.ErrTableBeingDeleted)
+	})
+	b.send(t, "op-1")
+	r, stop := b.start(t)
+	defer stop()
+	waitFor(t, func() bool { return r.Stats().Retried == 1 })
+	if p := r.Stats().Poisoned; p != 0 {
+		t.Fatalf("a transient storage error was poisoned (%d)", p)
+	}
+}
+
 // TestRetryBackoffGrows fails a message transiently and checks it comes
 // back only after a delay that grows with its dequeue count, then is
 // poisoned at the threshold with every attempt recorded.
@@ -227,8 +243,9 @@ func TestRetryDelay(t *testing.T) {
 	}
 }
 
-// TestPoisonOnFirstDelivery: malformed messages, permanent errors and
-// panics go to the poison queue at once, and the worker keeps running.
+// TestPoisonOnFirstDelivery: malformed messages, permanent errors, storage
+// requests the service refused (4xx) and panics go to the poison queue at
+// once, and the worker keeps running.
 func TestPoisonOnFirstDelivery(t *testing.T) {
 	b := setup(t, func(ctx context.Context, job jobs.Job) error {
 		switch job.ID {
@@ -236,9 +253,12 @@ func TestPoisonOnFirstDelivery(t *testing.T) {
 			return jobs.Permanentf("target table name is not allowed")
 		case "op-panic":
 			panic("boom")
+		case "op-4xx":
+			return fmt.Errorf("archive: write to target: %w", storeadapter.ErrTooLarge)
 		}
 		return nil
 	})
+	b.send(t, "op-4xx")
 	b.send(t, "op-permanent")
 	b.send(t, "op-panic")
 	b.send(t, "op-ok")
@@ -248,12 +268,12 @@ func TestPoisonOnFirstDelivery(t *testing.T) {
 		}
 	}
 	r, stop := b.start(t)
-	waitFor(t, func() bool { s := r.Stats(); return s.Poisoned == 5 && s.Succeeded == 1 })
+	waitFor(t, func() bool { s := r.Stats(); return s.Poisoned == 6 && s.Succeeded == 1 })
 	if err := stop(); err != nil {
 		t.Fatalf("Run = %v after bad messages; want nil", err)
 	}
 	all := strings.Join(b.poison.reasons(), "\n")
-	for _, want := range []string{"target table name is not allowed", "handler panic: boom", "neither JSON nor base64", "extra: unknown field", "v: must be 1"} {
+	for _, want := range []string{"write to target: too large", "target table name is not allowed", "handler panic: boom", "neither JSON nor base64", "extra: unknown field", "v: must be 1"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("poison reasons lack %q:\n%s", want, all)
 		}
