@@ -14,7 +14,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 	"github.com/lmittmann/tint"
 
 	"github.com/tablekeeper/tablekeeper/poison"
@@ -40,6 +44,10 @@ type Account struct {
 	// Name (flag -account, env AZURE_STORAGE_ACCOUNT) connects with
 	// DefaultAzureCredential (managed identity, workload identity, az login).
 	Name string
+	// Retries (flag -storage-retries) is how often the SDK retries a failed
+	// storage call before the error reaches tablekeeper, which has its own
+	// retries per message. Default 3, the SDK's; 0 turns them off.
+	Retries int
 }
 
 // RegisterFlags adds -connection-string and -account to fs; their defaults
@@ -48,16 +56,35 @@ type Account struct {
 func (a *Account) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&a.ConnectionString, "connection-string", "", "storage connection string (default $"+EnvConnectionString+"; \"UseDevelopmentStorage=true\" for Azurite)")
 	fs.StringVar(&a.Name, "account", os.Getenv(EnvAccount), "storage account name, used with DefaultAzureCredential when no connection string is given (env "+EnvAccount+")")
+	fs.IntVar(&a.Retries, "storage-retries", 3, "SDK retries of a failed storage call (0: none; the worker retries messages itself)")
+}
+
+// options returns the SDK client options for Retries.
+func (a *Account) options() (*azstore.Options, error) {
+	if a.Retries < 0 || a.Retries > 10 {
+		return nil, fmt.Errorf("-storage-retries: must be 0-10, got %d", a.Retries)
+	}
+	var co azcore.ClientOptions
+	co.Retry.MaxRetries = int32(a.Retries)
+	if a.Retries == 0 {
+		co.Retry.MaxRetries = -1 // the SDK reads 0 as "default"
+	}
+	return &azstore.Options{Tables: &aztables.ClientOptions{ClientOptions: co}, Queues: &azqueue.ClientOptions{ClientOptions: co},
+		Blobs: &azblob.ClientOptions{ClientOptions: co}}, nil
 }
 
 // Connect returns the store the flags and environment describe.
 func (a *Account) Connect() (*azstore.Store, error) {
+	opts, err := a.options()
+	if err != nil {
+		return nil, err
+	}
 	conn := a.ConnectionString
 	if conn == "" {
 		conn = os.Getenv(EnvConnectionString)
 	}
 	if conn != "" {
-		return azstore.NewFromConnectionString(conn, nil)
+		return azstore.NewFromConnectionString(conn, opts)
 	}
 	if a.Name == "" {
 		return nil, errors.New("no storage account: set -connection-string or $" + EnvConnectionString + ", or -account / $" + EnvAccount + " for DefaultAzureCredential")
@@ -66,7 +93,7 @@ func (a *Account) Connect() (*azstore.Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("DefaultAzureCredential: %w", err)
 	}
-	return azstore.NewWithCredential(azstore.AccountEndpoints(a.Name), cred, nil)
+	return azstore.NewWithCredential(azstore.AccountEndpoints(a.Name), cred, opts)
 }
 
 // QueueDefault is the -queue default: $TABLEKEEPER_QUEUE or DefaultQueue.
