@@ -162,7 +162,7 @@ func (in *Instance) Stop() {
 
 // binary finds the installed azurite launcher beside this package.
 func binary() (string, error) {
-	root, err := moduleRoot()
+	root, err := ModuleRoot()
 	if err != nil {
 		return "", err
 	}
@@ -176,8 +176,10 @@ func binary() (string, error) {
 	return bin, nil
 }
 
-// moduleRoot walks up from the working directory to the folder of go.mod.
-func moduleRoot() (string, error) {
+// ModuleRoot walks up from the working directory to the folder of go.mod:
+// tests run in their package's folder, and the emulator and the binaries
+// they build live relative to the module.
+func ModuleRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
