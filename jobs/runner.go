@@ -208,24 +208,41 @@ func (r *Runner) Run(ctx context.Context) error {
 		MaxInterval: c.IdleMax, MaxElapsedTime: 0, Stop: backoff.Stop, Clock: backoffClock{c.Clock}}
 	idle.Reset()
 	var handled atomic.Int64
+	var pending []*held // received, leased, not started yet
+	// Up to half a batch (at most Concurrency) waits behind the running
+	// messages, so the next ones start at once and a receive fetches
+	// many messages, not the few slots just freed.
+	capacity := c.Concurrency + min(c.BatchSize/2, c.Concurrency)
 	failures := 0
 	err := func() error {
 		for stopCtx.Err() == nil {
-			if c.MaxMessages > 0 && int(handled.Load())+len(slots) >= c.MaxMessages {
-				if len(slots) == 0 {
+			for len(pending) > 0 && len(slots) < c.Concurrency {
+				h := pending[0]
+				pending = pending[1:]
+				slots <- struct{}{}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					r.process(handlerCtx, h)
+					handled.Add(1)
+					<-slots
+					select { // wake the loop if it waits; never block
+					case done <- struct{}{}:
+					default:
+					}
+				}()
+			}
+			held := len(slots) + len(pending)
+			n := min(c.BatchSize, capacity-held)
+			if c.MaxMessages > 0 {
+				n = min(n, c.MaxMessages-int(handled.Load())-held)
+				if n <= 0 && held == 0 {
 					return nil
 				}
-				r.waitOne(stopCtx, done)
-				continue
 			}
-			free := c.Concurrency - len(slots)
-			if free < min(c.BatchSize, c.Concurrency+1)/2 || free == 0 {
-				r.waitOne(stopCtx, done) // fetch more once half a batch of slots is free
+			if n <= 0 || n < min(c.BatchSize, capacity)/2 {
+				r.waitOne(stopCtx, done) // receive once half a batch fits
 				continue
-			}
-			n := min(free, c.BatchSize)
-			if c.MaxMessages > 0 {
-				n = min(n, c.MaxMessages-int(handled.Load())-len(slots))
 			}
 			// A receive is not cancelled by shutdown: once sent, the service
 			// has hidden the messages it returns, and abandoning the call
@@ -250,7 +267,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			}
 			failures = 0
 			if len(msgs) == 0 {
-				if c.Drain && len(slots) == 0 {
+				if c.Drain && held == 0 {
 					n, err := c.Queue.ApproximateCount(stopCtx)
 					if err == nil && n == 0 {
 						return nil
@@ -263,25 +280,21 @@ func (r *Runner) Run(ctx context.Context) error {
 			r.stats.received.Add(int64(len(msgs)))
 			for _, m := range msgs {
 				if stopCtx.Err() != nil {
-					r.release(m)
+					r.release(m, m.PopReceipt)
 					continue
 				}
-				slots <- struct{}{}
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					r.process(handlerCtx, m)
-					handled.Add(1)
-					<-slots
-					select { // wake the loop if it waits; never block
-					case done <- struct{}{}:
-					default:
-					}
-				}()
+				pending = append(pending, r.hold(handlerCtx, m))
 			}
 		}
 		return nil
 	}()
+	// Messages received but never started go back to the queue at once.
+	for _, h := range pending {
+		h.cancel(nil)
+		if receipt, lost := h.lease.stop(); !lost {
+			r.release(h.m, receipt)
+		}
+	}
 
 	// Shutdown: give running handlers the grace period, then cancel them.
 	finished := make(chan struct{})
@@ -315,24 +328,39 @@ func (r *Runner) sleep(ctx context.Context, d time.Duration, done <-chan struct{
 }
 
 // release makes an unstarted message visible again at once.
-func (r *Runner) release(m storeadapter.Message) {
+func (r *Runner) release(m storeadapter.Message, receipt string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := r.cfg.Queue.Update(ctx, m.ID, m.PopReceipt, m.Text, 0); err != nil {
+	if _, err := r.cfg.Queue.Update(ctx, m.ID, receipt, m.Text, 0); err != nil {
 		r.cfg.Logger.Warn("could not release an unstarted message; it reappears when its lease expires", "msg_id", m.ID, "err", err)
 		return
 	}
 	r.stats.released.Add(1)
 }
 
-// process runs one message under a kept lease and acknowledges it.
-func (r *Runner) process(ctx context.Context, m storeadapter.Message) {
+// held is a received message whose lease is kept from the moment it
+// arrived, whether it runs yet or waits for a slot.
+type held struct {
+	m      storeadapter.Message
+	lease  *lease
+	ctx    context.Context // the handler's; cancelled when the lease is lost
+	cancel context.CancelCauseFunc
+}
+
+// hold starts keeping a received message's lease.
+func (r *Runner) hold(ctx context.Context, m storeadapter.Message) *held {
+	h := &held{m: m, lease: newLease(r, m)}
+	h.ctx, h.cancel = context.WithCancelCause(ctx)
+	go h.lease.keep(h.ctx, h.cancel)
+	return h
+}
+
+// process runs one held message and acknowledges it.
+func (r *Runner) process(ctx context.Context, h *held) {
 	c := &r.cfg
+	m, lease, hctx := h.m, h.lease, h.ctx
+	defer h.cancel(nil)
 	start := c.Clock.Now()
-	lease := newLease(r, m)
-	hctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	go lease.keep(hctx, cancel)
 
 	log := c.Logger.With("msg_id", m.ID, "dequeue_count", m.DequeueCount)
 	var job Job
@@ -340,6 +368,8 @@ func (r *Runner) process(ctx context.Context, m storeadapter.Message) {
 	if m.DequeueCount > c.MaxDequeueCount {
 		err = fmt.Errorf("delivered %d times, more than the maximum %d, without finishing (the worker may have crashed or lost the lease each time)", m.DequeueCount, c.MaxDequeueCount)
 		job.Message = m
+	} else if hctx.Err() != nil {
+		err = context.Cause(hctx) // lost its lease, or shut down, while waiting for a slot
 	} else {
 		var k Kind
 		if job, k, err = c.Registry.Decode(hctx, m); err == nil {
@@ -363,7 +393,7 @@ func (r *Runner) process(ctx context.Context, m storeadapter.Message) {
 		// The shutdown grace period ran out: not the job's fault. Hand the
 		// message back at once, without counting an attempt.
 		log.WarnContext(actx, "job cancelled by shutdown; releasing the message", "err", err)
-		r.release(storeadapter.Message{ID: m.ID, PopReceipt: receipt, Text: m.Text})
+		r.release(m, receipt)
 		return
 	}
 	if err == nil {
