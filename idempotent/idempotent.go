@@ -73,7 +73,7 @@ func Batches(ops []storeadapter.TableOp) [][]storeadapter.TableOp {
 	sizes := map[string]int{}
 	for _, op := range ops {
 		pk := op.Entity.PartitionKey
-		size := storeadapter.EntitySize(op.Entity)
+		size := storeadapter.BatchOpSize(op.Entity)
 		i, ok := open[pk]
 		if !ok || len(out[i]) == storeadapter.MaxBatchOps || rows[pk][op.Entity.RowKey] || sizes[pk]+size > storeadapter.MaxBatchBytes {
 			out = append(out, nil)

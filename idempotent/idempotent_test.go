@@ -28,7 +28,7 @@ func TestBatches(t *testing.T) {
 		ops = append(ops, op(fmt.Sprintf("p%d", i%3), fmt.Sprintf("r%03d", i), 0))
 	}
 	ops = append(ops, op("p0", "r000", 0)) // the same row again: a new batch
-	for i := range 80 {                     // 80 × 60 KiB > 4 MiB in one partition
+	for i := range 80 {                    // 80 × 60 KiB > 4 MiB in one partition
 		ops = append(ops, op("big", fmt.Sprintf("b%02d", i), 60000))
 	}
 	batches := idempotent.Batches(ops)

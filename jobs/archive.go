@@ -273,10 +273,10 @@ func (m *mover) movePage(ctx context.Context, entities []storeadapter.Entity) er
 			return fmt.Errorf("archive: write %d entities to %s: %w", len(batch), m.target, err)
 		}
 		err := t.Transact(ctx, m.args.Table, deletes)
-		var txErr *storeadapter.TransactionError
-		if errors.As(err, &txErr) && (errors.Is(err, storeadapter.ErrPreconditionFailed) || errors.Is(err, storeadapter.ErrNotFound)) {
-			// One entity changed or vanished since the page was read: the
-			// whole batch rolled back, so move each entity on its own.
+		if errors.Is(err, storeadapter.ErrPreconditionFailed) || errors.Is(err, storeadapter.ErrNotFound) {
+			// One entity changed or vanished since the page was read (or
+			// the table did): the whole batch rolled back, so move each
+			// entity on its own.
 			for _, e := range batchEntities {
 				if err := m.one(ctx, e.RowKey); err != nil && !IsPermanent(err) {
 					return err

@@ -38,6 +38,8 @@ var RealClock Clock = realClock{}
 type Poisoner interface {
 	RecordAttempt(ctx context.Context, f poison.Failure) error
 	Move(ctx context.Context, f poison.Failure, popReceipt, reason string) error
+	// Forget drops the failure record of a message that finally succeeded.
+	Forget(ctx context.Context, messageID string) error
 }
 
 // Defaults of Config. Each is documented on its field too.
@@ -175,8 +177,20 @@ func (r *Runner) Stats() Stats {
 		Poisoned: r.stats.poisoned.Load(), LeaseLost: r.stats.leaseLost.Load(), Released: r.stats.released.Load()}
 }
 
-// receiveTimeout bounds one receive call.
-const receiveTimeout = 30 * time.Second
+// Bounds on single storage calls the runner makes for itself (the SDK has
+// no per-try timeout by default, and one hung connection must not hold a
+// lease or a shutdown forever), and on the wait for cancelled handlers.
+const (
+	receiveTimeout = 30 * time.Second
+	callTimeout    = 30 * time.Second
+	abandonAfter   = 5 * time.Second
+)
+
+// callCtx returns a context for one acknowledgement call: not cancelled by
+// shutdown, but bounded.
+func callCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), callTimeout)
+}
 
 // errLeaseLost cancels a handler whose message lease could not be renewed.
 var errLeaseLost = errors.New("lease on the message was lost")
@@ -223,7 +237,7 @@ func (r *Runner) Run(ctx context.Context) error {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					r.process(handlerCtx, h)
+					r.processSafely(handlerCtx, h)
 					handled.Add(1)
 					<-slots
 					select { // wake the loop if it waits; never block
@@ -240,7 +254,7 @@ func (r *Runner) Run(ctx context.Context) error {
 					return nil
 				}
 			}
-			if n <= 0 || n < min(c.BatchSize, capacity)/2 {
+			if n <= 0 || held > 0 && n < min(c.BatchSize, capacity)/2 {
 				r.waitOne(stopCtx, done) // receive once half a batch fits
 				continue
 			}
@@ -304,7 +318,13 @@ func (r *Runner) Run(ctx context.Context) error {
 	case <-c.Clock.After(c.ShutdownGrace):
 		c.Logger.WarnContext(ctx, "shutdown grace period over; cancelling running jobs", "running", len(slots))
 		cancelHandlers()
-		<-finished
+		select {
+		case <-finished:
+		case <-c.Clock.After(abandonAfter):
+			// A handler that ignores its context is left behind; its
+			// message reappears once its lease lapses.
+			c.Logger.ErrorContext(ctx, "jobs ignored cancellation; leaving them behind", "running", len(slots))
+		}
 	}
 	return err
 }
@@ -329,7 +349,7 @@ func (r *Runner) sleep(ctx context.Context, d time.Duration, done <-chan struct{
 
 // release makes an unstarted message visible again at once.
 func (r *Runner) release(m storeadapter.Message, receipt string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := callCtx()
 	defer cancel()
 	if _, err := r.cfg.Queue.Update(ctx, m.ID, receipt, m.Text, 0); err != nil {
 		r.cfg.Logger.Warn("could not release an unstarted message; it reappears when its lease expires", "msg_id", m.ID, "err", err)
@@ -353,6 +373,20 @@ func (r *Runner) hold(ctx context.Context, m storeadapter.Message) *held {
 	h.ctx, h.cancel = context.WithCancelCause(ctx)
 	go h.lease.keep(h.ctx, h.cancel)
 	return h
+}
+
+// processSafely runs process and survives a panic outside the handler
+// (in decoding, poisoning or acknowledging): the lease is dropped and the
+// message reappears after its visibility timeout.
+func (r *Runner) processSafely(ctx context.Context, h *held) {
+	defer func() {
+		if p := recover(); p != nil {
+			h.cancel(nil)
+			h.lease.stop()
+			r.cfg.Logger.ErrorContext(ctx, "panic while processing a message; it will be delivered again", "msg_id", h.m.ID, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+		}
+	}()
+	r.process(ctx, h)
 }
 
 // process runs one held message and acknowledges it.
@@ -388,7 +422,8 @@ func (r *Runner) process(ctx context.Context, h *held) {
 		return
 	}
 
-	actx := context.WithoutCancel(ctx) // acknowledge even while shutting down
+	actx, cancelAck := callCtx() // acknowledge even while shutting down
+	defer cancelAck()
 	if err != nil && ctx.Err() != nil {
 		// The shutdown grace period ran out: not the job's fault. Hand the
 		// message back at once, without counting an attempt.
@@ -403,6 +438,11 @@ func (r *Runner) process(ctx context.Context, h *held) {
 		}
 		r.stats.succeeded.Add(1)
 		log.InfoContext(ctx, "job done")
+		if m.DequeueCount > 1 { // earlier attempts left a failure record
+			if ferr := c.Poison.Forget(actx, m.ID); ferr != nil {
+				log.WarnContext(ctx, "could not drop the failure record", "err", ferr)
+			}
+		}
 		return
 	}
 
@@ -435,22 +475,14 @@ func (r *Runner) process(ctx context.Context, h *held) {
 }
 
 // clientError reports whether err is a storage request the service refused
-// for what it asked (a 4xx: invalid input, too large, a condition or an
-// existence check that failed) rather than for how it was doing. Retrying
-// the same request cannot succeed, so the message is poisoned at once.
-// Transient conditions (ErrTableBeingDeleted, timeouts) are not client
-// errors; errors that are not storage errors are retried.
+// for what it asked: invalid input or too large (400, 413). Retrying the
+// same request cannot succeed, so the message is poisoned at once, as
+// DESIGN asks of 4xx. Other 4xx that escape a handler (404, 409, 412,
+// 401/403) are retried: they may depend on what others do meanwhile, a
+// role assignment still propagating or a lease that lapses, and a handler
+// that knows better returns a Permanent error itself.
 func clientError(err error) bool {
-	if storeadapter.IsTransient(err) {
-		return false
-	}
-	for _, s := range []error{storeadapter.ErrInvalidInput, storeadapter.ErrTooLarge, storeadapter.ErrPreconditionFailed,
-		storeadapter.ErrAlreadyExists, storeadapter.ErrNotFound} {
-		if errors.Is(err, s) {
-			return true
-		}
-	}
-	return false
+	return !storeadapter.IsTransient(err) && (errors.Is(err, storeadapter.ErrInvalidInput) || errors.Is(err, storeadapter.ErrTooLarge))
 }
 
 // safeHandle runs a handler, turning a panic into a permanent error.
@@ -482,13 +514,14 @@ func RetryDelay(dequeueCount int64, base, maxDelay time.Duration) time.Duration 
 
 // lease keeps one message invisible while its handler runs.
 type lease struct {
-	r       *Runner
-	m       storeadapter.Message
-	mu      sync.Mutex
-	receipt string
-	lost    bool
-	stopCh  chan struct{}
-	exited  chan struct{}
+	r        *Runner
+	m        storeadapter.Message
+	mu       sync.Mutex
+	receipt  string
+	lost     bool
+	stopCh   chan struct{}
+	stopOnce sync.Once
+	exited   chan struct{}
 }
 
 func newLease(r *Runner, m storeadapter.Message) *lease {
@@ -513,7 +546,9 @@ func (l *lease) keep(ctx context.Context, cancel context.CancelCauseFunc) {
 		l.mu.Lock()
 		receipt := l.receipt
 		l.mu.Unlock()
-		rc, err := c.Queue.Update(context.WithoutCancel(ctx), l.m.ID, receipt, l.m.Text, c.Visibility)
+		uctx, endCall := context.WithTimeout(context.WithoutCancel(ctx), max(c.Visibility/4, time.Second))
+		rc, err := c.Queue.Update(uctx, l.m.ID, receipt, l.m.Text, c.Visibility)
+		endCall()
 		switch {
 		case err == nil:
 			l.mu.Lock()
@@ -536,7 +571,7 @@ func (l *lease) keep(ctx context.Context, cancel context.CancelCauseFunc) {
 // stop ends renewal, waits for an in-flight renewal to finish, and returns
 // the newest pop receipt and whether the lease was lost.
 func (l *lease) stop() (string, bool) {
-	close(l.stopCh)
+	l.stopOnce.Do(func() { close(l.stopCh) })
 	<-l.exited
 	l.mu.Lock()
 	defer l.mu.Unlock()

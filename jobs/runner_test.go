@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,10 +20,11 @@ import (
 // fakePoisoner records what the runner asked for; Move deletes the
 // original, as the real one does.
 type fakePoisoner struct {
-	q        storeadapter.Queue
-	mu       sync.Mutex
-	attempts []poison.Failure
-	moved    []string // reasons
+	q         storeadapter.Queue
+	mu        sync.Mutex
+	attempts  []poison.Failure
+	moved     []string // reasons
+	forgotten int
 }
 
 func (p *fakePoisoner) RecordAttempt(_ context.Context, f poison.Failure) error {
@@ -37,6 +39,13 @@ func (p *fakePoisoner) Move(ctx context.Context, f poison.Failure, receipt, reas
 	p.moved = append(p.moved, reason)
 	p.mu.Unlock()
 	return p.q.DeleteMessage(ctx, f.MessageID, receipt)
+}
+
+func (p *fakePoisoner) Forget(context.Context, string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.forgotten++
+	return nil
 }
 
 func (p *fakePoisoner) reasons() []string {
@@ -182,6 +191,71 @@ func TestTransientStorageErrorRetried(t *testing.T) {
 	waitFor(t, func() bool { return r.Stats().Retried == 1 })
 	if p := r.Stats().Poisoned; p != 0 {
 		t.Fatalf("a transient storage error was poisoned (%d)", p)
+	}
+}
+
+// TestForbiddenRetried: a refused credential (a role assignment still
+// propagating) is retried, not poisoned.
+func TestForbiddenRetried(t *testing.T) {
+	b := setup(t, func(ctx context.Context, job jobs.Job) error {
+		return fmt.Errorf("write target: %w", storeadapter.ErrForbidden)
+	})
+	b.send(t, "op-1")
+	r, stop := b.start(t)
+	defer stop()
+	waitFor(t, func() bool { return r.Stats().Retried == 1 })
+	if p := r.Stats().Poisoned; p != 0 {
+		t.Fatalf("a forbidden storage call was poisoned (%d)", p)
+	}
+}
+
+// TestSuccessAfterRetryForgetsFailures: a message that fails once and then
+// succeeds has its failure record dropped.
+func TestSuccessAfterRetryForgetsFailures(t *testing.T) {
+	var calls atomic.Int32
+	b := setup(t, func(ctx context.Context, job jobs.Job) error {
+		if calls.Add(1) == 1 {
+			return errors.New("storage hiccup")
+		}
+		return nil
+	})
+	b.cfg.IdleMax = time.Second
+	b.send(t, "op-1")
+	r, stop := b.start(t)
+	defer stop()
+	waitFor(t, func() bool { return r.Stats().Retried == 1 })
+	for i := 0; r.Stats().Succeeded == 0; i++ {
+		if i == 1000 {
+			t.Fatal("the retried message did not come back within 100 s of clock time")
+		}
+		b.clock.Advance(100 * time.Millisecond)
+		time.Sleep(time.Millisecond)
+	}
+	waitFor(t, func() bool { b.poison.mu.Lock(); defer b.poison.mu.Unlock(); return b.poison.forgotten == 1 })
+}
+
+// TestMaxMessages stops after exactly MaxMessages, even below half a batch.
+func TestMaxMessages(t *testing.T) {
+	b := setup(t, func(ctx context.Context, job jobs.Job) error { return nil })
+	for i := range 6 {
+		b.send(t, fmt.Sprintf("op-%d", i))
+	}
+	b.cfg.MaxMessages = 3
+	r, err := jobs.NewRunner(b.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if s := r.Stats(); s.Succeeded != 3 {
+		t.Fatalf("stats %+v; want exactly 3 handled", s)
+	}
+	if n, _ := b.queue.ApproximateCount(context.Background()); n != 3 {
+		t.Fatalf("%d messages left, want 3", n)
+	}
+	if msgs, _ := b.queue.Peek(context.Background(), 32); len(msgs) != 3 {
+		t.Fatalf("%d messages visible after the run, want all 3 left (none held)", len(msgs))
 	}
 }
 

@@ -934,3 +934,33 @@ func TestTruncate(t *testing.T) {
 		}
 	}
 }
+
+// TestForget drops the record of a message that succeeded after failing,
+// keeps a poisoned one, and treats a missing record as done.
+func TestForget(t *testing.T) {
+	b := setup(t)
+	msg := b.deliver(t, "eyJ2IjoxfQ==")
+	if err := b.m.RecordAttempt(b.ctx, b.failure(msg, "archive", "table busy")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.m.Forget(b.ctx, msg.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.m.Show(b.ctx, msg.ID); !errors.Is(err, storeadapter.ErrNotFound) {
+		t.Fatalf("Show after Forget = %v, want ErrNotFound", err)
+	}
+	if err := b.m.Forget(b.ctx, msg.ID); err != nil {
+		t.Fatalf("second Forget = %v, want nil", err)
+	}
+
+	poisoned := b.deliver(t, "eyJ2IjoyfQ==")
+	if err := b.m.Move(b.ctx, b.failure(poisoned, "archive", "bad"), poisoned.PopReceipt, "permanent: bad"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.m.Forget(b.ctx, poisoned.ID); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := b.m.Show(b.ctx, poisoned.ID); err != nil || rec.State != StatePoisoned {
+		t.Fatalf("Forget removed or changed a poisoned record: %+v, %v", rec, err)
+	}
+}

@@ -438,3 +438,29 @@ func (m *Mover) original(ctx context.Context, e entry) (string, error) {
 	}
 	return string(data), nil
 }
+
+// Forget deletes the failure record of a message that succeeded after
+// failed attempts, so records of transient trouble do not pile up. A record
+// in any state but failing is kept (a competing worker may have poisoned
+// the message meanwhile), and the delete is conditional on the ETag read,
+// so a concurrent Move is never undone. A missing record is success.
+func (m *Mover) Forget(ctx context.Context, messageID string) error {
+	if m.err != nil {
+		return m.err
+	}
+	en, err := m.get(ctx, messageID)
+	if errors.Is(err, storeadapter.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("poison: forget %s: %w", messageID, err)
+	}
+	if en.rec.State != StateFailing {
+		return nil
+	}
+	err = m.cfg.Tables.DeleteEntity(ctx, m.cfg.Table, messageID, recordRowKey, en.etag)
+	if err != nil && !errors.Is(err, storeadapter.ErrNotFound) && !errors.Is(err, storeadapter.ErrPreconditionFailed) {
+		return fmt.Errorf("poison: forget %s: %w", messageID, err)
+	}
+	return nil
+}

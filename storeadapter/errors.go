@@ -31,6 +31,10 @@ var (
 	// that is no longer current: another receive or update happened since,
 	// so the caller has lost its lease on the message.
 	ErrPopReceiptMismatch = errors.New("pop receipt mismatch")
+	// ErrForbidden: the credential was refused or lacks a permission (401,
+	// 403): an expired SAS, or a role assignment not granted or not yet
+	// propagated. Not the request's fault; fix the deployment.
+	ErrForbidden = errors.New("forbidden")
 	// ErrUnavailable: the service timed out, was busy or failed (408, 500,
 	// 503, 504, connection errors). Retry with backoff.
 	ErrUnavailable = errors.New("service unavailable")

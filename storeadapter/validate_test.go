@@ -223,6 +223,25 @@ func sizedEntity(t *testing.T, pk, rk string, size int) storeadapter.Entity {
 	return e
 }
 
+// TestBatchOpSizeBoundsJSON checks that BatchOpSize is never below the
+// entity's JSON, for the contents that grow most on the wire: binary in
+// base64, characters JSON escapes, and CJK text (3 UTF-8 bytes each).
+func TestBatchOpSizeBoundsJSON(t *testing.T) {
+	for name, v := range map[string]any{
+		"binary": make([]byte, 65536), "escapes": strings.Repeat("<\"&>\x01", 5000), "cjk": strings.Repeat("漢", 32768),
+		"mixed": "Jones, O'Brien ✓", "int64": int64(-1 << 63), "guid": storeadapter.GUID{1}, "time": time.Date(9999, 12, 31, 23, 59, 59, 999999900, time.UTC),
+	} {
+		e := storeadapter.Entity{PartitionKey: "pk<&>", RowKey: "漢字", Properties: map[string]any{"Value_" + name: v}}
+		data, err := storeadapter.MarshalEntityJSON(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := storeadapter.BatchOpSize(e); got < len(data) {
+			t.Errorf("%s: BatchOpSize = %d, below the JSON's %d bytes", name, got, len(data))
+		}
+	}
+}
+
 // propsEntity returns an entity with n Int32 properties.
 func propsEntity(n int) storeadapter.Entity {
 	e := storeadapter.Entity{PartitionKey: "pk", RowKey: "rk", Properties: make(map[string]any, n)}
@@ -359,10 +378,16 @@ func TestValidateTransaction(t *testing.T) {
 		change(&ops[i])
 		return ops
 	}
-	// mib4 is four entities of exactly 1 MiB each: 4 MiB in all.
-	mib4 := make([]storeadapter.TableOp, 4)
-	for i := range mib4 {
-		mib4[i] = storeadapter.TableOp{Action: storeadapter.TxInsert, Entity: sizedEntity(t, "pk", fmt.Sprintf("r%d", i), storeadapter.MaxEntityBytes)}
+	// binaryOps are entities of 15 binary properties of 64 KiB: under
+	// 1 MiB each as Azure counts entities, but about 1.3 MB each on the
+	// wire in base64, so three fit a 4 MiB request and four do not.
+	binaryOps := make([]storeadapter.TableOp, 4)
+	for i := range binaryOps {
+		e := storeadapter.Entity{PartitionKey: "pk", RowKey: fmt.Sprintf("r%d", i), Properties: map[string]any{}}
+		for j := range 15 {
+			e.Properties[fmt.Sprintf("B%02d", j)] = make([]byte, storeadapter.MaxBinaryBytes)
+		}
+		binaryOps[i] = storeadapter.TableOp{Action: storeadapter.TxInsert, Entity: e}
 	}
 	tests := []struct {
 		name  string
@@ -411,8 +436,8 @@ func TestValidateTransaction(t *testing.T) {
 			storeadapter.ErrInvalidInput, "property name", 2},
 		{"bad RowKey", with(upserts(3), 1, func(op *storeadapter.TableOp) { op.Entity.RowKey = "a?b" }),
 			storeadapter.ErrInvalidInput, "RowKey", 1},
-		{"exactly 4 MiB", mib4, nil, "", -1},
-		{"4 MiB and one more entity", append(mib4[:4:4], storeadapter.TableOp{Action: storeadapter.TxInsert, Entity: storeadapter.Entity{PartitionKey: "pk", RowKey: "r4"}}),
+		{"three 1 MB binary entities", binaryOps[:3], nil, "", -1},
+		{"four 1 MB binary entities: over 4 MiB in base64", binaryOps,
 			storeadapter.ErrTooLarge, "transaction", -1},
 	}
 	for _, tt := range tests {

@@ -45,6 +45,11 @@ var codeSentinels = map[string]error{
 	"RequestBodyTooLarge":   storeadapter.ErrTooLarge,
 	"TooManyProperties":     storeadapter.ErrTooLarge,
 
+	"AuthenticationFailed":            storeadapter.ErrForbidden,
+	"AuthorizationFailure":            storeadapter.ErrForbidden,
+	"AuthorizationPermissionMismatch": storeadapter.ErrForbidden,
+	"InsufficientAccountPermissions":  storeadapter.ErrForbidden,
+
 	"OperationTimedOut": storeadapter.ErrUnavailable,
 	"ServerBusy":        storeadapter.ErrUnavailable,
 	"InternalError":     storeadapter.ErrUnavailable,
@@ -53,6 +58,8 @@ var codeSentinels = map[string]error{
 // statusSentinels is the fallback when the code is unknown or empty.
 var statusSentinels = map[int]error{
 	http.StatusBadRequest:            storeadapter.ErrInvalidInput,
+	http.StatusUnauthorized:          storeadapter.ErrForbidden,
+	http.StatusForbidden:             storeadapter.ErrForbidden,
 	http.StatusNotFound:              storeadapter.ErrNotFound,
 	http.StatusConflict:              storeadapter.ErrAlreadyExists,
 	http.StatusPreconditionFailed:    storeadapter.ErrPreconditionFailed,

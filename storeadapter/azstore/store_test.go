@@ -3,10 +3,12 @@ package azstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
@@ -86,7 +88,7 @@ func TestOptionsPassThrough(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Tables().CreateTable(context.Background(), "optspass"); err != nil {
+	if err := s.Tables().CreateTable(context.Background(), fmt.Sprintf("optspass%d", time.Now().UnixNano())); err != nil {
 		t.Fatal(err)
 	}
 	if tr.n.Load() == 0 {
