@@ -47,11 +47,7 @@ func (m *Main) runArchive(ctx context.Context, args []string) error {
 	fs.StringVar(&rkFrom, "rk-from", "", "first RowKey of the range to move (\"\" for the first row)")
 	fs.StringVar(&rkTo, "rk-to", "", "RowKey the range stops before (omit to run to the last row)")
 	fs.StringVar(&id, "id", "", "operation id, 1-128 characters of A-Za-z0-9._:- (default: generated op-<UTC time>-<random>)")
-	pos, err := m.parse(fs, &c, args)
-	if err != nil {
-		return err
-	}
-	if err := noArgs(pos); err != nil {
+	if err := m.parseNoArgs(fs, &c, args); err != nil {
 		return err
 	}
 	set := map[string]bool{}

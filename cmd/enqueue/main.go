@@ -286,8 +286,12 @@ func (m *Main) now() time.Time {
 	return time.Now()
 }
 
-// noArgs rejects positional arguments.
-func noArgs(pos []string) error {
+// parseNoArgs parses a command that takes flags only.
+func (m *Main) parseNoArgs(fs *flag.FlagSet, c *common, args []string) error {
+	pos, err := m.parse(fs, c, args)
+	if err != nil {
+		return err
+	}
 	if len(pos) > 0 {
 		return usagef("unexpected argument %q (this command takes flags only)", pos[0])
 	}

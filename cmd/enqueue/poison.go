@@ -81,11 +81,7 @@ func (m *Main) poisonList(ctx context.Context, args []string) error {
 		"Lists the poisoned messages of the work queue, newest first. Nothing is changed.", &c)
 	fs.BoolVar(&group, "group", false, "group the messages by reason, with counts")
 	fs.StringVar(&kind, "kind", "", "only messages of this job kind")
-	pos, err := m.parse(fs, &c, args)
-	if err != nil {
-		return err
-	}
-	if err := noArgs(pos); err != nil {
+	if err := m.parseNoArgs(fs, &c, args); err != nil {
 		return err
 	}
 	mv, err := m.mover(&c)
@@ -360,11 +356,7 @@ func (m *Main) poisonPurge(ctx context.Context, args []string) error {
 		"Deletes every poisoned message of the work queue whose last attempt is older than -older-than\n"+
 			"(all of them by default), with its stored original and failure record. Prints how many.", &c)
 	fs.Var((*durationValue)(&olderThan), "older-than", "only messages whose last attempt is older than this: a Go duration (90m, 36h) or days (7d); 0 for all")
-	pos, err := m.parse(fs, &c, args)
-	if err != nil {
-		return err
-	}
-	if err := noArgs(pos); err != nil {
+	if err := m.parseNoArgs(fs, &c, args); err != nil {
 		return err
 	}
 	mv, err := m.mover(&c)

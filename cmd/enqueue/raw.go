@@ -50,11 +50,7 @@ func (m *Main) runRaw(ctx context.Context, args []string) error {
 			"the exit status is 1 if any line failed.", &c)
 	fs.StringVar(&file, "file", "", "read envelopes from this file instead of stdin")
 	fs.IntVar(&concurrency, "concurrency", defaultRawConcurrency, "messages sent at once (1-1024)")
-	pos, err := m.parse(fs, &c, args)
-	if err != nil {
-		return err
-	}
-	if err := noArgs(pos); err != nil {
+	if err := m.parseNoArgs(fs, &c, args); err != nil {
 		return err
 	}
 	if concurrency < 1 || concurrency > maxRawConcurrency {

@@ -23,11 +23,7 @@ func (m *Main) runStats(ctx context.Context, args []string) error {
 	var c common
 	fs := m.newFlagSet("stats", "stats [flags]",
 		"Prints the approximate number of messages (visible or not) of the work queue and its poison queue.", &c)
-	pos, err := m.parse(fs, &c, args)
-	if err != nil {
-		return err
-	}
-	if err := noArgs(pos); err != nil {
+	if err := m.parseNoArgs(fs, &c, args); err != nil {
 		return err
 	}
 	store, err := m.connect(&c)
