@@ -239,7 +239,7 @@ func (ts *tableService) write(ctx context.Context, opName, name string, op store
 	if err := ts.s.begin(ctx, opName); err != nil {
 		return "", err
 	}
-	if err := validateOp(op); err != nil {
+	if err := storeadapter.ValidateOp(op); err != nil {
 		return "", err
 	}
 	t, err := ts.table(opName, name)
@@ -262,16 +262,6 @@ func (ts *tableService) write(ctx context.Context, opName, name string, op store
 	}
 	t.rows.ReplaceOrInsert(next)
 	return next.etag, nil
-}
-
-// validateOp checks a single operation with the transaction rules, without
-// wrapping its error in a TransactionError.
-func validateOp(op storeadapter.TableOp) error {
-	err := storeadapter.ValidateTransaction([]storeadapter.TableOp{op})
-	if txErr, ok := err.(*storeadapter.TransactionError); ok {
-		return txErr.Err
-	}
-	return err
 }
 
 // apply computes the row that op leaves in place of old (nil: none). It

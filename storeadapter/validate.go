@@ -353,7 +353,7 @@ func ValidateTransaction(ops []TableOp) error {
 			return &TransactionError{Index: i, Err: invalid("transaction", "operation %d repeats RowKey %q: one operation per entity", i, e.RowKey)}
 		}
 		seen[e.RowKey] = true
-		if err := op.validate(); err != nil {
+		if err := ValidateOp(op); err != nil {
 			return &TransactionError{Index: i, Err: err}
 		}
 		size += BatchOpSize(e)
@@ -364,7 +364,10 @@ func ValidateTransaction(ops []TableOp) error {
 	return nil
 }
 
-func (op TableOp) validate() error {
+// ValidateOp checks one table operation on its own: its action, its
+// If-Match and its entity (keys only for a delete). Single-entity calls use
+// it; ValidateTransaction adds the rules of a batch.
+func ValidateOp(op TableOp) error {
 	switch op.Action {
 	case TxDelete:
 		if err := ValidateKey("PartitionKey", op.Entity.PartitionKey); err != nil {
