@@ -33,32 +33,49 @@ func DeleteIfMatch(ctx context.Context, t storeadapter.Tables, table, pk, rk, et
 // Upsert replaces an entity, creating its table first when it is missing:
 // the first write to a new table costs one extra call, later ones none.
 func Upsert(ctx context.Context, t storeadapter.Tables, table string, e storeadapter.Entity) error {
-	_, err := t.UpsertEntity(ctx, table, e, storeadapter.Replace)
-	if errors.Is(err, storeadapter.ErrNotFound) {
-		if err = EnsureTable(ctx, t, table); err == nil {
-			_, err = t.UpsertEntity(ctx, table, e, storeadapter.Replace)
-		}
-	}
-	return err
+	return CreateOnMissing(ctx, TableCreator(t, table), func(ctx context.Context) error {
+		_, err := t.UpsertEntity(ctx, table, e, storeadapter.Replace)
+		return err
+	})
 }
 
 // Transact runs a transaction, creating the table first when it is
 // missing (see Upsert).
 func Transact(ctx context.Context, t storeadapter.Tables, table string, ops []storeadapter.TableOp) error {
-	err := t.Transact(ctx, table, ops)
-	if errors.Is(err, storeadapter.ErrNotFound) && tableMissing(ctx, t, table) {
-		if err = EnsureTable(ctx, t, table); err == nil {
-			err = t.Transact(ctx, table, ops)
-		}
-	}
-	return err
+	return CreateOnMissing(ctx, TableCreator(t, table), func(ctx context.Context) error {
+		return t.Transact(ctx, table, ops)
+	})
 }
 
-// tableMissing tells a missing table from a missing entity after a
-// transaction failed with ErrNotFound.
-func tableMissing(ctx context.Context, t storeadapter.Tables, table string) bool {
-	_, err := t.Query(ctx, table, storeadapter.Query{Top: 1})
-	return errors.Is(err, storeadapter.ErrNotFound)
+// Missing reports whether err says that the table, queue or blob container
+// an operation addressed does not exist (not merely the entity, message or
+// blob in it).
+func Missing(err error) bool {
+	return errors.Is(err, storeadapter.ErrTableNotFound) || errors.Is(err, storeadapter.ErrQueueNotFound) ||
+		errors.Is(err, storeadapter.ErrContainerNotFound)
+}
+
+// CreateOnMissing runs do; when it fails because the table, queue or blob
+// container it writes to is missing (see Missing), it runs create and then
+// do once more. create must succeed when the thing exists already
+// (EnsureTable, Queue.Create and Blobs.Create do), because another worker
+// may create it at the same moment. There is no check-then-act query: the
+// error of do itself tells a missing table from a missing entity, so two
+// workers racing to create one table both end with their write done.
+func CreateOnMissing(ctx context.Context, create, do func(context.Context) error) error {
+	err := do(ctx)
+	if !Missing(err) {
+		return err
+	}
+	if cerr := create(ctx); cerr != nil {
+		return cerr
+	}
+	return do(ctx)
+}
+
+// TableCreator returns the create step of CreateOnMissing for a table.
+func TableCreator(t storeadapter.Tables, table string) func(context.Context) error {
+	return func(ctx context.Context) error { return EnsureTable(ctx, t, table) }
 }
 
 // Batches splits operations into entity group transactions that satisfy

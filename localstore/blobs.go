@@ -43,7 +43,7 @@ func (b *blob) props() storeadapter.BlobProps {
 func (c *Container) Name() string { return c.name }
 
 // with runs fn on the container under the blobs lock, after counting the call
-// and validating the names; a missing container is ErrNotFound.
+// and validating the names; a missing container is ErrContainerNotFound.
 func (c *Container) with(ctx context.Context, op, blobName string, fn func(st *containerState) error) error {
 	if err := c.s.begin(ctx, op); err != nil {
 		return err
@@ -60,7 +60,7 @@ func (c *Container) with(ctx context.Context, op, blobName string, fn func(st *c
 	defer c.s.blobsMu.Unlock()
 	st := c.s.containers[c.name]
 	if st == nil {
-		return fmt.Errorf("localstore: %s: container %s: %w", op, c.name, storeadapter.ErrNotFound)
+		return fmt.Errorf("localstore: %s: container %s: %w", op, c.name, storeadapter.ErrContainerNotFound)
 	}
 	return fn(st)
 }

@@ -72,7 +72,7 @@ func (m *message) public() storeadapter.Message {
 func (q *Queue) Name() string { return q.name }
 
 // with runs fn on the queue's state under the queues lock, after counting
-// the call and validating the name; a missing queue is ErrNotFound.
+// the call and validating the name; a missing queue is ErrQueueNotFound.
 func (q *Queue) with(ctx context.Context, op string, fn func(st *queueState, now time.Time) error) error {
 	if err := q.s.begin(ctx, op); err != nil {
 		return err
@@ -84,7 +84,7 @@ func (q *Queue) with(ctx context.Context, op string, fn func(st *queueState, now
 	defer q.s.queuesMu.Unlock()
 	st := q.s.queues[q.name]
 	if st == nil {
-		return fmt.Errorf("localstore: %s: queue %s: %w", op, q.name, storeadapter.ErrNotFound)
+		return fmt.Errorf("localstore: %s: queue %s: %w", op, q.name, storeadapter.ErrQueueNotFound)
 	}
 	return fn(st, q.s.time())
 }

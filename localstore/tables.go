@@ -129,7 +129,7 @@ func (ts *tableService) DeleteTable(ctx context.Context, name string) error {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	if _, ok := ts.tables[key]; !ok {
-		return fmt.Errorf("localstore: delete table %s: %w", name, storeadapter.ErrNotFound)
+		return fmt.Errorf("localstore: delete table %s: %w", name, storeadapter.ErrTableNotFound)
 	}
 	delete(ts.exact, ts.tables[key].name)
 	delete(ts.tables, key)
@@ -158,7 +158,7 @@ func (ts *tableService) ListTables(ctx context.Context, prefix, continuation str
 	return names, "", nil
 }
 
-// table returns the named table or ErrNotFound.
+// table returns the named table or ErrTableNotFound.
 func (ts *tableService) table(op, name string) (*table, error) {
 	if err := storeadapter.ValidateTableName(name); err != nil {
 		return nil, err
@@ -170,7 +170,7 @@ func (ts *tableService) table(op, name string) (*table, error) {
 	}
 	ts.mu.RUnlock()
 	if t == nil {
-		return nil, fmt.Errorf("localstore: %s: table %s: %w", op, name, storeadapter.ErrNotFound)
+		return nil, fmt.Errorf("localstore: %s: table %s: %w", op, name, storeadapter.ErrTableNotFound)
 	}
 	return t, nil
 }

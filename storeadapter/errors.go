@@ -12,7 +12,18 @@ import (
 // inspect SDK types or service codes.
 var (
 	// ErrNotFound: the table, entity, queue, message or blob does not exist.
+	// When the container of the thing asked for is missing (the table, the
+	// queue or the blob container), the error is the more precise
+	// ErrTableNotFound, ErrQueueNotFound or ErrContainerNotFound, each of
+	// which errors.Is(ErrNotFound) still matches.
 	ErrNotFound = errors.New("not found")
+	// ErrTableNotFound: the table does not exist (not only the entity).
+	ErrTableNotFound = fmt.Errorf("table %w", ErrNotFound)
+	// ErrQueueNotFound: the queue does not exist (not only the message).
+	ErrQueueNotFound = fmt.Errorf("queue %w", ErrNotFound)
+	// ErrContainerNotFound: the blob container does not exist (not only
+	// the blob).
+	ErrContainerNotFound = fmt.Errorf("container %w", ErrNotFound)
 	// ErrAlreadyExists: an insert met an existing entity, a create met an
 	// existing table or container, or If-None-Match "*" met an existing blob.
 	ErrAlreadyExists = errors.New("already exists")

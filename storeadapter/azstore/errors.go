@@ -19,11 +19,11 @@ import (
 // storeadapter's sentinels.
 var codeSentinels = map[string]error{
 	"ResourceNotFound":  storeadapter.ErrNotFound,
-	"TableNotFound":     storeadapter.ErrNotFound,
-	"QueueNotFound":     storeadapter.ErrNotFound,
+	"TableNotFound":     storeadapter.ErrTableNotFound,
+	"QueueNotFound":     storeadapter.ErrQueueNotFound,
 	"MessageNotFound":   storeadapter.ErrNotFound,
 	"BlobNotFound":      storeadapter.ErrNotFound,
-	"ContainerNotFound": storeadapter.ErrNotFound,
+	"ContainerNotFound": storeadapter.ErrContainerNotFound,
 
 	"EntityAlreadyExists":    storeadapter.ErrAlreadyExists,
 	"TableAlreadyExists":     storeadapter.ErrAlreadyExists,
