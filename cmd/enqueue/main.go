@@ -27,6 +27,8 @@
 package main
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -192,6 +194,9 @@ type common struct {
 	queue   string
 	account cli.Account
 	output  string
+	// flagOut collects what the flag package prints (usage, parse errors)
+	// until parse knows whether it goes to stdout (-h) or stderr.
+	flagOut bytes.Buffer
 }
 
 // json reports whether the output format is JSON.
@@ -201,7 +206,7 @@ func (c *common) json() bool { return c.output == "json" }
 // registered. line is the command's usage line, about what it does.
 func (m *Main) newFlagSet(name, line, about string, c *common) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(m.Stderr)
+	fs.SetOutput(&c.flagOut)
 	fs.StringVar(&c.queue, "queue", cli.QueueDefault(), "work queue; its poison queue is <queue>-poison (env "+cli.EnvQueue+")")
 	c.account.RegisterFlags(fs)
 	fs.StringVar(&c.output, "o", "table", "output format: table or json")
@@ -214,14 +219,18 @@ func (m *Main) newFlagSet(name, line, about string, c *common) *flag.FlagSet {
 
 // parse parses args with fs, allowing flags after positional arguments
 // ("poison show ID -o json"); everything after "--" is positional. It
-// returns the positional arguments and checks the common flags.
+// returns the positional arguments and checks the common flags and that
+// every value is valid UTF-8. The usage that -h asks for goes to stdout,
+// a parse error and the usage after it to stderr.
 func (m *Main) parse(fs *flag.FlagSet, c *common, args []string) ([]string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				return nil, err
+				_, werr := c.flagOut.WriteTo(m.Stdout)
+				return nil, cmp.Or(werr, err)
 			}
+			c.flagOut.WriteTo(m.Stderr)
 			return nil, &usageError{err: err, printed: true}
 		}
 		rest := fs.Args()
@@ -235,6 +244,9 @@ func (m *Main) parse(fs *flag.FlagSet, c *common, args []string) ([]string, erro
 		pos, args = append(pos, rest[0]), rest[1:]
 	}
 	m.secrets = secretsOf(c.account.ConnectionString, os.Getenv(cli.EnvConnectionString))
+	if err := cli.CheckUTF8(fs, pos); err != nil {
+		return nil, &usageError{err: err}
+	}
 	if c.output != "table" && c.output != "json" {
 		return nil, usagef("-o: must be table or json, got %q", c.output)
 	}

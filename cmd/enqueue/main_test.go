@@ -256,8 +256,8 @@ func TestUsage(t *testing.T) {
 	if r := b.run("", "help"); r.code != 0 || !strings.Contains(r.stdout, "usage: enqueue <command>") {
 		t.Errorf("help: exit %d, stdout:\n%s", r.code, r.stdout)
 	}
-	if r := b.run("", "archive", "-h"); r.code != 0 || !strings.Contains(r.stderr, "usage: enqueue archive -table T") {
-		t.Errorf("archive -h: exit %d, stderr:\n%s", r.code, r.stderr)
+	if r := b.run("", "archive", "-h"); r.code != 0 || !strings.Contains(r.stdout, "usage: enqueue archive -table T") {
+		t.Errorf("archive -h: exit %d, stdout:\n%s", r.code, r.stdout)
 	}
 	if r := b.run("", "poison", "frob"); r.code != 2 || !strings.Contains(r.stderr, `unknown subcommand "frob"`) {
 		t.Errorf("poison frob: exit %d, stderr:\n%s", r.code, r.stderr)
@@ -732,5 +732,53 @@ func TestStats(t *testing.T) {
 	r = b.mustRun("", "stats", "-queue", "other-queue")
 	if !strings.Contains(r.stdout, "other-queue-poison") || strings.Count(r.stdout, "does not exist") != 2 {
 		t.Errorf("stats -queue other-queue:\n%s", r.stdout)
+	}
+}
+
+// TestNonUTF8ArgumentsAreRefused: a flag value or argument that is not
+// valid UTF-8 would be rewritten on the way to storage (and the job
+// poisoned later); every command refuses it with exit 2 naming the flag.
+func TestNonUTF8ArgumentsAreRefused(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"archive", "-table", "Employees", "-to", "EmployeesArchive", "-pk", "caf\xe9", "-rk", "r"}, "-pk: must be valid UTF-8"},
+		{[]string{"archive", "-table", "Employees", "-to", "EmployeesArchive", "-pk", "p", "-rk-from", "a\xff"}, "-rk-from: must be valid UTF-8"},
+		{[]string{"poison", "list", "-kind", "\xfe"}, "-kind: must be valid UTF-8"},
+		{[]string{"poison", "show", "id\xff"}, "argument 1: must be valid UTF-8"},
+		{[]string{"stats", "-account", "\xff"}, "-account: must be valid UTF-8"},
+	} {
+		b := setup(t)
+		r := b.run("", c.args...)
+		if r.code != 2 || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("enqueue %q: exit %d, stderr:\n%s\nwant exit 2 and %q", c.args, r.code, r.stderr, c.want)
+		}
+		if strings.ContainsAny(r.stderr, "\xff\xfe\xe9") {
+			t.Errorf("enqueue %q: stderr repeats the invalid bytes:\n%q", c.args, r.stderr)
+		}
+		if n := b.count(b.queue); n != 0 {
+			t.Errorf("enqueue %q: the queue holds %d messages, want 0", c.args, n)
+		}
+	}
+}
+
+// TestHelpGoesToStdout: -h of every command prints its usage on stdout and
+// exits 0, so "enqueue archive -h | less" works.
+func TestHelpGoesToStdout(t *testing.T) {
+	for _, cmd := range [][]string{{"archive"}, {"raw"}, {"stats"}, {"poison", "list"}, {"poison", "show"},
+		{"poison", "requeue"}, {"poison", "delete"}, {"poison", "purge"}} {
+		for _, h := range []string{"-h", "-help", "--help"} {
+			b := setup(t)
+			r := b.run("", append(slices.Clone(cmd), h)...)
+			want := "usage: enqueue " + strings.Join(cmd, " ")
+			if r.code != 0 || !strings.Contains(r.stdout, want) || r.stderr != "" {
+				t.Errorf("enqueue %s %s: exit %d\nstdout:\n%s\nstderr:\n%s\nwant exit 0 and %q on stdout only", strings.Join(cmd, " "), h, r.code, r.stdout, r.stderr, want)
+			}
+		}
+	}
+	b := setup(t)
+	if r := b.run("", "poison", "-h"); r.code != 0 || !strings.Contains(r.stdout, "usage: enqueue poison") {
+		t.Errorf("poison -h: exit %d, stdout:\n%s", r.code, r.stdout)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
@@ -102,6 +103,29 @@ func QueueDefault() string {
 		return q
 	}
 	return DefaultQueue
+}
+
+// CheckUTF8 refuses flag values and arguments that are not valid UTF-8:
+// on the way to storage they would be rewritten (invalid bytes become
+// U+FFFD), so the command would act on another value than the one given.
+// The error names the flag (or the argument's position) and never repeats
+// the value.
+func CheckUTF8(fs *flag.FlagSet, args []string) error {
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		if err == nil && !utf8.ValidString(f.Value.String()) {
+			err = fmt.Errorf("-%s: must be valid UTF-8 (the value given is not, and would be changed on the way to storage)", f.Name)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	for i, a := range args {
+		if !utf8.ValidString(a) {
+			return fmt.Errorf("argument %d: must be valid UTF-8 (the value given is not, and would be changed on the way to storage)", i+1)
+		}
+	}
+	return nil
 }
 
 // IsTerminal reports whether w is a file that is a character device (a
