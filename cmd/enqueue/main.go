@@ -11,17 +11,18 @@
 //	archive         enqueue one archive move: -table T (-to A | -to-blob container/prefix)
 //	                -pk P (-rk R | -rk-from A [-rk-to B]) [-id ID]
 //	raw             enqueue envelopes read as JSON lines from stdin or -file
-//	poison list     list poisoned messages, newest first (-group: by reason; -kind K)
-//	poison show     show one poisoned message: its attempts and original text
-//	poison requeue  send poisoned messages back to the work queue (ID... | -all)
-//	poison delete   delete poisoned messages and their records
-//	poison purge    delete every poisoned message (-older-than D)
+//	poison list     list poisoned messages, newest first (-group: by kind and failure class; -kind K; -limit N)
+//	poison show     show one poisoned message (by message or operation id): its attempts and original text
+//	poison requeue  send poisoned messages back to the work queue (ID... | -all | -group G)
+//	poison delete   delete poisoned messages and their records (ID... | -group G)
+//	poison purge    delete poisoned and requeued records, stale failure records and abandoned checkpoints
 //	stats           count the messages of the work queue and its poison queue
 //
 // Every command accepts -queue (default $TABLEKEEPER_QUEUE or
 // "tablekeeper"), -connection-string (default
-// $AZURE_STORAGE_CONNECTION_STRING; never printed), -account (default
-// $AZURE_STORAGE_ACCOUNT, used with DefaultAzureCredential) and -o table|json
+// $AZURE_STORAGE_CONNECTION_STRING, which is preferable: a flag shows in
+// ps; never printed), -account (default $AZURE_STORAGE_ACCOUNT, used with
+// DefaultAzureCredential), -storage-retries N and -o table|json
 // (aligned tables for people, JSON for scripts). The exit status is 0 on
 // success, 1 when an operation failed and 2 for a usage error.
 package main
@@ -76,9 +77,9 @@ type Main struct {
 	// Now returns the current time (for generated op ids and purge
 	// cut-offs); nil means time.Now.
 	Now func() time.Time
-	// IsTerminal reports whether raw should draw its progress line on a
-	// writer; nil means cli.IsTerminal.
-	IsTerminal func(io.Writer) bool
+	// IsTerminal reports whether a stream (stderr for progress lines,
+	// stdin for purge's question) is a terminal; nil means cli.IsTerminal.
+	IsTerminal func(f any) bool
 
 	// secrets are the credentials of the current command, scrubbed from
 	// every error Run prints.
@@ -97,17 +98,20 @@ commands:
   archive         enqueue one archive move:
                     -table T (-to A | -to-blob container/prefix) -pk P (-rk R | -rk-from A [-rk-to B]) [-id ID]
   raw             enqueue envelopes read as JSON lines from stdin or -file [-concurrency N]
-  poison list     list poisoned messages, newest first [-group] [-kind K]
-  poison show     show one poisoned message with its attempts and original text: ID
-  poison requeue  send poisoned messages back to the work queue: (ID... | -all) [-kind K] [-dry-run]
-  poison delete   delete poisoned messages and their records: ID...
-  poison purge    delete every poisoned message [-older-than D]
+  poison list     list poisoned messages, newest first [-group] [-kind K] [-limit N]
+  poison show     show one poisoned message with its attempts and original text: ID or operation id
+  poison requeue  send poisoned messages back to the work queue: (ID... | -all | -group G) [-kind K] [-dry-run]
+  poison delete   delete poisoned messages and their records: (ID... | -group G) [-dry-run]
+  poison purge    delete poisoned and requeued records, stale failure records and abandoned
+                    checkpoints [-older-than D] [-kind K] [-group G] [-dry-run] [-yes]
   stats           count the messages of the work queue and its poison queue
 
 common flags:
   -queue NAME               work queue; its poison queue is NAME-poison (default $TABLEKEEPER_QUEUE or "tablekeeper")
-  -connection-string S      storage connection string (default $AZURE_STORAGE_CONNECTION_STRING; never printed)
+  -connection-string S      storage connection string (default $AZURE_STORAGE_CONNECTION_STRING, which is
+                            preferable: a flag shows in ps; never printed)
   -account NAME             storage account for DefaultAzureCredential (default $AZURE_STORAGE_ACCOUNT)
+  -storage-retries N        SDK retries of a failed storage call, 0-10 (default 3)
   -o table|json             output format (default table)
 
 Run 'enqueue <command> -h' for a command's flags. Exit status: 0 success, 1 failure, 2 usage error.
@@ -288,6 +292,14 @@ func (m *Main) connect(c *common) (storeadapter.Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// isTerminal reports whether stream is a terminal.
+func (m *Main) isTerminal(stream any) bool {
+	if m.IsTerminal != nil {
+		return m.IsTerminal(stream)
+	}
+	return cli.IsTerminal(stream)
 }
 
 // now returns the current time.

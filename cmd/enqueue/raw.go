@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tablekeeper/tablekeeper/cmd/internal/cli"
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
@@ -56,11 +55,7 @@ func (m *Main) runRaw(ctx context.Context, args []string) error {
 	if concurrency < 1 || concurrency > maxRawConcurrency {
 		return usagef("-concurrency: must be 1-%d, got %d", maxRawConcurrency, concurrency)
 	}
-	isTerminal := m.IsTerminal
-	if isTerminal == nil {
-		isTerminal = cli.IsTerminal
-	}
-	progress := isTerminal(m.Stderr)
+	progress := m.isTerminal(m.Stderr)
 
 	in, total := m.Stdin, int64(-1)
 	if file != "" {

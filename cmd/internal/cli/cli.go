@@ -34,6 +34,10 @@ const (
 	EnvQueue            = "TABLEKEEPER_QUEUE"
 )
 
+// DefaultCheckpointTable is the default table of the workers' range
+// checkpoints (worker -checkpoint-table).
+const DefaultCheckpointTable = "TablekeeperCheckpoints"
+
 // DefaultQueue is the work queue's default name.
 const DefaultQueue = "tablekeeper"
 
@@ -128,10 +132,10 @@ func CheckUTF8(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
-// IsTerminal reports whether w is a file that is a character device (a
-// terminal).
-func IsTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
+// IsTerminal reports whether stream is a file that is a character device
+// (a terminal).
+func IsTerminal(stream any) bool {
+	f, ok := stream.(*os.File)
 	if !ok {
 		return false
 	}
@@ -150,12 +154,12 @@ func NewLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	switch strings.ToLower(format) {
 	case "auto", "":
 		if IsTerminal(w) {
-			h = tint.NewHandler(w, &tint.Options{Level: lvl, TimeFormat: time.TimeOnly})
+			h = tint.NewTextHandler(w, &tint.Options{Level: lvl, TimeFormat: time.TimeOnly})
 		} else {
 			h = slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})
 		}
 	case "text":
-		h = tint.NewHandler(w, &tint.Options{Level: lvl, TimeFormat: time.TimeOnly, NoColor: !IsTerminal(w)})
+		h = tint.NewTextHandler(w, &tint.Options{Level: lvl, TimeFormat: time.TimeOnly, NoColor: !IsTerminal(w)})
 	case "json":
 		h = slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})
 	default:
