@@ -885,3 +885,54 @@ func TestPoisonGroupsSelect(t *testing.T) {
 		t.Errorf("delete with ids and -group: exit %d", r.code)
 	}
 }
+
+// TestRawCapsErrorsAndSaysHowToResume: a file of many bad lines prints the
+// first 20 errors and a count of the rest (all of them in -o json); a run
+// that stops says which lines were not sent and from which line to resume.
+func TestRawCapsErrorsAndSaysHowToResume(t *testing.T) {
+	b := setup(t)
+	var in strings.Builder
+	for i := range 50 {
+		fmt.Fprintf(&in, `{"v":1,"id":"op-%d","kind":"nope","args":{}}`+"\n", i)
+	}
+	fmt.Fprintln(&in, envelopeLine("op-good", "r"))
+	r := b.run(in.String(), "raw")
+	if r.code != 1 || strings.Count(r.stderr, "\nline ")+boolInt(strings.HasPrefix(r.stderr, "line ")) != 20 ||
+		!strings.Contains(r.stderr, "line 20: envelope: kind") || strings.Contains(r.stderr, "line 21:") ||
+		!strings.Contains(r.stderr, "30 more failed lines not shown (-o json lists them all)") {
+		t.Errorf("exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	r = b.run(in.String(), "raw", "-o", "json")
+	var out struct {
+		Sent, Failed int
+		Failures     []struct {
+			Line  int
+			Error string
+		}
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || out.Sent != 1 || out.Failed != 50 || len(out.Failures) != 50 ||
+		out.Failures[49].Line != 50 || !strings.Contains(out.Failures[49].Error, `kind: "nope" is not one of`) {
+		t.Errorf("-o json = %+v (%v)\n%s", out, err, r.stdout)
+	}
+
+	down := localstore.New(localstore.Options{Fault: func(string) error { return fmt.Errorf("dial: %w", storeadapter.ErrUnavailable) }})
+	file := filepath.Join(t.TempDir(), "in.jsonl")
+	if err := os.WriteFile(file, []byte(in.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	m := &Main{Stdout: &stdout, Stderr: &stderr, Connect: func() (storeadapter.Store, error) { return down, nil }}
+	if code := m.Run(t.Context(), []string{"raw", "-file", file, "-concurrency", "1"}); code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	if !strings.Contains(stderr.String(), "not sent: line 51; resume with: tail -n +51 "+file+" | enqueue raw") {
+		t.Errorf("stop report:\n%s", stderr.String())
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
