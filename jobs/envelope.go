@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"regexp"
 	"strings"
 	"unicode/utf8"
@@ -65,15 +66,25 @@ func DecodeEnvelope(text string) (Envelope, error) {
 	if len(data) == 0 {
 		return Envelope{}, Permanentf("envelope: the message is empty")
 	}
-	if data[0] != '{' {
+	// JSON first: some JSON values ("null", "1234") are valid base64 too.
+	if !json.Valid(data) && data[0] != '{' && data[0] != '[' {
 		dec, err := base64.StdEncoding.DecodeString(string(data))
 		if err != nil {
 			return Envelope{}, Permanentf("envelope: the message is neither JSON nor base64 of JSON (%v)", err)
 		}
 		data = bytes.TrimSpace(dec)
+		switch {
+		case !utf8.Valid(data):
+			return Envelope{}, Permanentf("envelope: the message is base64 of text that is not valid UTF-8")
+		case !json.Valid(data):
+			return Envelope{}, Permanentf("envelope: the message is base64 of text that is not JSON (%v)", strictUnmarshal(data, new(any), ""))
+		}
 	}
 	if !utf8.Valid(data) {
 		return Envelope{}, Permanentf("envelope: the JSON is not valid UTF-8")
+	}
+	if data[0] != '{' && json.Valid(data) {
+		return Envelope{}, Permanentf("envelope: the message must be a JSON object, got %s", jsonValueName(data[0]))
 	}
 	var env Envelope
 	if err := strictUnmarshal(data, &env, ""); err != nil {
@@ -124,9 +135,16 @@ func SplitBlobRef(field, ref string) (container, blob string, err error) {
 }
 
 // strictUnmarshal decodes one JSON object into v, rejecting unknown fields,
-// trailing data and wrong types with a message that names the field
+// field names in another case than v's (encoding/json alone matches them
+// case-insensitively), keys given twice (encoding/json alone keeps the
+// last), trailing data and wrong types with a message that names the field
 // (prefix + "." + name).
 func strictUnmarshal(data []byte, v any, prefix string) error {
+	if json.Valid(data) {
+		if err := checkKeys(json.NewDecoder(bytes.NewReader(data)), reflect.TypeOf(v), prefix); err != nil {
+			return err
+		}
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
@@ -147,7 +165,11 @@ func strictUnmarshal(data []byte, v any, prefix string) error {
 		if te.Field == "" {
 			return fmt.Errorf("%s: must be a JSON object, got %s", cmpOr(prefix, "message"), te.Value)
 		}
-		return fmt.Errorf("%s: must be %s, got %s", field, jsonTypeName(te.Type.Kind().String()), te.Value)
+		want := jsonTypeName(te.Type.Kind())
+		if got, ok := strings.CutPrefix(te.Value, "number "); ok && want == "an integer" {
+			return fmt.Errorf("%s: must be an integer, got %s", field, got)
+		}
+		return fmt.Errorf("%s: must be %s, got %s", field, want, te.Value)
 	case errors.As(err, &se):
 		return fmt.Errorf("invalid JSON at byte %d: %v", se.Offset, se)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
@@ -160,15 +182,118 @@ func strictUnmarshal(data []byte, v any, prefix string) error {
 	return fmt.Errorf("invalid JSON: %v", err)
 }
 
-func jsonTypeName(kind string) string {
-	switch kind {
-	case "string":
+// checkKeys reads one JSON value from dec (valid JSON) and refuses a key
+// given twice in any object, and a key of a struct that matches a field
+// only in another case. t is the Go type the value decodes into (nil when
+// unknown, as inside a json.RawMessage: then only duplicates are checked);
+// path names the value in errors.
+func checkKeys(dec *json.Decoder, t reflect.Type, path string) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch tok {
+	case json.Delim('['):
+		var elem reflect.Type
+		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+			elem = t.Elem()
+		}
+		for dec.More() {
+			if err := checkKeys(dec, elem, path+"[]"); err != nil {
+				return err
+			}
+		}
+	case json.Delim('{'):
+		var fields map[string]reflect.Type
+		if t != nil && t.Kind() == reflect.Struct {
+			fields = jsonFields(t, map[string]reflect.Type{})
+		}
+		seen := map[string]bool{}
+		for dec.More() {
+			tok, err := dec.Token()
+			if err != nil {
+				return err
+			}
+			key, _ := tok.(string)
+			name := key
+			if path != "" {
+				name = path + "." + key
+			}
+			if seen[key] {
+				return fmt.Errorf("%s: given twice (each key may appear once)", truncate(name, 80))
+			}
+			seen[key] = true
+			var ft reflect.Type
+			switch {
+			case fields != nil:
+				var ok bool
+				if ft, ok = fields[key]; !ok {
+					for f := range fields {
+						if strings.EqualFold(f, key) {
+							return fmt.Errorf("%s: unknown field (names are case-sensitive: did you mean %q?)", truncate(name, 80), f)
+						}
+					}
+				}
+			case t != nil && t.Kind() == reflect.Map:
+				ft = t.Elem()
+			}
+			if err := checkKeys(dec, ft, name); err != nil {
+				return err
+			}
+		}
+	default:
+		return nil // a scalar
+	}
+	_, err = dec.Token() // the closing bracket or brace
+	return err
+}
+
+// jsonFields adds to fields the JSON names of struct type t's fields (those
+// of embedded structs included) with their types, and returns it.
+func jsonFields(t reflect.Type, fields map[string]reflect.Type) map[string]reflect.Type {
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case name == "-" || !f.IsExported() && !f.Anonymous:
+		case f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct:
+			jsonFields(f.Type, fields)
+		default:
+			fields[cmpOr(name, f.Name)] = f.Type
+		}
+	}
+	return fields
+}
+
+// jsonValueName names the kind of JSON value that starts with c.
+func jsonValueName(c byte) string {
+	switch c {
+	case '[':
+		return "an array"
+	case '"':
 		return "a string"
-	case "bool":
+	case 't', 'f':
 		return "true or false"
-	case "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64", "float32", "float64":
+	case 'n':
+		return "null"
+	}
+	return "a number"
+}
+
+func jsonTypeName(kind reflect.Kind) string {
+	switch kind {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
 		return "a number"
-	case "slice", "array":
+	case reflect.Slice, reflect.Array:
 		return "an array"
 	}
 	return "an object"

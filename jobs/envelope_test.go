@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/tablekeeper/tablekeeper/jobs"
+	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
 // TestEnvelopeRoundTrip encodes an envelope and decodes it from both
@@ -48,7 +49,7 @@ func TestEnvelopeErrors(t *testing.T) {
 		{`{"v":1,"id":"a","kind":"k"}`, "args: is required"},
 		{`{"v":1,"id":"a","kind":"k","args":{},"argsRef":"c/b"}`, "give one, not both"},
 		{`{"v":1,"id":"a","kind":"k","argsRef":"nocontainer"}`, "argsRef: must be \"container/blob\""},
-		{`{"v":"1","id":"a","kind":"k","args":{}}`, "v: must be a number"},
+		{`{"v":"1","id":"a","kind":"k","args":{}}`, "v: must be an integer, got string"},
 		{`{"v":1,"id":"a","kind":"k","args":{},"extra":true}`, "extra: unknown field"},
 		{`{"v":1,"id":"a","kind":"k","args":{}} {}`, "unexpected data"},
 		{`{"v":1,"id":"a","kind":"k","args":{},"traceparent":"xyz"}`, "traceparent: must be"},
@@ -86,6 +87,86 @@ func FuzzDecodeEnvelope(f *testing.F) {
 		env2, err := jobs.DecodeEnvelope(again)
 		if err != nil || env2.ID != env.ID || env2.Kind != env.Kind {
 			t.Fatalf("re-decode of an accepted envelope: %+v, %v", env2, err)
+		}
+	})
+}
+
+// TestEnvelopeIsStrictAboutKeys: field names match exactly (encoding/json
+// alone matches them case-insensitively) and a key given twice is refused
+// (encoding/json alone keeps the last), in the envelope and inside args.
+func TestEnvelopeIsStrictAboutKeys(t *testing.T) {
+	reg := jobs.NewRegistry(nil, (&jobs.Archiver{}).Kind())
+	const args = `{"table":"Src","to":"Dst","pk":"p","rk":"r"}`
+	cases := []struct{ text, want string }{
+		{`{"v":1,"ID":"a","kind":"archive","args":` + args + `}`, `ID: unknown field (names are case-sensitive: did you mean "id"?)`},
+		{`{"v":1,"id":"a","KIND":"archive","args":` + args + `}`, `KIND: unknown field (names are case-sensitive: did you mean "kind"?)`},
+		{`{"v":1,"id":"a","kind":"archive","ARGS":` + args + `}`, `ARGS: unknown field`},
+		{`{"V":1,"id":"a","kind":"archive","args":` + args + `}`, `V: unknown field`},
+		{`{"v":1,"id":"a","id":"b","kind":"archive","args":` + args + `}`, `id: given twice`},
+		{`{"v":1,"id":"a","kind":"archive","args":{"table":"Src","TABLE":"Other","to":"Dst","pk":"p","rk":"r"}}`, `args.TABLE: unknown field (names are case-sensitive: did you mean "table"?)`},
+		{`{"v":1,"id":"a","kind":"archive","args":{"table":"Src","to":"Dst","to":"Else","pk":"p","rk":"r"}}`, `args.to: given twice`},
+	}
+	for _, c := range cases {
+		_, _, err := reg.Decode(t.Context(), storeadapter.Message{Text: c.text})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Decode(%s)\n = %v\nwant an error containing %q", c.text, err, c.want)
+			continue
+		}
+		if !jobs.IsPermanent(err) {
+			t.Errorf("Decode(%s) error is not permanent: %v", c.text, err)
+		}
+	}
+	if _, _, err := reg.Decode(t.Context(), storeadapter.Message{Text: `{"v":1,"id":"a","kind":"archive","args":` + args + `}`}); err != nil {
+		t.Fatalf("a valid envelope: %v", err)
+	}
+}
+
+// TestEnvelopeReasonsAreAccurate: text that is JSON but not an object, and
+// a version that is not an integer, are reported as what they are.
+func TestEnvelopeReasonsAreAccurate(t *testing.T) {
+	cases := []struct{ text, want string }{
+		{`[1,2,3]`, "the message must be a JSON object, got an array"},
+		{`null`, "the message must be a JSON object, got null"},
+		{`1234`, "the message must be a JSON object, got a number"},
+		{`"text"`, "the message must be a JSON object, got a string"},
+		{base64.StdEncoding.EncodeToString([]byte(`[1]`)), "the message must be a JSON object, got an array"},
+		{`{"v":1.0,"id":"a","kind":"k","args":{}}`, "v: must be an integer, got 1.0"},
+		{`{"v":-1e3,"id":"a","kind":"k","args":{}}`, "v: must be an integer, got -1e3"},
+		{"eyJ2Ijox", "base64 of text that is not JSON"}, // base64 of `{"v":1`
+		{base64.StdEncoding.EncodeToString([]byte("\xff\xfe{}")), "base64 of text that is not valid UTF-8"},
+		{"not json", "neither JSON nor base64 of JSON"},
+	}
+	for _, c := range cases {
+		_, err := jobs.DecodeEnvelope(c.text)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("DecodeEnvelope(%.50q) = %v, want an error containing %q", c.text, err, c.want)
+		}
+	}
+}
+
+// FuzzDecodeArgs proves the registry's decoder (envelope and strict args)
+// never panics and always gives a non-empty, permanent reason.
+func FuzzDecodeArgs(f *testing.F) {
+	for _, s := range []string{
+		`{"v":1,"id":"a","kind":"archive","args":{"table":"Src","to":"Dst","pk":"p","rk":"r"}}`,
+		`{"v":1,"id":"a","kind":"archive","args":{"table":"Src","TABLE":"x"}}`,
+		`{"v":1,"id":"a","kind":"archive","args":{"pk":"p","pk":"q"}}`,
+		`{"v":1,"id":"a","kind":"archive","args":[{"a":{"b":1,"b":2}}]}`,
+		`[1,2,3]`, `null`, `1234`, `{"v":1.0}`, "eyJ2IjoxfQ==", "\x00\xff",
+	} {
+		f.Add(s)
+	}
+	reg := jobs.NewRegistry(nil, (&jobs.Archiver{}).Kind())
+	f.Fuzz(func(t *testing.T, text string) {
+		_, _, err := reg.Decode(t.Context(), storeadapter.Message{Text: text})
+		if err == nil {
+			return
+		}
+		if !jobs.IsPermanent(err) {
+			t.Fatalf("non-permanent decode error: %v", err)
+		}
+		if strings.TrimSpace(err.Error()) == "" {
+			t.Fatalf("empty reason for %q", text)
 		}
 	})
 }

@@ -3,8 +3,8 @@
 //
 // The runner in jobs calls RecordAttempt after each failed attempt that will
 // be retried, and Move when a message fails permanently or too often. The
-// operator CLI calls List, GroupByReason, Show, Requeue, Delete, Purge and
-// DecodeMessage.
+// operator CLI calls List, GroupRecords (groups by kind and failure class,
+// see Class), Show, Requeue, Delete, Purge and DecodeMessage.
 //
 // # Where things live
 //

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/tablekeeper/tablekeeper/storeadapter"
@@ -77,57 +78,25 @@ func sortNewest(recs []Record) {
 	})
 }
 
-// Group is the records that share a reason.
-type Group struct {
-	// Reason is the records' Reason.
-	Reason string
-	// Count is how many records have it.
-	Count int
-	// Kinds are the records' distinct kinds, sorted.
-	Kinds []string
-	// Newest is the latest LastAttempt among them.
-	Newest time.Time
-}
-
-// GroupByReason groups records by Reason with counts, the largest group
-// first (ties: the newest first, then by reason).
-func GroupByReason(records []Record) []Group {
-	byReason := map[string]*Group{}
-	var groups []*Group
-	for _, r := range records {
-		g := byReason[r.Reason]
-		if g == nil {
-			g = &Group{Reason: r.Reason}
-			byReason[r.Reason] = g
-			groups = append(groups, g)
-		}
-		g.Count++
-		if !slices.Contains(g.Kinds, r.Kind) {
-			g.Kinds = append(g.Kinds, r.Kind)
-		}
-		if r.LastAttempt.After(g.Newest) {
-			g.Newest = r.LastAttempt
-		}
-	}
-	out := make([]Group, 0, len(groups))
-	for _, g := range groups {
-		slices.Sort(g.Kinds)
-		out = append(out, *g)
-	}
-	slices.SortFunc(out, func(a, b Group) int {
-		return cmp.Or(cmp.Compare(b.Count, a.Count), b.Newest.Compare(a.Newest), cmp.Compare(a.Reason, b.Reason))
-	})
-	return out
-}
-
 // Show returns the record of one original message id, in any state, with
-// its Original loaded (from the blob when only OriginalRef holds it). It
-// returns an error wrapping storeadapter.ErrNotFound when there is none.
+// its Original loaded (from the blob when only OriginalRef holds it). When
+// no record has that message id, it looks for the records of that
+// operation id: one is returned like a message id's; several give an error
+// that lists their message ids. It returns an error wrapping
+// storeadapter.ErrNotFound when there is none, and one wrapping
+// storeadapter.ErrInvalidInput, saying why, when id cannot be a message id
+// or an operation id.
 func (m *Mover) Show(ctx context.Context, id string) (Record, error) {
 	if m.err != nil {
 		return Record{}, m.err
 	}
+	if err := checkID(id); err != nil {
+		return Record{}, fmt.Errorf("poison: show: %w", err)
+	}
 	e, err := m.get(ctx, id)
+	if errors.Is(err, storeadapter.ErrNotFound) {
+		e, err = m.byOpID(ctx, id)
+	}
 	if err != nil {
 		return Record{}, fmt.Errorf("poison: show %s: %w", id, err)
 	}
@@ -135,6 +104,38 @@ func (m *Mover) Show(ctx context.Context, id string) (Record, error) {
 		return Record{}, err
 	}
 	return e.rec, nil
+}
+
+// checkID explains why id can be neither a message id nor an operation id
+// (both are table keys here), or returns nil.
+func checkID(id string) error {
+	if err := storeadapter.ValidateKey("id", id); err != nil {
+		return fmt.Errorf("%q is not a valid message id or operation id: %w", truncate(id, 80), err)
+	}
+	return nil
+}
+
+// byOpID returns the one record of this work queue whose operation id is
+// opID; ErrNotFound when there is none.
+func (m *Mover) byOpID(ctx context.Context, opID string) (entry, error) {
+	var found []entry
+	f := storeadapter.And(m.filter("", ""), storeadapter.Compare(propOpID, storeadapter.Eq, opID))
+	if err := m.scan(ctx, f, func(e entry) { found = append(found, e) }); err != nil {
+		return entry{}, err
+	}
+	switch len(found) {
+	case 0:
+		return entry{}, fmt.Errorf("no record with that message id or operation id: %w", storeadapter.ErrNotFound)
+	case 1:
+		return found[0], nil
+	}
+	ids := make([]string, len(found))
+	for i, e := range found {
+		ids[i] = e.rec.MessageID
+	}
+	slices.Sort(ids)
+	return entry{}, fmt.Errorf("%w: operation id %s has %d records (message ids %s): give one message id",
+		storeadapter.ErrInvalidInput, opID, len(found), strings.Join(ids, ", "))
 }
 
 // get reads one record.
@@ -154,8 +155,16 @@ type RequeueOptions struct {
 	All bool
 	// Kind, when not "", keeps only the records of that kind.
 	Kind string
+	// Group, when not "", keeps only the records of that GroupName.
+	Group string
 	// DryRun returns what would be requeued without changing anything.
 	DryRun bool
+	// Skipped, when set, is called for each record named in IDs that is
+	// not requeued, with the reason.
+	Skipped func(r Record, why string)
+	// Progress, when set, is called after each selected record with how
+	// many of them are done.
+	Progress func(done, total int)
 }
 
 // Requeue sends poisoned messages back to the work queue and returns the
@@ -203,7 +212,12 @@ func (m *Mover) Requeue(ctx context.Context, o RequeueOptions) ([]Record, error)
 		errs    []error
 	)
 	if o.All {
-		if err := m.scan(ctx, m.filter(o.Kind, ""), func(e entry) { entries = append(entries, e) }); err != nil {
+		err := m.scan(ctx, m.filter(o.Kind, ""), func(e entry) {
+			if o.Group == "" || GroupName(e.rec) == o.Group {
+				entries = append(entries, e)
+			}
+		})
+		if err != nil {
 			return nil, fmt.Errorf("poison: requeue: %w", err)
 		}
 	} else {
@@ -213,6 +227,10 @@ func (m *Mover) Requeue(ctx context.Context, o RequeueOptions) ([]Record, error)
 				continue
 			}
 			seen[id] = true
+			if err := checkID(id); err != nil {
+				errs = append(errs, fmt.Errorf("poison: requeue: %w", err))
+				continue
+			}
 			e, err := m.get(ctx, id)
 			if errors.Is(err, storeadapter.ErrNotFound) {
 				errs = append(errs, fmt.Errorf("poison: requeue %s: %w", id, err))
@@ -226,7 +244,12 @@ func (m *Mover) Requeue(ctx context.Context, o RequeueOptions) ([]Record, error)
 					id, e.rec.Queue, m.cfg.Source.Name(), storeadapter.ErrNotFound))
 				continue
 			}
-			if o.Kind == "" || e.rec.Kind == o.Kind {
+			switch {
+			case o.Kind != "" && e.rec.Kind != o.Kind:
+				skip(o, e.rec, fmt.Sprintf("its kind is %q, not %q", e.rec.Kind, o.Kind))
+			case o.Group != "" && GroupName(e.rec) != o.Group:
+				skip(o, e.rec, fmt.Sprintf("its group is %s, not %s", GroupName(e.rec), o.Group))
+			default:
 				entries = append(entries, e)
 			}
 		}
@@ -235,7 +258,15 @@ func (m *Mover) Requeue(ctx context.Context, o RequeueOptions) ([]Record, error)
 	now := m.now()
 	var out []Record
 	sweep := map[string]string{} // message id -> ETag to mark the record swept with ("": do not)
-	for _, e := range entries {
+	for i, e := range entries {
+		if o.Progress != nil && i > 0 {
+			o.Progress(i, len(entries))
+		}
+		if !o.All {
+			if why := notRequeueable(e, now); why != "" {
+				skip(o, e.rec, why)
+			}
+		}
 		switch {
 		case requeueable(e, now):
 			if o.DryRun {
@@ -253,6 +284,9 @@ func (m *Mover) Requeue(ctx context.Context, o RequeueOptions) ([]Record, error)
 		case e.rec.State == StateRequeued && !e.swept && !o.DryRun:
 			sweep[e.rec.MessageID] = e.etag
 		}
+	}
+	if o.Progress != nil && len(entries) > 0 {
+		o.Progress(len(entries), len(entries))
 	}
 	sortNewest(out)
 	if len(sweep) > 0 {
@@ -273,6 +307,27 @@ func (m *Mover) Requeue(ctx context.Context, o RequeueOptions) ([]Record, error)
 func requeueable(e entry, now time.Time) bool {
 	return e.rec.State == StatePoisoned ||
 		e.rec.State == StateRequeuing && !now.Before(e.requeuingAt.Add(RequeueTimeout))
+}
+
+// notRequeueable says why Requeue does not send a record, or returns "".
+func notRequeueable(e entry, now time.Time) string {
+	switch {
+	case requeueable(e, now):
+		return ""
+	case e.rec.State == StateFailing:
+		return "it is not poisoned: the message is still being retried on the work queue"
+	case e.rec.State == StateRequeuing:
+		return fmt.Sprintf("a requeue by %s started at %s is still sending it (retried after %v)",
+			e.rec.RequeuedBy, e.requeuingAt.UTC().Format(time.RFC3339), RequeueTimeout)
+	}
+	return fmt.Sprintf("it was already requeued at %s as message %s", e.rec.RequeuedAt.UTC().Format(time.RFC3339), e.rec.RequeuedMessageID)
+}
+
+// skip reports a record Requeue does not send.
+func skip(o RequeueOptions, r Record, why string) {
+	if o.Skipped != nil {
+		o.Skipped(r, why)
+	}
 }
 
 // requeueOne claims, sends and finishes one record (see Requeue). sent
@@ -362,6 +417,9 @@ func (m *Mover) Delete(ctx context.Context, id string) error {
 	if m.err != nil {
 		return m.err
 	}
+	if err := checkID(id); err != nil {
+		return fmt.Errorf("poison: delete: %w", err)
+	}
 	if _, err := m.get(ctx, id); err != nil {
 		return fmt.Errorf("poison: delete %s: %w", id, err)
 	}
@@ -387,57 +445,210 @@ func (m *Mover) deleteBlob(ctx context.Context, id string) error {
 	return nil
 }
 
-// Purge deletes every record of this work queue in State "poisoned" whose
-// LastAttempt is older than olderThan (0: all of them), with their blobs
-// and poison-queue messages, and returns how many records it deleted.
+// DefaultStaleAfter is PurgeOptions.StaleAfter's default: the default time
+// to live of a queue message. A failing record whose last attempt is older
+// belongs to a message that cannot exist any more.
+const DefaultStaleAfter = 7 * 24 * time.Hour
+
+// PurgeOptions select the records Purge removes.
+type PurgeOptions struct {
+	// OlderThan keeps records whose last activity (last attempt, or
+	// requeue) is younger than this; 0 removes them whatever their age.
+	OlderThan time.Duration
+	// Kind and Group, when not "", keep only the records of that kind and
+	// of that GroupName.
+	Kind, Group string
+	// StaleAfter is the age of its last attempt past which a failing record
+	// is removed: its message succeeded (and the runner could not drop the
+	// record) or expired. It must be at least the work queue's message time
+	// to live, or a record of a message still being retried is lost (a new
+	// one is started by its next failure). 0 means DefaultStaleAfter; a
+	// negative value keeps failing records.
+	StaleAfter time.Duration
+	// CheckpointTable, when not "", is the table of range checkpoints
+	// (PartitionKey = operation id): the checkpoints of the operations whose
+	// poisoned or failing records Purge removes are removed too, unless
+	// another record of the same operation remains or was requeued.
+	CheckpointTable string
+	// DryRun returns what would be removed without changing anything.
+	DryRun bool
+	// Progress, when set, is called after each removed record with how many
+	// of the selected records are done.
+	Progress func(done, total int)
+}
+
+// PurgeResult is what Purge removed (or, with DryRun, would remove).
+type PurgeResult struct {
+	// Records are the removed records, newest first.
+	Records []Record
+	// Checkpoints is how many checkpoint entities were removed.
+	Checkpoints int
+}
+
+// Purge removes the records of this work queue that are done with:
+// poisoned records (with their blobs and poison-queue messages), requeued
+// records (their messages were sent back: nothing refers to them any more),
+// failing records older than StaleAfter, and the range checkpoints of the
+// abandoned operations (see PurgeOptions). Records being requeued are left
+// alone.
 //
 // Like Delete it removes the poison messages (one pass for all), then each
 // blob, then each record last, so a crash leaves the records for the next
-// Purge. A record's delete is conditional on the ETag read: one that
-// changed meanwhile (a newer attempt, a requeue) is kept and not counted.
-// Run it alone: a Requeue working on the same records may find their blobs
-// gone, and a poison message hidden by the pass of a concurrent Requeue,
-// Delete or Purge is missed and outlives its record.
-func (m *Mover) Purge(ctx context.Context, olderThan time.Duration) (int, error) {
+// Purge; checkpoints go after their records. A record's delete is
+// conditional on the ETag read: one that changed meanwhile (a newer
+// attempt, a requeue) is kept and not counted. Run it alone: a Requeue
+// working on the same records may find their blobs gone, and a poison
+// message hidden by the pass of a concurrent Requeue, Delete or Purge is
+// missed and outlives its record.
+func (m *Mover) Purge(ctx context.Context, o PurgeOptions) (PurgeResult, error) {
 	if m.err != nil {
-		return 0, m.err
+		return PurgeResult{}, m.err
 	}
-	if olderThan < 0 {
-		return 0, fmt.Errorf("poison: purge: %w: olderThan %v is negative", storeadapter.ErrInvalidInput, olderThan)
+	if o.OlderThan < 0 {
+		return PurgeResult{}, fmt.Errorf("poison: purge: %w: OlderThan %v is negative", storeadapter.ErrInvalidInput, o.OlderThan)
 	}
-	cutoff := m.now().Add(-olderThan)
-	var sel []entry
-	err := m.scan(ctx, m.filter("", StatePoisoned), func(e entry) {
-		if olderThan == 0 || e.rec.LastAttempt.Before(cutoff) {
-			sel = append(sel, e)
+	now := m.now()
+	stale := cmp.Or(o.StaleAfter, DefaultStaleAfter)
+	var (
+		sel      []entry
+		requeued []Record            // selected requeued records
+		liveOps  = map[string]bool{} // operations with a record that stays or a requeued copy
+	)
+	err := m.scan(ctx, m.filter(o.Kind, ""), func(e entry) {
+		if o.Group != "" && GroupName(e.rec) != o.Group {
+			liveOps[e.rec.OpID] = true
+			return
 		}
+		last := e.rec.LastAttempt
+		if e.rec.RequeuedAt.After(last) {
+			last = e.rec.RequeuedAt
+		}
+		old := o.OlderThan == 0 || last.Before(now.Add(-o.OlderThan))
+		switch e.rec.State {
+		case StatePoisoned:
+		case StateRequeued:
+			requeued = append(requeued, e.rec)
+		case StateFailing:
+			old = old && stale > 0 && last.Before(now.Add(-stale))
+		default:
+			old = false
+		}
+		if !old {
+			liveOps[e.rec.OpID] = true
+			return
+		}
+		sel = append(sel, e)
 	})
 	if err != nil {
-		return 0, fmt.Errorf("poison: purge: %w", err)
+		return PurgeResult{}, fmt.Errorf("poison: purge: %w", err)
+	}
+	// A requeued copy may still run, unless it failed in turn and its
+	// record goes too.
+	selected := map[string]bool{}
+	for _, e := range sel {
+		selected[e.rec.MessageID] = true
+	}
+	for _, r := range requeued {
+		if !selected[r.RequeuedMessageID] {
+			liveOps[r.OpID] = true
+		}
+	}
+	var res PurgeResult
+	if o.DryRun {
+		for _, e := range sel {
+			res.Records = append(res.Records, e.rec)
+		}
+		sortNewest(res.Records)
+		res.Checkpoints, err = m.clearCheckpoints(ctx, o.CheckpointTable, abandoned(sel, liveOps), true)
+		return res, err
 	}
 	if len(sel) == 0 {
-		return 0, nil
+		return res, nil
 	}
 	ids := make(map[string]bool, len(sel))
 	for _, e := range sel {
-		ids[e.rec.MessageID] = true
+		ids[e.rec.MessageID] = e.rec.State != StateFailing
 	}
 	if _, _, err := m.sweep(ctx, func(id string) bool { return ids[id] }); err != nil {
-		return 0, fmt.Errorf("poison: purge: %w", err)
+		return res, fmt.Errorf("poison: purge: %w", err)
 	}
-	n := 0
-	for _, e := range sel {
+	var removed []entry
+	for i, e := range sel {
 		id := e.rec.MessageID
-		if err := m.deleteBlob(ctx, id); err != nil {
-			return n, fmt.Errorf("poison: purge %s: %w", id, err)
+		if ids[id] {
+			if err := m.deleteBlob(ctx, id); err != nil {
+				return res, fmt.Errorf("poison: purge %s: %w", id, err)
+			}
 		}
 		err := m.cfg.Tables.DeleteEntity(ctx, m.cfg.Table, id, recordRowKey, e.etag)
 		switch {
 		case err == nil:
-			n++
+			removed = append(removed, e)
+			res.Records = append(res.Records, e.rec)
 		case errors.Is(err, storeadapter.ErrPreconditionFailed) || errors.Is(err, storeadapter.ErrNotFound):
+			liveOps[e.rec.OpID] = true // changed meanwhile: it stays
 		default:
-			return n, fmt.Errorf("poison: purge %s: %w", id, err)
+			sortNewest(res.Records)
+			return res, fmt.Errorf("poison: purge %s: %w", id, err)
+		}
+		if o.Progress != nil {
+			o.Progress(i+1, len(sel))
+		}
+	}
+	sortNewest(res.Records)
+	res.Checkpoints, err = m.clearCheckpoints(ctx, o.CheckpointTable, abandoned(removed, liveOps), false)
+	return res, err
+}
+
+// abandoned returns the operation ids of the poisoned and failing records
+// among sel whose operation has no record in live.
+func abandoned(sel []entry, live map[string]bool) []string {
+	var ops []string
+	for _, e := range sel {
+		op := e.rec.OpID
+		if op != "" && !live[op] && e.rec.State != StateRequeued && !slices.Contains(ops, op) {
+			ops = append(ops, op)
+		}
+	}
+	return ops
+}
+
+// clearCheckpoints deletes (or, with dryRun, counts) the checkpoint
+// entities of operations ops in table; "" does nothing. Each delete is
+// conditional on the ETag read, so a checkpoint saved meanwhile by a run of
+// the same operation stays.
+func (m *Mover) clearCheckpoints(ctx context.Context, table string, ops []string, dryRun bool) (int, error) {
+	n := 0
+	for _, op := range ops {
+		if table == "" || storeadapter.ValidateKey("op", op) != nil {
+			continue
+		}
+		q := storeadapter.Query{Filter: storeadapter.PartitionEquals(op)}
+		for {
+			page, err := m.cfg.Tables.Query(ctx, table, q)
+			if errors.Is(err, storeadapter.ErrNotFound) {
+				return n, nil
+			}
+			if err != nil {
+				return n, fmt.Errorf("poison: purge: checkpoints of %s: %w", op, err)
+			}
+			for _, e := range page.Entities {
+				if dryRun {
+					n++
+					continue
+				}
+				err := m.cfg.Tables.DeleteEntity(ctx, table, e.PartitionKey, e.RowKey, e.ETag)
+				switch {
+				case err == nil:
+					n++
+				case !errors.Is(err, storeadapter.ErrNotFound) && !errors.Is(err, storeadapter.ErrPreconditionFailed):
+					return n, fmt.Errorf("poison: purge: checkpoint %s/%s: %w", op, e.RowKey, err)
+				}
+			}
+			if page.Next == "" {
+				break
+			}
+			q.Continuation = page.Next
 		}
 	}
 	return n, nil

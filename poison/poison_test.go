@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tablekeeper/tablekeeper/idempotent"
 	"github.com/tablekeeper/tablekeeper/localstore"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
@@ -528,15 +529,52 @@ func TestListNewestFirstAndGroupByReason(t *testing.T) {
 		t.Errorf("List(archive) = %+v, %v", archive, err)
 	}
 
-	groups := GroupByReason(recs)
+	groups := GroupRecords(recs)
 	wantGroups := []Group{
-		{Reason: "dequeue count 6 > 5", Count: 3, Kinds: []string{"archive", "index", "purgeday"}, Newest: t0.Add(3 * time.Minute)},
-		{Reason: "permanent: bad envelope", Count: 1, Kinds: []string{"archive"}, Newest: t0},
+		{Name: "archive/dequeue-count", Kind: "archive", Class: ClassDequeueCount, Count: 1, Newest: t0.Add(2 * time.Minute), Example: "dequeue count 6 > 5"},
+		{Name: "purgeday/dequeue-count", Kind: "purgeday", Class: ClassDequeueCount, Count: 1, Newest: t0.Add(3 * time.Minute), Example: "dequeue count 6 > 5"},
+		{Name: "index/dequeue-count", Kind: "index", Class: ClassDequeueCount, Count: 1, Newest: t0.Add(time.Minute), Example: "dequeue count 6 > 5"},
+		{Name: "archive/other", Kind: "archive", Class: ClassOther, Count: 1, Newest: t0, Example: "permanent: bad envelope"},
 	}
+	slices.SortFunc(wantGroups, func(a, b Group) int { return b.Newest.Compare(a.Newest) })
 	if !slices.EqualFunc(groups, wantGroups, func(a, b Group) bool {
-		return a.Reason == b.Reason && a.Count == b.Count && slices.Equal(a.Kinds, b.Kinds) && a.Newest.Equal(b.Newest)
+		return a.Newest.Equal(b.Newest) && a.Name == b.Name && a.Count == b.Count && a.Example == b.Example
 	}) {
-		t.Errorf("GroupByReason\n got %+v\nwant %+v", groups, wantGroups)
+		t.Errorf("GroupRecords\n got %+v\nwant %+v", groups, wantGroups)
+	}
+}
+
+// TestGroupsAreFailureClasses: reasons that differ only in keys, counts
+// and hosts fall in one group per kind and failure class, derived from the
+// stored reason (so records written before classes existed group too).
+func TestGroupsAreFailureClasses(t *testing.T) {
+	cases := []struct{ kind, reason, lastError, class string }{
+		{"archive", "permanent: archive: Employees p/r1 does not exist and EmployeesArchive holds no copy", "", ClassNotFound},
+		{"archive", "permanent: archive: Employees p/r2 does not exist and EmployeesArchive holds no copy", "", ClassNotFound},
+		{"archive", "permanent: archive: source table Old does not exist", "", ClassNotFound},
+		{"", "envelope: the message is neither JSON nor base64 of JSON (illegal base64 data at input byte 0)", "", ClassValidation},
+		{"", "envelope: id: must be 1-128 characters of A-Za-z0-9._:-, got \"a b\"", "", ClassValidation},
+		{"archive", "permanent: args.rkTo: must be greater than rkFrom", "", ClassValidation},
+		{"archive", "dequeue count 6 reached the maximum 5; last error: azstore: upsert: service unavailable (HTTP 503 ServerBusy)", "", ClassUnavailable},
+		{"archive", "dequeue count 7 reached the maximum 5", "azstore: query: service unavailable: dial tcp: connection refused", ClassUnavailable},
+		{"archive", "dequeue count 6 reached the maximum 5", "", ClassDequeueCount},
+		{"archive", "permanent: handler panic: runtime error: index out of range [3] with length 3\ngoroutine 1", "", ClassPanic},
+		{"archive", "permanent: localstore: insert: too large: entity is 1100000 bytes", "", ClassTooLarge},
+		{"archive", "dequeue count 6 reached the maximum 5; last error: precondition failed", "", ClassConflict},
+		{"index", "", "azstore: get: forbidden (HTTP 403 AuthorizationFailure)", ClassForbidden},
+	}
+	var recs []Record
+	for i, c := range cases {
+		r := Record{MessageID: fmt.Sprint(i), Kind: c.kind, Reason: c.reason, LastError: c.lastError, LastAttempt: t0.Add(time.Duration(i) * time.Minute)}
+		if got := Class(r); got != c.class {
+			t.Errorf("Class(%q, %q) = %s, want %s", c.reason, c.lastError, got, c.class)
+		}
+		recs = append(recs, r)
+	}
+	groups := GroupRecords(recs)
+	if len(groups) != 9 || groups[0].Name != "archive/not-found" || groups[0].Count != 3 ||
+		groups[0].Example != cases[2].reason || groups[1].Name != "archive/unavailable" || groups[1].Count != 2 || groups[2].Name != "validation" {
+		t.Errorf("GroupRecords = %+v", groups)
 	}
 }
 
@@ -861,9 +899,9 @@ func TestPurgeOlderThan(t *testing.T) {
 	fresh := b.poisonNow(t, "ZnJlc2g=", "archive", "r")
 	b.clock.Advance(time.Hour)
 
-	n, err := b.m.Purge(b.ctx, 24*time.Hour)
-	if err != nil || n != 2 {
-		t.Fatalf("Purge(24h) = %d, %v; want 2", n, err)
+	res, err := b.m.Purge(b.ctx, PurgeOptions{OlderThan: 24 * time.Hour})
+	if err != nil || len(res.Records) != 2 {
+		t.Fatalf("Purge(24h) = %+v, %v; want 2", res, err)
 	}
 	for _, id := range []string{old1.ID, old2.ID} {
 		if _, err := b.m.Show(b.ctx, id); !errors.Is(err, storeadapter.ErrNotFound) {
@@ -877,14 +915,87 @@ func TestPurgeOlderThan(t *testing.T) {
 		t.Errorf("poison queue after Purge(24h) = %+v, want only %s", s, fresh.ID)
 	}
 
-	if n, err := b.m.Purge(b.ctx, 0); err != nil || n != 1 {
-		t.Fatalf("Purge(0) = %d, %v; want 1", n, err)
+	if res, err := b.m.Purge(b.ctx, PurgeOptions{}); err != nil || len(res.Records) != 1 {
+		t.Fatalf("Purge(0) = %+v, %v; want 1", res, err)
 	}
 	if c := b.count(t, b.poison); c != 0 {
 		t.Errorf("poison queue holds %d messages after Purge(0)", c)
 	}
-	if n, err := b.m.Purge(b.ctx, 0); err != nil || n != 0 {
-		t.Errorf("Purge of nothing = %d, %v", n, err)
+	if res, err := b.m.Purge(b.ctx, PurgeOptions{}); err != nil || len(res.Records) != 0 {
+		t.Errorf("Purge of nothing = %+v, %v", res, err)
+	}
+}
+
+// TestPurgeLeavesNothingBehind: after a requeue of every record, a purge
+// removes the requeued records too (nothing else lists or removes them),
+// failing records older than the message TTL (their message succeeded or
+// expired), and the range checkpoints of the operations it abandons; it
+// keeps a failing record that may still be retried, and the checkpoints of
+// an operation whose requeued copy may still run.
+func TestPurgeLeavesNothingBehind(t *testing.T) {
+	b := setup(t)
+	const cpTable = "TablekeeperCheckpoints"
+	cp := idempotent.Checkpoints{Tables: b.store.Tables(), Table: cpTable}
+	var requeued []storeadapter.Message
+	for i := range 5 {
+		requeued = append(requeued, b.poisonNow(t, base64.StdEncoding.EncodeToString(fmt.Appendf(nil, "r%d", i)), "archive", "r"))
+	}
+	if got, err := b.m.Requeue(b.ctx, RequeueOptions{All: true}); err != nil || len(got) != 5 {
+		t.Fatalf("Requeue = %d, %v", len(got), err)
+	}
+	abandonedMsg := b.poisonNow(t, "YWJhbmRvbmVk", "archive", "permanent: args.pk: is required")
+	stale := b.deliver(t, "c3RhbGU=")
+	if err := b.m.RecordAttempt(b.ctx, b.failure(stale, "archive", "busy")); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(DefaultStaleAfter + time.Hour)
+	young := b.deliver(t, "eW91bmc=")
+	if err := b.m.RecordAttempt(b.ctx, b.failure(young, "archive", "busy")); err != nil {
+		t.Fatal(err)
+	}
+	opOf := func(m storeadapter.Message) string { return b.failure(m, "", "").OpID }
+	for _, m := range []storeadapter.Message{abandonedMsg, stale, requeued[0], young} {
+		for _, step := range []string{"range", "range-2"} {
+			if err := cp.Save(b.ctx, opOf(m), step, "token"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	dry, err := b.m.Purge(b.ctx, PurgeOptions{CheckpointTable: cpTable, DryRun: true})
+	if err != nil || len(dry.Records) != 7 || dry.Checkpoints != 4 {
+		t.Fatalf("dry run = %d records, %d checkpoints, %v; want 7, 4", len(dry.Records), dry.Checkpoints, err)
+	}
+	var done []int
+	res, err := b.m.Purge(b.ctx, PurgeOptions{CheckpointTable: cpTable, Progress: func(n, total int) { done = append(done, n, total) }})
+	if err != nil || len(res.Records) != 7 || res.Checkpoints != 4 {
+		t.Fatalf("Purge = %d records, %d checkpoints, %v; want 7, 4", len(res.Records), res.Checkpoints, err)
+	}
+	if len(done) != 14 || done[12] != 7 || done[13] != 7 {
+		t.Errorf("progress calls = %v, want 1/7 … 7/7", done)
+	}
+	var left []string
+	page, err := b.store.Tables().Query(b.ctx, TableName(sourceName), storeadapter.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range page.Entities {
+		left = append(left, e.PartitionKey)
+	}
+	if !slices.Equal(left, []string{young.ID}) {
+		t.Errorf("poison table after Purge holds %v, want only the young failing record %s", left, young.ID)
+	}
+	for _, c := range []struct {
+		m    storeadapter.Message
+		kept bool
+	}{{abandonedMsg, false}, {stale, false}, {requeued[0], true}, {young, true}} {
+		tok, err := cp.Load(b.ctx, opOf(c.m), "range")
+		if err != nil || (tok != "") != c.kept {
+			t.Errorf("checkpoint of %s after Purge: %q, %v; want kept=%v", opOf(c.m), tok, err, c.kept)
+		}
+	}
+	if c := b.count(t, b.poison); c != 0 {
+		t.Errorf("poison queue holds %d messages after Purge", c)
 	}
 }
 
@@ -962,5 +1073,69 @@ func TestForget(t *testing.T) {
 	}
 	if rec, err := b.m.Show(b.ctx, poisoned.ID); err != nil || rec.State != StatePoisoned {
 		t.Fatalf("Forget removed or changed a poisoned record: %+v, %v", rec, err)
+	}
+}
+
+// TestShowByOperationID: Show finds a record by its operation id too, says
+// which message ids to choose from when an operation has several, and
+// explains an id that can be neither.
+func TestShowByOperationID(t *testing.T) {
+	b := setup(t)
+	msg := b.poisonNow(t, "b25l", "archive", "r")
+	op := b.failure(msg, "", "").OpID
+	if rec, err := b.m.Show(b.ctx, op); err != nil || rec.MessageID != msg.ID || rec.Original != "b25l" {
+		t.Fatalf("Show(op id) = %+v, %v", rec, err)
+	}
+	if _, err := b.m.Show(b.ctx, "op-none"); !errors.Is(err, storeadapter.ErrNotFound) || !strings.Contains(err.Error(), "no record with that message id or operation id") {
+		t.Errorf("Show(unknown) = %v", err)
+	}
+	// A second record of the same operation (another message of it).
+	other := b.deliver(t, "dHdv")
+	f := b.failure(other, "archive", "x")
+	f.OpID = op
+	if err := b.m.Move(b.ctx, f, other.PopReceipt, "r"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.m.Show(b.ctx, op); !errors.Is(err, storeadapter.ErrInvalidInput) ||
+		!strings.Contains(err.Error(), "has 2 records") || !strings.Contains(err.Error(), msg.ID) || !strings.Contains(err.Error(), other.ID) {
+		t.Errorf("Show(op id of two records) = %v", err)
+	}
+	_, err := b.m.Show(b.ctx, "x/y?z")
+	if !errors.Is(err, storeadapter.ErrInvalidInput) || !strings.Contains(err.Error(), `"x/y?z" is not a valid message id or operation id`) ||
+		strings.Contains(err.Error(), "PartitionKey") {
+		t.Errorf("Show(x/y?z) = %v", err)
+	}
+}
+
+// TestRequeueSaysWhyAndTakesAGroup: an id that is not requeued is reported
+// with the reason, and a group selects the records of one failure class.
+func TestRequeueSaysWhyAndTakesAGroup(t *testing.T) {
+	b := setup(t)
+	missing := b.poisonNow(t, "bTE=", "archive", "permanent: archive: T p/a does not exist and U holds no copy")
+	invalid := b.poisonNow(t, "bTI=", "archive", "permanent: args.pk: is required")
+	missing2 := b.poisonNow(t, "bTM=", "archive", "permanent: archive: T p/b does not exist and U holds no copy")
+	failing := b.deliver(t, "bTQ=")
+	if err := b.m.RecordAttempt(b.ctx, b.failure(failing, "archive", "busy")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.m.Requeue(b.ctx, RequeueOptions{All: true, Group: "archive/not-found"})
+	if err != nil || len(got) != 2 || got[0].MessageID == invalid.ID || got[1].MessageID == invalid.ID || missing2.ID == "" {
+		t.Fatalf("Requeue(group) = %+v, %v", got, err)
+	}
+	skipped := map[string]string{}
+	got, err = b.m.Requeue(b.ctx, RequeueOptions{IDs: []string{missing.ID, invalid.ID, failing.ID}, Kind: "index",
+		Skipped: func(r Record, why string) { skipped[r.MessageID] = why }})
+	if err != nil || len(got) != 0 {
+		t.Fatalf("Requeue(kind index) = %+v, %v", got, err)
+	}
+	if !strings.Contains(skipped[invalid.ID], `its kind is "archive", not "index"`) {
+		t.Errorf("skipped = %v", skipped)
+	}
+	clear(skipped)
+	_, err = b.m.Requeue(b.ctx, RequeueOptions{IDs: []string{missing.ID, invalid.ID, failing.ID},
+		Skipped: func(r Record, why string) { skipped[r.MessageID] = why }})
+	if err != nil || len(skipped) != 2 || !strings.Contains(skipped[missing.ID], "already requeued at 2026-11-21T10:00:00Z as message") ||
+		!strings.Contains(skipped[failing.ID], "not poisoned: the message is still being retried") {
+		t.Errorf("skipped = %v, %v", skipped, err)
 	}
 }

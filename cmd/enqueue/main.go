@@ -11,22 +11,25 @@
 //	archive         enqueue one archive move: -table T (-to A | -to-blob container/prefix)
 //	                -pk P (-rk R | -rk-from A [-rk-to B]) [-id ID]
 //	raw             enqueue envelopes read as JSON lines from stdin or -file
-//	poison list     list poisoned messages, newest first (-group: by reason; -kind K)
-//	poison show     show one poisoned message: its attempts and original text
-//	poison requeue  send poisoned messages back to the work queue (ID... | -all)
-//	poison delete   delete poisoned messages and their records
-//	poison purge    delete every poisoned message (-older-than D)
+//	poison list     list poisoned messages, newest first (-group: by kind and failure class; -kind K; -limit N)
+//	poison show     show one poisoned message (by message or operation id): its attempts and original text
+//	poison requeue  send poisoned messages back to the work queue (ID... | -all | -group G)
+//	poison delete   delete poisoned messages and their records (ID... | -group G)
+//	poison purge    delete poisoned and requeued records, stale failure records and abandoned checkpoints
 //	stats           count the messages of the work queue and its poison queue
 //
 // Every command accepts -queue (default $TABLEKEEPER_QUEUE or
 // "tablekeeper"), -connection-string (default
-// $AZURE_STORAGE_CONNECTION_STRING; never printed), -account (default
-// $AZURE_STORAGE_ACCOUNT, used with DefaultAzureCredential) and -o table|json
+// $AZURE_STORAGE_CONNECTION_STRING, which is preferable: a flag shows in
+// ps; never printed), -account (default $AZURE_STORAGE_ACCOUNT, used with
+// DefaultAzureCredential), -storage-retries N and -o table|json
 // (aligned tables for people, JSON for scripts). The exit status is 0 on
 // success, 1 when an operation failed and 2 for a usage error.
 package main
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -74,9 +77,9 @@ type Main struct {
 	// Now returns the current time (for generated op ids and purge
 	// cut-offs); nil means time.Now.
 	Now func() time.Time
-	// IsTerminal reports whether raw should draw its progress line on a
-	// writer; nil means cli.IsTerminal.
-	IsTerminal func(io.Writer) bool
+	// IsTerminal reports whether a stream (stderr for progress lines,
+	// stdin for purge's question) is a terminal; nil means cli.IsTerminal.
+	IsTerminal func(f any) bool
 
 	// secrets are the credentials of the current command, scrubbed from
 	// every error Run prints.
@@ -95,17 +98,20 @@ commands:
   archive         enqueue one archive move:
                     -table T (-to A | -to-blob container/prefix) -pk P (-rk R | -rk-from A [-rk-to B]) [-id ID]
   raw             enqueue envelopes read as JSON lines from stdin or -file [-concurrency N]
-  poison list     list poisoned messages, newest first [-group] [-kind K]
-  poison show     show one poisoned message with its attempts and original text: ID
-  poison requeue  send poisoned messages back to the work queue: (ID... | -all) [-kind K] [-dry-run]
-  poison delete   delete poisoned messages and their records: ID...
-  poison purge    delete every poisoned message [-older-than D]
+  poison list     list poisoned messages, newest first [-group] [-kind K] [-limit N]
+  poison show     show one poisoned message with its attempts and original text: ID or operation id
+  poison requeue  send poisoned messages back to the work queue: (ID... | -all | -group G) [-kind K] [-dry-run]
+  poison delete   delete poisoned messages and their records: (ID... | -group G) [-dry-run]
+  poison purge    delete poisoned and requeued records, stale failure records and abandoned
+                    checkpoints [-older-than D] [-kind K] [-group G] [-dry-run] [-yes]
   stats           count the messages of the work queue and its poison queue
 
 common flags:
   -queue NAME               work queue; its poison queue is NAME-poison (default $TABLEKEEPER_QUEUE or "tablekeeper")
-  -connection-string S      storage connection string (default $AZURE_STORAGE_CONNECTION_STRING; never printed)
+  -connection-string S      storage connection string (default $AZURE_STORAGE_CONNECTION_STRING, which is
+                            preferable: a flag shows in ps; never printed)
   -account NAME             storage account for DefaultAzureCredential (default $AZURE_STORAGE_ACCOUNT)
+  -storage-retries N        SDK retries of a failed storage call, 0-10 (default 3)
   -o table|json             output format (default table)
 
 Run 'enqueue <command> -h' for a command's flags. Exit status: 0 success, 1 failure, 2 usage error.
@@ -192,6 +198,9 @@ type common struct {
 	queue   string
 	account cli.Account
 	output  string
+	// flagOut collects what the flag package prints (usage, parse errors)
+	// until parse knows whether it goes to stdout (-h) or stderr.
+	flagOut bytes.Buffer
 }
 
 // json reports whether the output format is JSON.
@@ -201,7 +210,7 @@ func (c *common) json() bool { return c.output == "json" }
 // registered. line is the command's usage line, about what it does.
 func (m *Main) newFlagSet(name, line, about string, c *common) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(m.Stderr)
+	fs.SetOutput(&c.flagOut)
 	fs.StringVar(&c.queue, "queue", cli.QueueDefault(), "work queue; its poison queue is <queue>-poison (env "+cli.EnvQueue+")")
 	c.account.RegisterFlags(fs)
 	fs.StringVar(&c.output, "o", "table", "output format: table or json")
@@ -214,14 +223,18 @@ func (m *Main) newFlagSet(name, line, about string, c *common) *flag.FlagSet {
 
 // parse parses args with fs, allowing flags after positional arguments
 // ("poison show ID -o json"); everything after "--" is positional. It
-// returns the positional arguments and checks the common flags.
+// returns the positional arguments and checks the common flags and that
+// every value is valid UTF-8. The usage that -h asks for goes to stdout,
+// a parse error and the usage after it to stderr.
 func (m *Main) parse(fs *flag.FlagSet, c *common, args []string) ([]string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				return nil, err
+				_, werr := c.flagOut.WriteTo(m.Stdout)
+				return nil, cmp.Or(werr, err)
 			}
+			c.flagOut.WriteTo(m.Stderr)
 			return nil, &usageError{err: err, printed: true}
 		}
 		rest := fs.Args()
@@ -235,6 +248,9 @@ func (m *Main) parse(fs *flag.FlagSet, c *common, args []string) ([]string, erro
 		pos, args = append(pos, rest[0]), rest[1:]
 	}
 	m.secrets = secretsOf(c.account.ConnectionString, os.Getenv(cli.EnvConnectionString))
+	if err := cli.CheckUTF8(fs, pos); err != nil {
+		return nil, &usageError{err: err}
+	}
 	if c.output != "table" && c.output != "json" {
 		return nil, usagef("-o: must be table or json, got %q", c.output)
 	}
@@ -276,6 +292,14 @@ func (m *Main) connect(c *common) (storeadapter.Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// isTerminal reports whether stream is a terminal.
+func (m *Main) isTerminal(stream any) bool {
+	if m.IsTerminal != nil {
+		return m.IsTerminal(stream)
+	}
+	return cli.IsTerminal(stream)
 }
 
 // now returns the current time.

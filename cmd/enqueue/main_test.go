@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,6 +13,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tablekeeper/tablekeeper/cmd/internal/cli"
 	"github.com/tablekeeper/tablekeeper/jobs"
@@ -256,8 +256,8 @@ func TestUsage(t *testing.T) {
 	if r := b.run("", "help"); r.code != 0 || !strings.Contains(r.stdout, "usage: enqueue <command>") {
 		t.Errorf("help: exit %d, stdout:\n%s", r.code, r.stdout)
 	}
-	if r := b.run("", "archive", "-h"); r.code != 0 || !strings.Contains(r.stderr, "usage: enqueue archive -table T") {
-		t.Errorf("archive -h: exit %d, stderr:\n%s", r.code, r.stderr)
+	if r := b.run("", "archive", "-h"); r.code != 0 || !strings.Contains(r.stdout, "usage: enqueue archive -table T") {
+		t.Errorf("archive -h: exit %d, stdout:\n%s", r.code, r.stdout)
 	}
 	if r := b.run("", "poison", "frob"); r.code != 2 || !strings.Contains(r.stderr, `unknown subcommand "frob"`) {
 		t.Errorf("poison frob: exit %d, stderr:\n%s", r.code, r.stderr)
@@ -361,7 +361,7 @@ func TestRawFromFileWithProgressAndJSON(t *testing.T) {
 	var out, errOut bytes.Buffer
 	m := &Main{Stdout: &out, Stderr: &errOut, Stdin: strings.NewReader("ignored"),
 		Connect:    func() (storeadapter.Store, error) { return b.store, nil },
-		IsTerminal: func(io.Writer) bool { return true }}
+		IsTerminal: func(any) bool { return true }}
 	if code := m.Run(t.Context(), []string{"raw", "-file", path, "-o", "json"}); code != 0 {
 		t.Fatalf("exit %d\n%s", code, errOut.String())
 	}
@@ -507,25 +507,36 @@ func TestPoisonList(t *testing.T) {
 
 	r = b.mustRun("", "poison", "list", "-group")
 	lines = strings.Split(strings.TrimRight(r.stdout, "\n"), "\n")
-	if len(lines) != 4 || !strings.HasPrefix(lines[0], "REASON") || !strings.Contains(lines[0], "COUNT") ||
-		!strings.HasPrefix(lines[1], "dequeue count 6 reached the maximum 5") || !strings.Contains(lines[1], " 2 ") {
+	if len(lines) != 4 || !strings.HasPrefix(lines[0], "GROUP") || !strings.Contains(lines[0], "COUNT") ||
+		!strings.HasPrefix(lines[1], "archive/dequeue-count  2 ") || !strings.HasPrefix(lines[2], "validation ") ||
+		!strings.HasPrefix(lines[3], "archive/not-found ") {
 		t.Errorf("-group output:\n%s", r.stdout)
 	}
-	r = b.mustRun("", "poison", "list", "-group", "-o", "json")
+	r = b.mustRun("", "poison", "list", "-group", "-o", "json", "-limit", "2")
 	var groups []struct {
-		Reason string
-		Count  int
-		Kinds  []string
-		Newest time.Time
+		Group, Kind, Class, Example string
+		Count                       int
+		Newest                      time.Time
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &groups); err != nil || len(groups) != 3 || groups[0].Count != 2 ||
-		!slices.Equal(groups[0].Kinds, []string{"archive"}) || !groups[0].Newest.Equal(t0.Add(3*time.Minute)) {
-		t.Errorf("-group -o json = %+v (%v):\n%s", groups, err, r.stdout)
+	if err := json.Unmarshal([]byte(r.stdout), &groups); err != nil || len(groups) != 2 || groups[0].Count != 2 ||
+		groups[0].Group != "archive/dequeue-count" || groups[0].Class != "dequeue-count" || !groups[0].Newest.Equal(t0.Add(3*time.Minute)) {
+		t.Errorf("-group -o json -limit 2 = %+v (%v):\n%s", groups, err, r.stdout)
+	}
+	r = b.mustRun("", "poison", "list", "-limit", "1")
+	if lines := strings.Split(strings.TrimRight(r.stdout, "\n"), "\n"); len(lines) != 3 || !strings.HasPrefix(lines[1], b.ids[3]) ||
+		lines[2] != "(3 more messages; raise -limit to see them)" {
+		t.Errorf("list -limit 1:\n%s", r.stdout)
+	}
+	if r := b.run("", "poison", "list", "-limit", "-1"); r.code != 2 || !strings.Contains(r.stderr, "-limit: must be 0 (all) or more") {
+		t.Errorf("list -limit -1: exit %d\n%s", r.code, r.stderr)
 	}
 }
 
 func TestPoisonListEmpty(t *testing.T) {
 	b := setup(t)
+	if err := b.queue.Create(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	if r := b.mustRun("", "poison", "list"); !strings.Contains(r.stdout, "no poisoned messages") {
 		t.Errorf("stdout:\n%s", r.stdout)
 	}
@@ -574,7 +585,7 @@ func TestPoisonShow(t *testing.T) {
 		t.Errorf("show -o json = %+v", got)
 	}
 
-	if r := b.run("", "poison", "show", "no-such-id"); r.code != 1 || !strings.Contains(r.stderr, "no poison record for message no-such-id") {
+	if r := b.run("", "poison", "show", "no-such-id"); r.code != 1 || !strings.Contains(r.stderr, "no poison record with message id or operation id no-such-id") {
 		t.Errorf("show of a missing id: exit %d, stderr:\n%s", r.code, r.stderr)
 	}
 	if r := b.run("", "poison", "show"); r.code != 2 {
@@ -677,7 +688,7 @@ func TestPoisonDeleteAndPurge(t *testing.T) {
 		t.Errorf("purge -older-than -1h: exit %d, want 2", r.code)
 	}
 	r = b.mustRun("", "poison", "purge", "-older-than", "61m30s")
-	if strings.TrimSpace(r.stdout) != "purged 2" {
+	if strings.TrimSpace(r.stdout) != "purged 2 (2 poisoned)" {
 		t.Errorf("purge -older-than 61m30s = %q, want \"purged 2\"", r.stdout)
 	}
 	r = b.mustRun("", "poison", "purge", "-older-than", "1d", "-o", "json")
@@ -685,8 +696,8 @@ func TestPoisonDeleteAndPurge(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || out.Purged != 0 {
 		t.Errorf("purge -older-than 1d -o json = %q (%v), want 0 purged", r.stdout, err)
 	}
-	r = b.mustRun("", "poison", "purge")
-	if strings.TrimSpace(r.stdout) != "purged 1" {
+	r = b.mustRun("", "poison", "purge", "-yes")
+	if strings.TrimSpace(r.stdout) != "purged 1 (1 poisoned)" {
 		t.Errorf("purge = %q, want \"purged 1\"", r.stdout)
 	}
 	if p := b.count(pq); p != 0 {
@@ -733,4 +744,195 @@ func TestStats(t *testing.T) {
 	if !strings.Contains(r.stdout, "other-queue-poison") || strings.Count(r.stdout, "does not exist") != 2 {
 		t.Errorf("stats -queue other-queue:\n%s", r.stdout)
 	}
+}
+
+// TestNonUTF8ArgumentsAreRefused: a flag value or argument that is not
+// valid UTF-8 would be rewritten on the way to storage (and the job
+// poisoned later); every command refuses it with exit 2 naming the flag.
+func TestNonUTF8ArgumentsAreRefused(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"archive", "-table", "Employees", "-to", "EmployeesArchive", "-pk", "caf\xe9", "-rk", "r"}, "-pk: must be valid UTF-8"},
+		{[]string{"archive", "-table", "Employees", "-to", "EmployeesArchive", "-pk", "p", "-rk-from", "a\xff"}, "-rk-from: must be valid UTF-8"},
+		{[]string{"poison", "list", "-kind", "\xfe"}, "-kind: must be valid UTF-8"},
+		{[]string{"poison", "show", "id\xff"}, "argument 1: must be valid UTF-8"},
+		{[]string{"stats", "-account", "\xff"}, "-account: must be valid UTF-8"},
+	} {
+		b := setup(t)
+		r := b.run("", c.args...)
+		if r.code != 2 || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("enqueue %q: exit %d, stderr:\n%s\nwant exit 2 and %q", c.args, r.code, r.stderr, c.want)
+		}
+		if !utf8.ValidString(r.stderr) {
+			t.Errorf("enqueue %q: stderr repeats the invalid bytes:\n%q", c.args, r.stderr)
+		}
+		if n := b.count(b.queue); n != 0 {
+			t.Errorf("enqueue %q: the queue holds %d messages, want 0", c.args, n)
+		}
+	}
+}
+
+// TestHelpGoesToStdout: -h of every command prints its usage on stdout and
+// exits 0, so "enqueue archive -h | less" works.
+func TestHelpGoesToStdout(t *testing.T) {
+	for _, cmd := range [][]string{{"archive"}, {"raw"}, {"stats"}, {"poison", "list"}, {"poison", "show"},
+		{"poison", "requeue"}, {"poison", "delete"}, {"poison", "purge"}} {
+		for _, h := range []string{"-h", "-help", "--help"} {
+			b := setup(t)
+			r := b.run("", append(slices.Clone(cmd), h)...)
+			want := "usage: enqueue " + strings.Join(cmd, " ")
+			if r.code != 0 || !strings.Contains(r.stdout, want) || r.stderr != "" {
+				t.Errorf("enqueue %s %s: exit %d\nstdout:\n%s\nstderr:\n%s\nwant exit 0 and %q on stdout only", strings.Join(cmd, " "), h, r.code, r.stdout, r.stderr, want)
+			}
+		}
+	}
+	b := setup(t)
+	if r := b.run("", "poison", "-h"); r.code != 0 || !strings.Contains(r.stdout, "usage: enqueue poison") {
+		t.Errorf("poison -h: exit %d, stdout:\n%s", r.code, r.stdout)
+	}
+}
+
+// TestPoisonCommandsOnAMissingQueue: a mistyped -queue is reported as a
+// missing queue by every poison command, as stats does, not as "no
+// poisoned messages".
+func TestPoisonCommandsOnAMissingQueue(t *testing.T) {
+	b := setupPoison(t)
+	for _, args := range [][]string{{"list"}, {"list", "-group"}, {"show", b.ids[0]}, {"requeue", "-all"},
+		{"delete", b.ids[0]}, {"purge", "-yes"}} {
+		r := b.run("", append(append([]string{"poison"}, args...), "-queue", "work-itmes")...)
+		if r.code != 1 || !strings.Contains(r.stderr, "queue work-itmes does not exist (check -queue or $TABLEKEEPER_QUEUE)") {
+			t.Errorf("poison %v -queue work-itmes: exit %d\nstdout:\n%s\nstderr:\n%s", args, r.code, r.stdout, r.stderr)
+		}
+	}
+}
+
+// TestPoisonShowIDs: show takes an operation id too, and an id that can be
+// neither gets a usage error that says why, in the operator's words.
+func TestPoisonShowIDs(t *testing.T) {
+	b := setupPoison(t)
+	r := b.mustRun("", "poison", "show", "op-2")
+	if !strings.Contains(r.stdout, "Message ID:     "+b.ids[1]) || !strings.Contains(r.stdout, "Group:          archive/not-found") {
+		t.Errorf("show op-2:\n%s", r.stdout)
+	}
+	r = b.run("", "poison", "show", "x/y?z")
+	if r.code != 2 || !strings.Contains(r.stderr, `"x/y?z" is not a valid message id or operation id`) ||
+		!strings.Contains(r.stderr, "must not contain / \\ # ?") || strings.Contains(r.stderr, "PartitionKey") {
+		t.Errorf("show x/y?z: exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+}
+
+// TestPoisonPurgeAsksFirst: a purge without a filter needs -yes, or a "y"
+// on a terminal; a dry run changes nothing and needs neither.
+func TestPoisonPurgeAsksFirst(t *testing.T) {
+	b := setupPoison(t)
+	pq := b.store.Queue(poison.QueueName(queueName))
+	r := b.run("", "poison", "purge")
+	if r.code != 2 || !strings.Contains(r.stderr, "add -yes to confirm") {
+		t.Errorf("purge off a terminal without -yes: exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	r = b.mustRun("", "poison", "purge", "-dry-run")
+	if !strings.Contains(r.stdout, "would remove 4 (4 poisoned) (dry run: nothing changed)") || !strings.Contains(r.stdout, b.ids[2]+"  poisoned  validation") {
+		t.Errorf("purge -dry-run:\n%s", r.stdout)
+	}
+	if n := b.count(pq); n != 4 {
+		t.Fatalf("poison queue holds %d after a refused purge and a dry run, want 4", n)
+	}
+
+	onTerminal := func(answer string) result {
+		var out, errOut bytes.Buffer
+		m := &Main{Stdin: strings.NewReader(answer), Stdout: &out, Stderr: &errOut, Now: b.clock.Now,
+			Connect: func() (storeadapter.Store, error) { return b.store, nil }, IsTerminal: func(any) bool { return true }}
+		code := m.Run(t.Context(), []string{"poison", "purge"})
+		return result{code, out.String(), errOut.String()}
+	}
+	if r := onTerminal("n\n"); r.code != 2 || !strings.Contains(r.stderr, "purge every poisoned and requeued record of queue work-items? [y/N]") ||
+		!strings.Contains(r.stderr, "not confirmed: nothing purged") || b.count(pq) != 4 {
+		t.Errorf("answer n: exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	if r := onTerminal("y\n"); r.code != 0 || !strings.Contains(r.stdout, "purged 4") || !strings.Contains(r.stderr, "purged 4/4") || b.count(pq) != 0 {
+		t.Errorf("answer y: exit %d\nstdout:\n%s\nstderr:\n%q", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestPoisonGroupsSelect: requeue and delete take a group; requeue warns
+// about validation failures and says why an id was not requeued; delete
+// has a dry run.
+func TestPoisonGroupsSelect(t *testing.T) {
+	b := setupPoison(t)
+	r := b.mustRun("", "poison", "delete", "-group", "archive/not-found", "-dry-run")
+	if !strings.Contains(r.stdout, "would remove 1 (1 poisoned) (dry run") || !strings.Contains(r.stdout, b.ids[1]) {
+		t.Errorf("delete -group -dry-run:\n%s", r.stdout)
+	}
+	if r := b.mustRun("", "poison", "delete", b.ids[1], "-dry-run"); strings.TrimSpace(r.stdout) != "would delete "+b.ids[1] {
+		t.Errorf("delete ID -dry-run:\n%s", r.stdout)
+	}
+	r = b.mustRun("", "poison", "requeue", "-group", "archive/dequeue-count")
+	if !strings.Contains(r.stdout, "requeued 2 to work-items") || b.count(b.queue) != 2 {
+		t.Errorf("requeue -group archive/dequeue-count:\n%s", r.stdout)
+	}
+	r = b.mustRun("", "poison", "requeue", b.ids[0], b.ids[2])
+	if !strings.Contains(r.stderr, "not requeued "+b.ids[0]+": it was already requeued at") ||
+		!strings.Contains(r.stderr, "warning: 1 requeued messages were poisoned by a validation error; unchanged, they will be poisoned again: "+b.ids[2]) {
+		t.Errorf("requeue of a requeued and an invalid message: stderr:\n%s", r.stderr)
+	}
+	r = b.mustRun("", "poison", "delete", "-group", "archive/not-found")
+	if strings.TrimSpace(r.stdout) != "deleted 1 (1 poisoned)" {
+		t.Errorf("delete -group:\n%s", r.stdout)
+	}
+	if r := b.run("", "poison", "delete", "-group", "x", b.ids[1]); r.code != 2 {
+		t.Errorf("delete with ids and -group: exit %d", r.code)
+	}
+}
+
+// TestRawCapsErrorsAndSaysHowToResume: a file of many bad lines prints the
+// first 20 errors and a count of the rest (all of them in -o json); a run
+// that stops says which lines were not sent and from which line to resume.
+func TestRawCapsErrorsAndSaysHowToResume(t *testing.T) {
+	b := setup(t)
+	var in strings.Builder
+	for i := range 50 {
+		fmt.Fprintf(&in, `{"v":1,"id":"op-%d","kind":"nope","args":{}}`+"\n", i)
+	}
+	fmt.Fprintln(&in, envelopeLine("op-good", "r"))
+	r := b.run(in.String(), "raw")
+	if r.code != 1 || strings.Count(r.stderr, "\nline ")+boolInt(strings.HasPrefix(r.stderr, "line ")) != 20 ||
+		!strings.Contains(r.stderr, "line 20: envelope: kind") || strings.Contains(r.stderr, "line 21:") ||
+		!strings.Contains(r.stderr, "30 more failed lines not shown (-o json lists them all)") {
+		t.Errorf("exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	r = b.run(in.String(), "raw", "-o", "json")
+	var out struct {
+		Sent, Failed int
+		Failures     []struct {
+			Line  int
+			Error string
+		}
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || out.Sent != 1 || out.Failed != 50 || len(out.Failures) != 50 ||
+		out.Failures[49].Line != 50 || !strings.Contains(out.Failures[49].Error, `kind: "nope" is not one of`) {
+		t.Errorf("-o json = %+v (%v)\n%s", out, err, r.stdout)
+	}
+
+	down := localstore.New(localstore.Options{Fault: func(string) error { return fmt.Errorf("dial: %w", storeadapter.ErrUnavailable) }})
+	file := filepath.Join(t.TempDir(), "in.jsonl")
+	if err := os.WriteFile(file, []byte(in.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	m := &Main{Stdout: &stdout, Stderr: &stderr, Connect: func() (storeadapter.Store, error) { return down, nil }}
+	if code := m.Run(t.Context(), []string{"raw", "-file", file, "-concurrency", "1"}); code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	if !strings.Contains(stderr.String(), "not sent: line 51; resume with: tail -n +51 "+file+" | enqueue raw") {
+		t.Errorf("stop report:\n%s", stderr.String())
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

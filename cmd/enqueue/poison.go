@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/tablekeeper/tablekeeper/cmd/internal/cli"
@@ -20,11 +22,12 @@ import (
 const poisonUsage = `usage: enqueue poison <subcommand> [flags]
 
 subcommands:
-  list     list poisoned messages, newest first [-group] [-kind K]
-  show     show one poisoned message with its attempts and original text: ID
-  requeue  send poisoned messages back to the work queue: (ID... | -all) [-kind K] [-dry-run]
-  delete   delete poisoned messages and their records: ID...
-  purge    delete every poisoned message [-older-than D]
+  list     list poisoned messages, newest first [-group] [-kind K] [-limit N]
+  show     show one poisoned message with its attempts and original text: ID or operation id
+  requeue  send poisoned messages back to the work queue: (ID... | -all | -group G) [-kind K] [-dry-run]
+  delete   delete poisoned messages and their records: (ID... | -group G) [-dry-run]
+  purge    delete poisoned and requeued records, stale failure records and abandoned
+           checkpoints [-older-than D] [-kind K] [-group G] [-dry-run] [-yes]
 
 Run 'enqueue poison <subcommand> -h' for its flags.
 `
@@ -60,31 +63,46 @@ func (m *Main) runPoison(ctx context.Context, args []string) (string, error) {
 	return "poison", &usageError{err: fmt.Errorf("unknown subcommand %q", sub), printed: true}
 }
 
-// mover connects and returns the poison mover of the -queue work queue.
-func (m *Main) mover(c *common) (*poison.Mover, error) {
+// mover connects and returns the poison mover of the -queue work queue. A
+// work queue that does not exist is an error, so that a mistyped -queue is
+// not reported as "no poisoned messages".
+func (m *Main) mover(ctx context.Context, c *common) (*poison.Mover, error) {
 	store, err := m.connect(c)
 	if err != nil {
+		return nil, err
+	}
+	if _, err := store.Queue(c.queue).ApproximateCount(ctx); errors.Is(err, storeadapter.ErrQueueNotFound) {
+		return nil, fmt.Errorf("queue %s does not exist (check -queue or $%s)", c.queue, cli.EnvQueue)
+	} else if err != nil {
 		return nil, err
 	}
 	return cli.Poison(store, c.queue, m.Now), nil
 }
 
 // poisonList prints the poisoned records, newest first, or their groups
-// by reason.
+// by kind and failure class.
 func (m *Main) poisonList(ctx context.Context, args []string) error {
 	var (
 		c     common
 		group bool
 		kind  string
+		limit int
 	)
-	fs := m.newFlagSet("poison list", "poison list [-group] [-kind K] [flags]",
-		"Lists the poisoned messages of the work queue, newest first. Nothing is changed.", &c)
-	fs.BoolVar(&group, "group", false, "group the messages by reason, with counts")
+	fs := m.newFlagSet("poison list", "poison list [-group] [-kind K] [-limit N] [flags]",
+		"Lists the poisoned messages of the work queue, newest first. Nothing is changed. With -group, lists\n"+
+			"the groups of messages that share a kind and a failure class (validation, not-found, unavailable,\n"+
+			"too-large, forbidden, conflict, panic, dequeue-count, other), with counts; requeue and delete take\n"+
+			"a group's name with -group.", &c)
+	fs.BoolVar(&group, "group", false, "group the messages by kind and failure class, with counts")
 	fs.StringVar(&kind, "kind", "", "only messages of this job kind")
+	fs.IntVar(&limit, "limit", 0, "print at most this many messages or groups (0: all)")
 	if err := m.parseNoArgs(fs, &c, args); err != nil {
 		return err
 	}
-	mv, err := m.mover(&c)
+	if limit < 0 {
+		return usagef("-limit: must be 0 (all) or more, got %d", limit)
+	}
+	mv, err := m.mover(ctx, &c)
 	if err != nil {
 		return err
 	}
@@ -92,13 +110,22 @@ func (m *Main) poisonList(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	more := 0
+	cut := func(n int) int {
+		if limit > 0 && n > limit {
+			more = n - limit
+			return limit
+		}
+		return n
+	}
 
 	if group {
-		groups := poison.GroupByReason(recs)
+		groups := poison.GroupRecords(recs)
+		groups = groups[:cut(len(groups))]
 		if c.json() {
 			out := make([]groupJSON, 0, len(groups))
 			for _, g := range groups {
-				out = append(out, groupJSON{Reason: g.Reason, Count: g.Count, Kinds: g.Kinds, Newest: g.Newest})
+				out = append(out, groupJSON{Group: g.Name, Kind: g.Kind, Class: g.Class, Count: g.Count, Newest: g.Newest, Example: g.Example})
 			}
 			return writeJSON(m.Stdout, out)
 		}
@@ -107,13 +134,14 @@ func (m *Main) poisonList(ctx context.Context, args []string) error {
 			return nil
 		}
 		tw := newTable(m.Stdout)
-		row(tw, "REASON", "COUNT", "KINDS", "NEWEST")
+		row(tw, "GROUP", "COUNT", "NEWEST", "EXAMPLE REASON")
 		for _, g := range groups {
-			row(tw, cell(g.Reason, reasonChars), strconv.Itoa(g.Count), strings.Join(g.Kinds, ","), timeCell(g.Newest))
+			row(tw, g.Name, strconv.Itoa(g.Count), timeCell(g.Newest), cell(g.Example, reasonChars))
 		}
-		return tw.Flush()
+		return m.flushMore(tw, more, "groups")
 	}
 
+	recs = recs[:cut(len(recs))]
 	if c.json() {
 		out := make([]recordJSON, 0, len(recs))
 		for _, r := range recs {
@@ -126,35 +154,48 @@ func (m *Main) poisonList(ctx context.Context, args []string) error {
 		return nil
 	}
 	tw := newTable(m.Stdout)
-	row(tw, "MESSAGE ID", "OP ID", "KIND", "DELIVERIES", "LAST ATTEMPT", "REASON")
+	row(tw, "MESSAGE ID", "OP ID", "KIND", "DELIVERIES", "LAST ATTEMPT", "GROUP", "REASON")
 	for _, r := range recs {
-		row(tw, r.MessageID, r.OpID, r.Kind, strconv.FormatInt(r.DequeueCount, 10), timeCell(r.LastAttempt), cell(r.Reason, reasonChars))
+		row(tw, r.MessageID, r.OpID, r.Kind, strconv.FormatInt(r.DequeueCount, 10), timeCell(r.LastAttempt), poison.GroupName(r), cell(r.Reason, reasonChars))
 	}
-	return tw.Flush()
+	return m.flushMore(tw, more, "messages")
+}
+
+// flushMore flushes a table and says how many rows -limit left out.
+func (m *Main) flushMore(tw *tabwriter.Writer, more int, what string) error {
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if more > 0 {
+		fmt.Fprintf(m.Stdout, "(%d more %s; raise -limit to see them)\n", more, what)
+	}
+	return nil
 }
 
 // poisonShow prints one record with its attempts and its original text.
 func (m *Main) poisonShow(ctx context.Context, args []string) error {
 	var c common
 	fs := m.newFlagSet("poison show", "poison show ID [flags]",
-		"Shows one poisoned message (by its original message id): the failure record, each attempt,\n"+
-			"and the original text (the envelope pretty-printed when it decodes).", &c)
+		"Shows one poisoned message, by its original message id or by its operation id: the failure\n"+
+			"record, each attempt, and the original text (the envelope pretty-printed when it decodes).", &c)
 	pos, err := m.parse(fs, &c, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
-		return usagef("give exactly one message id, got %d", len(pos))
+		return usagef("give exactly one message id or operation id, got %d", len(pos))
 	}
-	mv, err := m.mover(&c)
+	mv, err := m.mover(ctx, &c)
 	if err != nil {
 		return err
 	}
 	rec, err := mv.Show(ctx, pos[0])
-	if errors.Is(err, storeadapter.ErrNotFound) {
-		return fmt.Errorf("no poison record for message %s on queue %s", pos[0], c.queue)
-	}
-	if err != nil {
+	switch {
+	case errors.Is(err, storeadapter.ErrNotFound):
+		return fmt.Errorf("no poison record with message id or operation id %s on queue %s", pos[0], c.queue)
+	case errors.Is(err, storeadapter.ErrInvalidInput):
+		return &usageError{err: err}
+	case err != nil:
 		return err
 	}
 	env, envErr := jobs.DecodeEnvelope(rec.Original)
@@ -179,6 +220,7 @@ func (m *Main) poisonShow(ctx context.Context, args []string) error {
 	field("State", rec.State)
 	field("Op ID", rec.OpID)
 	field("Kind", rec.Kind)
+	field("Group", poison.GroupName(rec))
 	field("Reason", rec.Reason)
 	field("Deliveries", strconv.FormatInt(rec.DequeueCount, 10))
 	field("First attempt", timeCell(rec.FirstAttempt))
@@ -238,37 +280,52 @@ func (m *Main) poisonRequeue(ctx context.Context, args []string) error {
 		c      common
 		all    bool
 		kind   string
+		group  string
 		dryRun bool
 	)
-	fs := m.newFlagSet("poison requeue", "poison requeue (ID... | -all) [-kind K] [-dry-run] [flags]",
+	fs := m.newFlagSet("poison requeue", "poison requeue (ID... | -all | -group G) [-kind K] [-dry-run] [flags]",
 		"Sends poisoned messages back to the work queue as fresh messages (their original text,\n"+
-			"untouched) and removes them from the poison queue.", &c)
-	fs.BoolVar(&all, "all", false, "requeue every poisoned message (of -kind, if given)")
+			"untouched) and removes them from the poison queue. It says why a given id was not requeued,\n"+
+			"and warns about messages that failed validation: they fail again unless changed.", &c)
+	fs.BoolVar(&all, "all", false, "requeue every poisoned message (of -kind and -group, if given)")
 	fs.StringVar(&kind, "kind", "", "only messages of this job kind")
+	fs.StringVar(&group, "group", "", "only messages of this group (see 'poison list -group'), such as archive/unavailable")
 	fs.BoolVar(&dryRun, "dry-run", false, "print what would be requeued and change nothing")
 	pos, err := m.parse(fs, &c, args)
 	if err != nil {
 		return err
 	}
+	all = all || group != ""
 	switch {
 	case all && len(pos) > 0:
-		return usagef("message ids and -all: give one, not both")
+		return usagef("message ids and -all or -group: give one, not both")
 	case !all && len(pos) == 0:
-		return usagef("give message ids or -all")
+		return usagef("give message ids, -all or -group")
 	}
-	mv, err := m.mover(&c)
+	mv, err := m.mover(ctx, &c)
 	if err != nil {
 		return err
 	}
-	recs, rerr := mv.Requeue(ctx, poison.RequeueOptions{IDs: pos, All: all, Kind: kind, DryRun: dryRun})
+	var skipped []string
+	recs, rerr := mv.Requeue(ctx, poison.RequeueOptions{IDs: pos, All: all, Kind: kind, Group: group, DryRun: dryRun,
+		Skipped: func(r poison.Record, why string) {
+			skipped = append(skipped, fmt.Sprintf("not requeued %s: %s", r.MessageID, why))
+		},
+		Progress: m.progress("requeued")})
+	for _, s := range skipped {
+		fmt.Fprintln(m.Stderr, cell(s, 0))
+	}
+	m.warnValidation(recs, dryRun)
 
 	if c.json() {
 		out := struct {
 			DryRun   bool          `json:"dryRun"`
 			Requeued []requeueJSON `json:"requeued"`
-		}{DryRun: dryRun, Requeued: []requeueJSON{}}
+			Skipped  []string      `json:"skipped"`
+		}{DryRun: dryRun, Requeued: []requeueJSON{}, Skipped: append([]string{}, skipped...)}
 		for _, r := range recs {
-			out.Requeued = append(out.Requeued, requeueJSON{MessageID: r.MessageID, OpID: r.OpID, Kind: r.Kind, Reason: r.Reason, NewMessageID: r.RequeuedMessageID})
+			out.Requeued = append(out.Requeued, requeueJSON{MessageID: r.MessageID, OpID: r.OpID, Kind: r.Kind, Group: poison.GroupName(r),
+				Reason: r.Reason, NewMessageID: r.RequeuedMessageID})
 		}
 		if err := writeJSON(m.Stdout, out); err != nil {
 			return err
@@ -302,27 +359,77 @@ func (m *Main) poisonRequeue(ctx context.Context, args []string) error {
 	return rerr
 }
 
+// warnValidation warns on stderr about requeued records whose failure was
+// a validation error.
+func (m *Main) warnValidation(recs []poison.Record, dryRun bool) {
+	var ids []string
+	for _, r := range recs {
+		if poison.Class(r) == poison.ClassValidation {
+			ids = append(ids, r.MessageID)
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	verb := "were"
+	if dryRun {
+		verb = "would be"
+	}
+	fmt.Fprintf(m.Stderr, "warning: %d requeued messages %s poisoned by a validation error; unchanged, they will be poisoned again: %s\n",
+		len(ids), verb, strings.Join(ids, ", "))
+}
+
+// progress returns a progress callback that redraws "<verb> N/M" on
+// stderr when it is a terminal, and nil otherwise.
+func (m *Main) progress(verb string) func(done, total int) {
+	if !m.isTerminal(m.Stderr) {
+		return nil
+	}
+	return func(done, total int) {
+		fmt.Fprintf(m.Stderr, "\r%s %d/%d\x1b[K", verb, done, total)
+		if done == total {
+			fmt.Fprintln(m.Stderr)
+		}
+	}
+}
+
 // poisonDelete deletes records with their poison messages.
 func (m *Main) poisonDelete(ctx context.Context, args []string) error {
-	var c common
-	fs := m.newFlagSet("poison delete", "poison delete ID... [flags]",
-		"Deletes poisoned messages (by original message id): their poison-queue messages, stored\n"+
-			"originals and failure records. The operations are not sent again.", &c)
+	var (
+		c      common
+		group  string
+		dryRun bool
+	)
+	fs := m.newFlagSet("poison delete", "poison delete (ID... | -group G) [-dry-run] [flags]",
+		"Deletes poisoned messages (by original message id, or a whole group): their poison-queue\n"+
+			"messages, stored originals and failure records. The operations are not sent again.", &c)
+	fs.StringVar(&group, "group", "", "delete every message of this group (see 'poison list -group'), as purge -group does")
+	fs.BoolVar(&dryRun, "dry-run", false, "print what would be deleted and change nothing")
 	pos, err := m.parse(fs, &c, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) == 0 {
-		return usagef("give one or more message ids")
+	switch {
+	case group != "" && len(pos) > 0:
+		return usagef("message ids and -group: give one, not both")
+	case group == "" && len(pos) == 0:
+		return usagef("give one or more message ids, or -group")
 	}
-	mv, err := m.mover(&c)
+	mv, err := m.mover(ctx, &c)
 	if err != nil {
 		return err
+	}
+	if group != "" {
+		return m.purge(ctx, &c, mv, poison.PurgeOptions{Group: group, DryRun: dryRun}, "deleted")
 	}
 	deleted := []string{}
 	var errs []error
 	for _, id := range pos {
-		err := mv.Delete(ctx, id)
+		if dryRun {
+			_, err = mv.Show(ctx, id)
+		} else {
+			err = mv.Delete(ctx, id)
+		}
 		switch {
 		case err == nil:
 			deleted = append(deleted, id)
@@ -334,45 +441,139 @@ func (m *Main) poisonDelete(ctx context.Context, args []string) error {
 	}
 	if c.json() {
 		if err := writeJSON(m.Stdout, struct {
+			DryRun  bool     `json:"dryRun"`
 			Deleted []string `json:"deleted"`
-		}{deleted}); err != nil {
+		}{dryRun, deleted}); err != nil {
 			return err
 		}
 	} else {
+		verb := "deleted"
+		if dryRun {
+			verb = "would delete"
+		}
 		for _, id := range deleted {
-			fmt.Fprintf(m.Stdout, "deleted %s\n", cell(id, 0))
+			fmt.Fprintf(m.Stdout, "%s %s\n", verb, cell(id, 0))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// poisonPurge deletes every poisoned record older than -older-than.
+// poisonPurge removes the records a purge selects (see poison.Mover.Purge).
 func (m *Main) poisonPurge(ctx context.Context, args []string) error {
 	var (
-		c         common
-		olderThan time.Duration
+		c              common
+		o              poison.PurgeOptions
+		yes            bool
+		noCheckpoints  bool
+		staleAfterFlag = durationValue(poison.DefaultStaleAfter)
 	)
-	fs := m.newFlagSet("poison purge", "poison purge [-older-than D] [flags]",
-		"Deletes every poisoned message of the work queue whose last attempt is older than -older-than\n"+
-			"(all of them by default), with its stored original and failure record. Prints how many.", &c)
-	fs.Var((*durationValue)(&olderThan), "older-than", "only messages whose last attempt is older than this: a Go duration (90m, 36h) or days (7d); 0 for all")
+	fs := m.newFlagSet("poison purge", "poison purge [-older-than D] [-kind K] [-group G] [-dry-run] [-yes] [flags]",
+		"Removes what the poison table no longer needs: poisoned messages (poison-queue message, stored\n"+
+			"original and failure record) and requeued records whose last activity is older than -older-than\n"+
+			"(all of them by default); failure records of messages still being retried whose last attempt is\n"+
+			"older than -stale-after (their message succeeded but the record stayed, or expired); and the range\n"+
+			"checkpoints of the operations it abandons. Without -older-than, -kind or -group it asks for\n"+
+			"confirmation on a terminal; elsewhere it needs -yes. Prints how many.", &c)
+	fs.Var((*durationValue)(&o.OlderThan), "older-than", "only records whose last activity is older than this: a Go duration (90m, 36h) or days (7d); 0 for all")
+	fs.StringVar(&o.Kind, "kind", "", "only records of this job kind")
+	fs.StringVar(&o.Group, "group", "", "only records of this group (see 'poison list -group')")
+	fs.Var(&staleAfterFlag, "stale-after", "remove failure records of messages still being retried once their last attempt is older than this;\nat least the work queue's message time to live (7d by default), or a record of a live message is lost")
+	fs.StringVar(&o.CheckpointTable, "checkpoint-table", cli.DefaultCheckpointTable, "table of the workers' range checkpoints (their -checkpoint-table)")
+	fs.BoolVar(&noCheckpoints, "keep-checkpoints", false, "leave the range checkpoints alone")
+	fs.BoolVar(&o.DryRun, "dry-run", false, "print what would be removed and change nothing")
+	fs.BoolVar(&yes, "yes", false, "purge without asking, even without a filter")
 	if err := m.parseNoArgs(fs, &c, args); err != nil {
 		return err
 	}
-	mv, err := m.mover(&c)
+	o.StaleAfter = time.Duration(staleAfterFlag)
+	if o.StaleAfter == 0 {
+		return usagef("-stale-after: must be more than 0 (a failure record younger than the message time to live may belong to a live message)")
+	}
+	if noCheckpoints {
+		o.CheckpointTable = ""
+	} else if err := storeadapter.ValidateTableName(o.CheckpointTable); err != nil {
+		return usagef("-checkpoint-table: %v", err)
+	}
+	if o.OlderThan == 0 && o.Kind == "" && o.Group == "" && !o.DryRun && !yes {
+		if err := m.confirm(fmt.Sprintf("purge every poisoned and requeued record of queue %s?", c.queue)); err != nil {
+			return err
+		}
+	}
+	mv, err := m.mover(ctx, &c)
 	if err != nil {
 		return err
 	}
-	n, err := mv.Purge(ctx, olderThan)
+	return m.purge(ctx, &c, mv, o, "purged")
+}
+
+// confirm asks question on a terminal and returns nil on "y" or "yes". Not
+// on a terminal, it is a usage error: -yes is required.
+func (m *Main) confirm(question string) error {
+	if !m.isTerminal(m.Stdin) || !m.isTerminal(m.Stderr) {
+		return usagef("purging without -older-than, -kind or -group removes every record: add -yes to confirm (asked only on a terminal)")
+	}
+	fmt.Fprintf(m.Stderr, "%s [y/N] ", question)
+	line, _ := bufio.NewReader(m.Stdin).ReadString('\n')
+	if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
+		return usagef("not confirmed: nothing purged")
+	}
+	return nil
+}
+
+// purge runs a purge and prints what it removed; verb is "purged" or
+// "deleted".
+func (m *Main) purge(ctx context.Context, c *common, mv *poison.Mover, o poison.PurgeOptions, verb string) error {
+	if !o.DryRun {
+		o.Progress = m.progress(verb)
+	}
+	res, err := mv.Purge(ctx, o)
+	byState := map[string]int{}
+	for _, r := range res.Records {
+		byState[r.State]++
+	}
 	if c.json() {
-		if werr := writeJSON(m.Stdout, struct {
-			Purged int `json:"purged"`
-		}{n}); werr != nil {
+		out := struct {
+			DryRun      bool           `json:"dryRun"`
+			Purged      int            `json:"purged"`
+			ByState     map[string]int `json:"byState"`
+			Checkpoints int            `json:"checkpoints"`
+			Records     []recordJSON   `json:"records"`
+		}{DryRun: o.DryRun, Purged: len(res.Records), ByState: byState, Checkpoints: res.Checkpoints, Records: []recordJSON{}}
+		for _, r := range res.Records {
+			out.Records = append(out.Records, toRecordJSON(r))
+		}
+		if werr := writeJSON(m.Stdout, out); werr != nil {
 			return werr
 		}
-	} else {
-		fmt.Fprintf(m.Stdout, "purged %d\n", n)
+		return err
 	}
+	if o.DryRun {
+		verb = "would remove"
+		tw := newTable(m.Stdout)
+		for _, r := range res.Records {
+			row(tw, r.MessageID, r.State, poison.GroupName(r), timeCell(r.LastAttempt))
+		}
+		if werr := tw.Flush(); werr != nil {
+			return werr
+		}
+	}
+	msg := fmt.Sprintf("%s %d", verb, len(res.Records))
+	if len(res.Records) > 0 {
+		var parts []string
+		for _, s := range []string{poison.StatePoisoned, poison.StateRequeued, poison.StateFailing} {
+			if byState[s] > 0 {
+				parts = append(parts, fmt.Sprintf("%d %s", byState[s], s))
+			}
+		}
+		msg += " (" + strings.Join(parts, ", ") + ")"
+	}
+	if res.Checkpoints > 0 {
+		msg += fmt.Sprintf(" and %d checkpoints", res.Checkpoints)
+	}
+	if o.DryRun {
+		msg += " (dry run: nothing changed)"
+	}
+	fmt.Fprintln(m.Stdout, msg)
 	return err
 }
 
@@ -454,10 +655,12 @@ type attemptJSON struct {
 
 // groupJSON is one group of "poison list -group -o json".
 type groupJSON struct {
-	Reason string    `json:"reason"`
-	Count  int       `json:"count"`
-	Kinds  []string  `json:"kinds"`
-	Newest time.Time `json:"newest"`
+	Group   string    `json:"group"`
+	Kind    string    `json:"kind"`
+	Class   string    `json:"class"`
+	Count   int       `json:"count"`
+	Newest  time.Time `json:"newest"`
+	Example string    `json:"example"`
 }
 
 // requeueJSON is one record of "poison requeue -o json".
@@ -465,6 +668,7 @@ type requeueJSON struct {
 	MessageID    string `json:"messageId"`
 	OpID         string `json:"opId"`
 	Kind         string `json:"kind"`
+	Group        string `json:"group"`
 	Reason       string `json:"reason"`
 	NewMessageID string `json:"newMessageId,omitempty"`
 }

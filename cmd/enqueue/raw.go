@@ -3,16 +3,19 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/tablekeeper/tablekeeper/cmd/internal/cli"
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
@@ -29,6 +32,9 @@ const (
 	maxLineBytes = 1 << 20
 	// progressEvery is how often the progress line is redrawn at most.
 	progressEvery = 100 * time.Millisecond
+	// maxShownErrors is how many failed lines are printed on stderr; the
+	// rest are counted (and all listed by -o json).
+	maxShownErrors = 20
 )
 
 // runRaw streams envelopes, one JSON (or base64 of JSON) per line, checks
@@ -56,11 +62,7 @@ func (m *Main) runRaw(ctx context.Context, args []string) error {
 	if concurrency < 1 || concurrency > maxRawConcurrency {
 		return usagef("-concurrency: must be 1-%d, got %d", maxRawConcurrency, concurrency)
 	}
-	isTerminal := m.IsTerminal
-	if isTerminal == nil {
-		isTerminal = cli.IsTerminal
-	}
-	progress := isTerminal(m.Stderr)
+	progress := m.isTerminal(m.Stderr)
 
 	in, total := m.Stdin, int64(-1)
 	if file != "" {
@@ -94,6 +96,8 @@ func (m *Main) runRaw(ctx context.Context, args []string) error {
 		progress: progress,
 		total:    total,
 		start:    time.Now(),
+		file:     file,
+		pending:  map[int]bool{},
 	}
 	return r.run(ctx, in, concurrency, c.json())
 }
@@ -113,8 +117,20 @@ type rawRun struct {
 	total    int64 // non-blank lines of -file, or -1 when unknown
 	start    time.Time
 
+	file string // -file, for the resume hint
+
 	read, sent, failed atomic.Int64
-	mu                 sync.Mutex // serialises writes to stderr
+	mu                 sync.Mutex // serialises writes to stderr and guards the fields below
+	failures           []rawFailure
+	pending            map[int]bool // lines handed to the senders and not yet sent or refused
+	lastRead           int          // the last line read
+	eof                bool         // the whole input was read
+}
+
+// rawFailure is one failed line, as -o json lists it.
+type rawFailure struct {
+	Line  int    `json:"line"`
+	Error string `json:"error"`
 }
 
 // run reads in, sends the valid lines with n senders and reports.
@@ -139,12 +155,16 @@ func (r *rawRun) run(ctx context.Context, in io.Reader, n int, asJSON bool) erro
 
 	sent, failed := r.sent.Load(), r.failed.Load()
 	notSent := r.read.Load() - sent - failed
+	resume := r.resumeLine()
 	if asJSON {
 		if err := writeJSON(r.m.Stdout, struct {
-			Sent    int64 `json:"sent"`
-			Failed  int64 `json:"failed"`
-			NotSent int64 `json:"notSent"`
-		}{sent, failed, notSent}); err != nil {
+			Sent     int64        `json:"sent"`
+			Failed   int64        `json:"failed"`
+			NotSent  int64        `json:"notSent"`
+			Failures []rawFailure `json:"failures"`
+			// ResumeFromLine is the first line not sent, 0 when none.
+			ResumeFromLine int `json:"resumeFromLine,omitempty"`
+		}{sent, failed, notSent, append([]rawFailure{}, r.failures...), resume}); err != nil {
 			return err
 		}
 	} else {
@@ -153,6 +173,12 @@ func (r *rawRun) run(ctx context.Context, in io.Reader, n int, asJSON bool) erro
 			msg += fmt.Sprintf(", not sent %d", notSent)
 		}
 		fmt.Fprintln(r.m.Stdout, msg)
+	}
+	if hidden := len(r.failures) - maxShownErrors; hidden > 0 {
+		fmt.Fprintf(r.m.Stderr, "%d more failed lines not shown (-o json lists them all)\n", hidden)
+	}
+	if resume > 0 {
+		r.reportNotSent(resume)
 	}
 	switch {
 	case readErr != nil:
@@ -165,6 +191,41 @@ func (r *rawRun) run(ctx context.Context, in io.Reader, n int, asJSON bool) erro
 	return nil
 }
 
+// resumeLine returns the first line that was neither sent nor refused (0
+// when every line was): a line whose send was cut short, or the first line
+// not read.
+func (r *rawRun) resumeLine() int {
+	first := 0
+	for n := range r.pending {
+		if first == 0 || n < first {
+			first = n
+		}
+	}
+	if first == 0 && !r.eof {
+		first = r.lastRead + 1
+	}
+	return first
+}
+
+// reportNotSent says on stderr which lines were not sent and how to send
+// them: from line resume on, again.
+func (r *rawRun) reportNotSent(resume int) {
+	lines := slices.Sorted(maps.Keys(r.pending))
+	var what string
+	switch {
+	case len(lines) == 1:
+		what = fmt.Sprintf("line %d", lines[0])
+	case len(lines) > 1:
+		what = fmt.Sprintf("%d lines from line %d", len(lines), lines[0])
+	}
+	if !r.eof {
+		what = strings.TrimPrefix(what+fmt.Sprintf(" and every line after %d (not read)", r.lastRead), " and ")
+	}
+	src := cmp.Or(r.file, "<input>")
+	fmt.Fprintf(r.m.Stderr, "not sent: %s; resume with: tail -n +%d %s | enqueue raw (lines after %d that were sent are sent again, which the worker absorbs: it is idempotent by op id)\n",
+		what, resume, src, resume)
+}
+
 // readLines reads in line by line, validates and encodes each non-blank
 // line and hands the valid ones to work. It stops early when ctx ends.
 func (r *rawRun) readLines(ctx context.Context, in io.Reader, work chan<- rawLine) error {
@@ -175,6 +236,7 @@ func (r *rawRun) readLines(ctx context.Context, in io.Reader, work chan<- rawLin
 			return err
 		}
 		if len(line) == 0 && !tooLong && err == io.EOF {
+			r.markRead(n-1, true)
 			return nil
 		}
 		line = bytes.TrimSpace(line)
@@ -191,16 +253,28 @@ func (r *rawRun) readLines(ctx context.Context, in io.Reader, work chan<- rawLin
 				r.fail(n, verr)
 				break
 			}
+			r.mu.Lock()
+			r.pending[n] = true
+			r.mu.Unlock()
 			select {
 			case work <- rawLine{n: n, text: text}:
 			case <-ctx.Done():
+				r.markRead(n, false)
 				return nil // the line counts as not sent
 			}
 		}
 		if err == io.EOF || ctx.Err() != nil {
+			r.markRead(n, err == io.EOF)
 			return nil
 		}
 	}
+}
+
+// markRead records the last line read and whether the input ended there.
+func (r *rawRun) markRead(n int, eof bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lastRead, r.eof = n, eof
 }
 
 // validate decodes one line as the worker would and returns it re-encoded
@@ -220,29 +294,41 @@ func (r *rawRun) send(ctx context.Context, cancel context.CancelCauseFunc, l raw
 		return // stopping: the line counts as not sent
 	}
 	_, err := sendCreating(ctx, r.queue, l.text)
+	refused := errors.Is(err, storeadapter.ErrInvalidInput) || errors.Is(err, storeadapter.ErrTooLarge)
 	switch {
 	case err == nil:
 		r.sent.Add(1)
 	case ctx.Err() != nil:
-		// Stopping anyway: the line counts as not sent.
-	default:
+		return // stopping anyway: the line counts as not sent
+	case refused:
 		r.failed.Add(1)
 		r.fail(l.n, err)
-		if !errors.Is(err, storeadapter.ErrInvalidInput) && !errors.Is(err, storeadapter.ErrTooLarge) {
-			cancel(fmt.Errorf("line %d: %w", l.n, err))
-		}
+	default:
+		// Not the line's fault: it counts as not sent, and the run stops
+		// with this error, since every later line would fail the same way.
+		cancel(fmt.Errorf("line %d: %w", l.n, err))
+		return
 	}
+	r.mu.Lock()
+	delete(r.pending, l.n)
+	r.mu.Unlock()
 }
 
-// fail reports a failed line on stderr; callers count it.
+// fail records a failed line and reports it on stderr, the first
+// maxShownErrors of them; callers count it.
 func (r *rawRun) fail(n int, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	text := r.m.redact(err.Error())
+	r.failures = append(r.failures, rawFailure{Line: n, Error: text})
+	if len(r.failures) > maxShownErrors {
+		return
+	}
 	prefix := ""
 	if r.progress {
 		prefix = "\r\x1b[K" // clear the progress line first
 	}
-	fmt.Fprintf(r.m.Stderr, "%sline %d: %s\n", prefix, n, r.m.redact(err.Error()))
+	fmt.Fprintf(r.m.Stderr, "%sline %d: %s\n", prefix, n, text)
 }
 
 // startProgress draws the progress line every progressEvery while the run

@@ -13,6 +13,7 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
@@ -32,6 +33,10 @@ const (
 	EnvAccount          = "AZURE_STORAGE_ACCOUNT"
 	EnvQueue            = "TABLEKEEPER_QUEUE"
 )
+
+// DefaultCheckpointTable is the default table of the workers' range
+// checkpoints (worker -checkpoint-table).
+const DefaultCheckpointTable = "TablekeeperCheckpoints"
 
 // DefaultQueue is the work queue's default name.
 const DefaultQueue = "tablekeeper"
@@ -104,10 +109,33 @@ func QueueDefault() string {
 	return DefaultQueue
 }
 
-// IsTerminal reports whether w is a file that is a character device (a
-// terminal).
-func IsTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
+// CheckUTF8 refuses flag values and arguments that are not valid UTF-8:
+// on the way to storage they would be rewritten (invalid bytes become
+// U+FFFD), so the command would act on another value than the one given.
+// The error names the flag (or the argument's position) and never repeats
+// the value.
+func CheckUTF8(fs *flag.FlagSet, args []string) error {
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		if err == nil && !utf8.ValidString(f.Value.String()) {
+			err = fmt.Errorf("-%s: must be valid UTF-8 (the value given is not, and would be changed on the way to storage)", f.Name)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	for i, a := range args {
+		if !utf8.ValidString(a) {
+			return fmt.Errorf("argument %d: must be valid UTF-8 (the value given is not, and would be changed on the way to storage)", i+1)
+		}
+	}
+	return nil
+}
+
+// IsTerminal reports whether stream is a file that is a character device
+// (a terminal).
+func IsTerminal(stream any) bool {
+	f, ok := stream.(*os.File)
 	if !ok {
 		return false
 	}
@@ -126,12 +154,12 @@ func NewLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	switch strings.ToLower(format) {
 	case "auto", "":
 		if IsTerminal(w) {
-			h = tint.NewHandler(w, &tint.Options{Level: lvl, TimeFormat: time.TimeOnly})
+			h = tint.NewTextHandler(w, &tint.Options{Level: lvl, TimeFormat: time.TimeOnly})
 		} else {
 			h = slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})
 		}
 	case "text":
-		h = tint.NewHandler(w, &tint.Options{Level: lvl, TimeFormat: time.TimeOnly, NoColor: !IsTerminal(w)})
+		h = tint.NewTextHandler(w, &tint.Options{Level: lvl, TimeFormat: time.TimeOnly, NoColor: !IsTerminal(w)})
 	case "json":
 		h = slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})
 	default:

@@ -1,0 +1,134 @@
+package poison
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Failure classes: what kind of failure poisoned a record, stable across
+// records that differ only in keys, counts or hosts. Class derives them
+// from the stored texts, so records written before classes existed get one
+// too.
+const (
+	// ClassValidation: the message or its arguments are malformed or
+	// invalid. It cannot succeed unchanged.
+	ClassValidation = "validation"
+	// ClassTooLarge: a payload, entity or message exceeded a limit.
+	ClassTooLarge = "too-large"
+	// ClassNotFound: something the operation needs does not exist.
+	ClassNotFound = "not-found"
+	// ClassForbidden: storage refused the credentials or permissions.
+	ClassForbidden = "forbidden"
+	// ClassUnavailable: storage failed, timed out or was unreachable.
+	ClassUnavailable = "unavailable"
+	// ClassConflict: a concurrent change kept winning (ETag, conflict).
+	ClassConflict = "conflict"
+	// ClassPanic: the handler panicked.
+	ClassPanic = "panic"
+	// ClassDequeueCount: the message was delivered too often and the last
+	// error says nothing more specific.
+	ClassDequeueCount = "dequeue-count"
+	// ClassOther: none of the above.
+	ClassOther = "other"
+)
+
+// classRules map words of an error text (lower case) to a class; the first
+// rule with a matching word wins.
+var classRules = []struct {
+	class string
+	words []string
+}{
+	{ClassPanic, []string{"handler panic", "panic:"}},
+	{ClassTooLarge, []string{"too large", "toolarge", "exceeds the", "http 413"}},
+	{ClassValidation, []string{"envelope:", "invalid input", "unknown field", "is required", "given twice", ": must ", "give one, not both"}},
+	{ClassNotFound, []string{"does not exist", "not found", "notfound", "http 404"}},
+	{ClassForbidden, []string{"forbidden", "authorization", "http 401", "http 403"}},
+	{ClassUnavailable, []string{"unavailable", "serverbusy", "timeout", "timed out", "deadline exceeded", "connection refused", "http 500", "http 503", "http 504"}},
+	{ClassConflict, []string{"precondition failed", "conflict", "already exists", "being deleted", "http 409", "http 412"}},
+}
+
+// classify returns the class of one error text.
+func classify(text string) string {
+	text = strings.ToLower(text)
+	for _, r := range classRules {
+		for _, w := range r.words {
+			if strings.Contains(text, w) {
+				return r.class
+			}
+		}
+	}
+	return ClassOther
+}
+
+// Class returns a record's failure class (one of the Class constants),
+// derived from its reason: for a message poisoned by its delivery count,
+// the class of the last error it names (or of the record's last error),
+// else ClassDequeueCount. A failing record, which has no reason yet, is
+// classed by its last error.
+func Class(r Record) string {
+	text := cmp.Or(r.Reason, r.LastError)
+	if strings.HasPrefix(text, "dequeue count ") {
+		_, last, ok := strings.Cut(text, "last error:")
+		if !ok {
+			last = r.LastError
+		}
+		if c := classify(last); c != ClassOther {
+			return c
+		}
+		return ClassDequeueCount
+	}
+	return classify(text)
+}
+
+// GroupName returns the group a record belongs to: "<kind>/<class>", or
+// the class alone when the envelope did not decode (no kind).
+func GroupName(r Record) string {
+	if r.Kind == "" {
+		return Class(r)
+	}
+	return r.Kind + "/" + Class(r)
+}
+
+// Group is the records that share a kind and a failure class.
+type Group struct {
+	// Name is the records' GroupName, which Requeue and Purge select by.
+	Name string
+	// Kind and Class make the name.
+	Kind, Class string
+	// Count is how many records are in the group.
+	Count int
+	// Newest is the latest LastAttempt among them.
+	Newest time.Time
+	// Example is the reason of the group's newest record.
+	Example string
+}
+
+// GroupRecords groups records by GroupName with counts, the largest group
+// first (ties: the newest first, then by name).
+func GroupRecords(records []Record) []Group {
+	byName := map[string]*Group{}
+	var groups []*Group
+	for _, r := range records {
+		name := GroupName(r)
+		g := byName[name]
+		if g == nil {
+			g = &Group{Name: name, Kind: r.Kind, Class: Class(r)}
+			byName[name] = g
+			groups = append(groups, g)
+		}
+		g.Count++
+		if g.Count == 1 || r.LastAttempt.After(g.Newest) {
+			g.Newest, g.Example = r.LastAttempt, r.Reason
+		}
+	}
+	out := make([]Group, 0, len(groups))
+	for _, g := range groups {
+		out = append(out, *g)
+	}
+	slices.SortFunc(out, func(a, b Group) int {
+		return cmp.Or(cmp.Compare(b.Count, a.Count), b.Newest.Compare(a.Newest), cmp.Compare(a.Name, b.Name))
+	})
+	return out
+}
