@@ -25,7 +25,10 @@ func TestTimestampGrowsWithEveryWrite(t *testing.T) {
 		func() error { _, err := tb.InsertEntity(ctx, "Versions", e); return err },
 		func() error { _, err := tb.UpsertEntity(ctx, "Versions", e, storeadapter.Replace); return err },
 		func() error { _, err := tb.UpsertEntity(ctx, "Versions", e, storeadapter.Merge); return err },
-		func() error { _, err := tb.UpdateEntity(ctx, "Versions", e, storeadapter.Replace, storeadapter.ETagAny); return err },
+		func() error {
+			_, err := tb.UpdateEntity(ctx, "Versions", e, storeadapter.Replace, storeadapter.ETagAny)
+			return err
+		},
 		func() error {
 			return tb.Transact(ctx, "Versions", []storeadapter.TableOp{{Action: storeadapter.TxUpsertReplace, Entity: e}})
 		},
