@@ -58,6 +58,35 @@ func (a *ArchiveArgs) validate() error {
 	if err := fieldErr("pk", storeadapter.ValidateKey("pk", *a.PK)); err != nil {
 		return err
 	}
+	if err := a.validateRows(); err != nil {
+		return err
+	}
+	if a.ToBlob == "" {
+		return nil
+	}
+	// The blob names must fit Azure's limits; the keys of a range's rows
+	// are not known yet, so its first bound stands in for them.
+	_, prefix, _ := a.blobTarget() // validated above
+	rk := "r"
+	if from, _ := a.rowRange(); a.RK != nil {
+		rk = *a.RK
+	} else if from != "" {
+		rk = from
+	}
+	name := blobName(prefix, a.Table, *a.PK, rk)
+	if err := storeadapter.ValidateBlobName(name); err != nil {
+		if len(name) > 60 {
+			name = name[:30] + "…" + name[len(name)-30:]
+		}
+		return fmt.Errorf("args.toBlob: the blobs would be named like %s: %w", strings.ToValidUTF8(name, ""), err)
+	}
+	return nil
+}
+
+// validateRows checks rk, or the range [rkFrom, rkTo). At least one of
+// rkFrom and rkTo must be present, so that a message that names no row is
+// never taken for the whole partition; a missing or empty bound is open.
+func (a *ArchiveArgs) validateRows() error {
 	ranged := a.RKFrom != nil || a.RKTo != nil
 	switch {
 	case a.RK != nil && ranged:
@@ -65,7 +94,7 @@ func (a *ArchiveArgs) validate() error {
 	case a.RK != nil:
 		return fieldErr("rk", storeadapter.ValidateKey("rk", *a.RK))
 	case !ranged:
-		return errors.New("args.rk: is required (or args.rkFrom/args.rkTo for a range)")
+		return errors.New(`args.rk: is required, or args.rkFrom and/or args.rkTo for a range ("rkFrom":"" moves the whole partition)`)
 	}
 	from, to := a.rowRange()
 	for field, bound := range map[string]string{"rkFrom": from, "rkTo": to} {
@@ -76,8 +105,8 @@ func (a *ArchiveArgs) validate() error {
 			return err
 		}
 	}
-	if to != "" && from >= to {
-		return fmt.Errorf("args.rkTo: must be greater than rkFrom (the range is [rkFrom, rkTo)), got [%q, %q)", from, to)
+	if to != "" && storeadapter.CompareUTF16(from, to) >= 0 {
+		return fmt.Errorf("args.rkTo: must be greater than rkFrom in Azure's key order (UTF-16 code units; the range is [rkFrom, rkTo)), got [%q, %q)", from, to)
 	}
 	return nil
 }
@@ -100,13 +129,30 @@ func (a *ArchiveArgs) rowRange() (from, to string) {
 	return from, to
 }
 
-// blobTarget splits ToBlob, "container" or "container/prefix".
+// blobTarget splits ToBlob, "container" or "container/prefix". The prefix
+// must not hold "." or ".." segments (Azure treats \ as /), which would
+// name blobs outside it.
 func (a *ArchiveArgs) blobTarget() (container, prefix string, err error) {
 	container, prefix, _ = strings.Cut(a.ToBlob, "/")
 	if err := storeadapter.ValidateContainerName(container); err != nil {
 		return "", "", fieldErr("toBlob", err)
 	}
+	for _, seg := range strings.FieldsFunc(prefix, func(r rune) bool { return r == '/' || r == '\\' }) {
+		if seg == "." || seg == ".." {
+			return "", "", fmt.Errorf(`args.toBlob: %q: the prefix must not hold "." or ".." path segments`, a.ToBlob)
+		}
+	}
 	return container, strings.Trim(prefix, "/"), nil
+}
+
+// blobName is the blob an entity is archived to:
+// <prefix>/<table>/<pk>/<rk>.json, keys path-escaped.
+func blobName(prefix, table, pk, rk string) string {
+	name := table + "/" + url.PathEscape(pk) + "/" + url.PathEscape(rk) + ".json"
+	if prefix != "" {
+		name = prefix + "/" + name
+	}
+	return name
 }
 
 // SourceTimestampProperty is the property (Edm.DateTime) every archived
@@ -522,8 +568,7 @@ func (tt tableTarget) has(ctx context.Context, pk, rk string) (bool, error) {
 	return err == nil, err
 }
 
-// blobTarget writes each entity as annotated JSON to
-// <prefix>/<table>/<pk>/<rk>.json, keys path-escaped.
+// blobTarget writes each entity as annotated JSON to its blobName.
 type blobTarget struct {
 	b             storeadapter.Blobs
 	prefix, table string
@@ -532,13 +577,7 @@ type blobTarget struct {
 
 func (bt blobTarget) String() string { return "container " + bt.b.Name() }
 
-func (bt blobTarget) name(pk, rk string) string {
-	name := bt.table + "/" + url.PathEscape(pk) + "/" + url.PathEscape(rk) + ".json"
-	if bt.prefix != "" {
-		name = bt.prefix + "/" + name
-	}
-	return name
-}
+func (bt blobTarget) name(pk, rk string) string { return blobName(bt.prefix, bt.table, pk, rk) }
 
 func (bt blobTarget) put(ctx context.Context, es []storeadapter.Entity) error {
 	for _, e := range es {

@@ -315,8 +315,17 @@ func TestArchiveArgs(t *testing.T) {
 		{`{"table":"Employees","to":"Archive","pk":"a/b","rk":"b"}`, "args.pk:"},
 		{`{"table":"Employees","to":"Archive","pk":"a","rk":"` + strings.Repeat("x", 513) + `"}`, "at most 512"},
 		{`{"table":"Employees","to":"Archive","pk":"a","rk":"b","rkFrom":"a"}`, "not both"},
-		{`{"table":"Employees","to":"Archive","pk":"a"}`, "args.rk: is required"},
+		{`{"table":"Employees","to":"Archive","pk":"a"}`, `args.rk: is required, or args.rkFrom and/or args.rkTo for a range ("rkFrom":"" moves the whole partition)`},
 		{`{"table":"Employees","to":"Archive","pk":"a","rkFrom":"m","rkTo":"c"}`, "args.rkTo: must be greater"},
+		// Azure orders keys by UTF-16 code units: U+1F600 (a surrogate
+		// pair) sorts before U+E000, so this range is empty there.
+		{`{"table":"Employees","to":"Archive","pk":"a","rkFrom":"\ue000","rkTo":"\ud83d\ude00"}`, "args.rkTo: must be greater"},
+		{`{"table":"Employees","toBlob":"archive/../x","pk":"a","rk":"b"}`, `args.toBlob: "archive/../x": the prefix must not hold "." or ".." path segments`},
+		{`{"table":"Employees","toBlob":"archive/./x","pk":"a","rk":"b"}`, `args.toBlob: "archive/./x": the prefix must not hold`},
+		{`{"table":"Employees","toBlob":"archive/../../etc","pk":"a","rk":"b"}`, "the prefix must not hold"},
+		{`{"table":"Employees","toBlob":"archive/x\\..","pk":"a","rk":"b"}`, "the prefix must not hold"},
+		{`{"table":"Employees","toBlob":"archive/` + strings.Repeat("x", 1010) + `","pk":"a","rk":"b"}`, "args.toBlob: the blobs would be named like xxx"},
+		{`{"table":"Employees","toBlob":"archive/` + strings.Repeat("x", 1010) + `","pk":"a","rkFrom":""}`, "must be 1-1024 characters"},
 		{`{"table":"Employees","toBlob":"Bad_Container","pk":"a","rk":"b"}`, "args.toBlob:"},
 		{`[1,2]`, "args: must be a JSON object"},
 		{``, "args: is required"},
@@ -326,6 +335,16 @@ func TestArchiveArgs(t *testing.T) {
 		_, err := k.ParseArgs(json.RawMessage(c.args))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("ParseArgs(%.60s) = %v, want an error containing %q", c.args, err, c.want)
+		}
+	}
+	for _, valid := range []string{
+		`{"table":"Employees","to":"Archive","pk":"a","rkFrom":"\ud83d\ude00","rkTo":"\ue000"}`, // U+1F600 < U+E000 on Azure
+		`{"table":"Employees","to":"Archive","pk":"a","rkTo":"m"}`,                              // a missing bound is open
+		`{"table":"Employees","to":"Archive","pk":"a","rkFrom":"","rkTo":""}`,                   // so is an empty one
+		`{"table":"Employees","toBlob":"archive/a.b/..c/x..","pk":"a","rk":"b"}`,                // dots inside names are fine
+	} {
+		if _, err := k.ParseArgs(json.RawMessage(valid)); err != nil {
+			t.Errorf("ParseArgs(%s) = %v, want it accepted", valid, err)
 		}
 	}
 }
