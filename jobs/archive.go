@@ -19,8 +19,10 @@ const ArchiveKind = "archive"
 // ArchiveArgs are the arguments of an archive move (the README documents
 // them). Exactly one of To and ToBlob names the target; RK selects one
 // entity, RKFrom/RKTo the half-open RowKey range [RKFrom, RKTo) of the
-// partition (a missing RKFrom starts at the first row, a missing RKTo runs
-// to the last).
+// partition in Azure's key order (storeadapter.CompareUTF16). A missing or
+// empty RKFrom starts at the first row, a missing or empty RKTo runs to the
+// last, but at least one of them must be present: args naming no row are
+// refused, never taken for the whole partition.
 type ArchiveArgs struct {
 	Table  string  `json:"table"`
 	To     string  `json:"to,omitempty"`
