@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/tablekeeper/tablekeeper/idempotent"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
@@ -18,8 +19,10 @@ const ArchiveKind = "archive"
 // ArchiveArgs are the arguments of an archive move (the README documents
 // them). Exactly one of To and ToBlob names the target; RK selects one
 // entity, RKFrom/RKTo the half-open RowKey range [RKFrom, RKTo) of the
-// partition (a missing RKFrom starts at the first row, a missing RKTo runs
-// to the last).
+// partition in Azure's key order (storeadapter.CompareUTF16). A missing or
+// empty RKFrom starts at the first row, a missing or empty RKTo runs to the
+// last, but at least one of them must be present: args naming no row are
+// refused, never taken for the whole partition.
 type ArchiveArgs struct {
 	Table  string  `json:"table"`
 	To     string  `json:"to,omitempty"`
@@ -57,6 +60,35 @@ func (a *ArchiveArgs) validate() error {
 	if err := fieldErr("pk", storeadapter.ValidateKey("pk", *a.PK)); err != nil {
 		return err
 	}
+	if err := a.validateRows(); err != nil {
+		return err
+	}
+	if a.ToBlob == "" {
+		return nil
+	}
+	// The blob names must fit Azure's limits; the keys of a range's rows
+	// are not known yet, so its first bound stands in for them.
+	_, prefix, _ := a.blobTarget() // validated above
+	rk := "r"
+	if from, _ := a.rowRange(); a.RK != nil {
+		rk = *a.RK
+	} else if from != "" {
+		rk = from
+	}
+	name := blobName(prefix, a.Table, *a.PK, rk)
+	if err := storeadapter.ValidateBlobName(name); err != nil {
+		if len(name) > 60 {
+			name = name[:30] + "…" + name[len(name)-30:]
+		}
+		return fmt.Errorf("args.toBlob: the blobs would be named like %s: %w", strings.ToValidUTF8(name, ""), err)
+	}
+	return nil
+}
+
+// validateRows checks rk, or the range [rkFrom, rkTo). At least one of
+// rkFrom and rkTo must be present, so that a message that names no row is
+// never taken for the whole partition; a missing or empty bound is open.
+func (a *ArchiveArgs) validateRows() error {
 	ranged := a.RKFrom != nil || a.RKTo != nil
 	switch {
 	case a.RK != nil && ranged:
@@ -64,7 +96,7 @@ func (a *ArchiveArgs) validate() error {
 	case a.RK != nil:
 		return fieldErr("rk", storeadapter.ValidateKey("rk", *a.RK))
 	case !ranged:
-		return errors.New("args.rk: is required (or args.rkFrom/args.rkTo for a range)")
+		return errors.New(`args.rk: is required, or args.rkFrom and/or args.rkTo for a range ("rkFrom":"" moves the whole partition)`)
 	}
 	from, to := a.rowRange()
 	for field, bound := range map[string]string{"rkFrom": from, "rkTo": to} {
@@ -75,8 +107,8 @@ func (a *ArchiveArgs) validate() error {
 			return err
 		}
 	}
-	if to != "" && from >= to {
-		return fmt.Errorf("args.rkTo: must be greater than rkFrom (the range is [rkFrom, rkTo)), got [%q, %q)", from, to)
+	if to != "" && storeadapter.CompareUTF16(from, to) >= 0 {
+		return fmt.Errorf("args.rkTo: must be greater than rkFrom in Azure's key order (UTF-16 code units; the range is [rkFrom, rkTo)), got [%q, %q)", from, to)
 	}
 	return nil
 }
@@ -99,14 +131,45 @@ func (a *ArchiveArgs) rowRange() (from, to string) {
 	return from, to
 }
 
-// blobTarget splits ToBlob, "container" or "container/prefix".
+// blobTarget splits ToBlob, "container" or "container/prefix". The prefix
+// must not hold "." or ".." segments (Azure treats \ as /), which would
+// name blobs outside it.
 func (a *ArchiveArgs) blobTarget() (container, prefix string, err error) {
 	container, prefix, _ = strings.Cut(a.ToBlob, "/")
 	if err := storeadapter.ValidateContainerName(container); err != nil {
 		return "", "", fieldErr("toBlob", err)
 	}
+	for _, seg := range strings.FieldsFunc(prefix, func(r rune) bool { return r == '/' || r == '\\' }) {
+		if seg == "." || seg == ".." {
+			return "", "", fmt.Errorf(`args.toBlob: %q: the prefix must not hold "." or ".." path segments`, a.ToBlob)
+		}
+	}
 	return container, strings.Trim(prefix, "/"), nil
 }
+
+// blobName is the blob an entity is archived to:
+// <prefix>/<table>/<pk>/<rk>.json, keys path-escaped.
+func blobName(prefix, table, pk, rk string) string {
+	name := table + "/" + url.PathEscape(pk) + "/" + url.PathEscape(rk) + ".json"
+	if prefix != "" {
+		name = prefix + "/" + name
+	}
+	return name
+}
+
+// SourceTimestampProperty is the property (Edm.DateTime) every archived
+// copy carries besides the source's own: the Timestamp of the source
+// version it copies. Azure sets an entity's Timestamp on every write (its
+// ETag derives from it), so it grows with each version and orders them.
+// The archive uses it to fence its target writes; an application reading
+// the archive sees it as one extra property (in a blob copy's JSON too).
+// A copy without it (written by hand or by an older tablekeeper) counts as
+// older than any version.
+const SourceTimestampProperty = "TablekeeperSourceTimestamp"
+
+// errKeptChanging marks an entity (or a target copy) that other writers
+// changed in every round of a move: the move is retried later.
+var errKeptChanging = errors.New("kept changing while being moved; retrying later")
 
 // Archiver moves entities from one table to another table or to blobs, as
 // the eventually consistent transactions pattern describes. It is the
@@ -114,36 +177,68 @@ func (a *ArchiveArgs) blobTarget() (container, prefix string, err error) {
 //
 // One entity, in this order:
 //
-//  1. Read the source entity and its ETag.
-//  2. Insert-or-replace it at the target (every EDM type kept).
+//  1. Read the source entity, its ETag and its Timestamp (its version).
+//  2. Write the copy at the target, fenced by version: the copy carries
+//     SourceTimestampProperty. Insert it (If-None-Match for a blob); if a
+//     copy exists, read it and compare: a copy of the same or a newer
+//     version stays as it is (we hold a stale or an equal version); an
+//     older one is replaced with If-Match of its ETag (a lost race re-reads
+//     it, a bounded number of times).
 //  3. Delete the source with If-Match of the ETag read in 1.
 //  4. (The runner) delete the message.
 //
+// Two rules make every interleaving converge. A copy's version never goes
+// down: it is only inserted where none exists or replaced, conditionally,
+// by a newer one. And a source is only deleted (step 3) by a mover holding
+// its current version, after that mover saw a copy of at least that
+// version at the target. So when the source is gone, the copy holds the
+// last version the source had.
+//
 // Crash positions: before 2 nothing changed. After 2 the target holds a copy
-// and the source is intact: a redelivery reads the source again (maybe a
-// newer version), overwrites the copy and deletes the source. After 3 the
-// source is gone and the target holds it: a redelivery finds no source and
-// a present target, which means done. If the source changed between 1 and 3,
-// the delete fails with 412 and the move starts again from 1, so a
-// concurrent update is never lost; a source deleted by a competing worker
-// (404 at 3) is done. A source missing with no copy at the target was never
-// there: a permanent error.
+// and the source is intact: a redelivery reads the source again (the same
+// version: its copy is there, step 2 writes nothing; or a newer one: step 2
+// replaces the copy) and deletes the source. After 3 the source is gone and
+// the target holds it: a redelivery finds no source and a present target,
+// which means done. If the source changed between 1 and 3, the delete fails
+// with 412 and the move starts again from 1, so a concurrent update is
+// never lost. A source missing with no copy at the target was never there:
+// a permanent error.
+//
+// Two movers of one entity (a duplicate message, overlapping ranges, a
+// redelivery after a lost lease): if A read version 1 and stalls while the
+// application writes version 2 and B moves version 2 and deletes the
+// source, A then finds B's newer copy in step 2 and leaves it, and its
+// delete finds the source gone (404): done, version 2 archived. If A and B
+// hold the same version, the second finds the copy and writes nothing, and
+// one delete wins while the other gets 404. A mover whose delete gets 412
+// re-reads and moves the newer version, replacing the older copy.
 //
 // A RowKey range runs the same steps per page of the query, in entity group
-// transactions of up to 100 entities: upsert the batch at the target, then
-// delete it from the source with each entity's ETag. When that delete batch
-// fails because one entity changed or vanished, the batch falls back to the
-// single-entity steps above. After each page the continuation token is
-// checkpointed under the operation id, so a redelivered range resumes there;
-// rows before the token were moved already, and any step re-run on a moved
-// row is a no-op. The checkpoint is cleared when the range is done; a crash
+// transactions of up to 100 entities: one transaction inserts the batch's
+// copies (when some exist, their versions are read with one query over the
+// batch's keys and one transaction inserts the missing copies and replaces
+// the older ones, If-Match); another deletes the batch from the source with
+// each entity's ETag. When that delete fails because rows changed or
+// vanished (the whole transaction rolled back), one query reads the batch's
+// current ETags: vanished rows were moved by another mover, unchanged rows
+// are deleted again in one transaction, and each changed row is moved on
+// its own as above. A row that keeps changing does not hold the range back:
+// the range moves every other row, then the job fails (transient) naming
+// the rows that would not settle, and its redelivery finds only those left.
+// After each page the continuation token is checkpointed under the
+// operation id, so a redelivered range resumes there; rows before the
+// token were moved already, and any step re-run on a moved row is a no-op.
+// No checkpoint is saved past a row that would not settle, so a redelivery
+// rescans it. The checkpoint is cleared when the range is done; a crash
 // after that rescans the range and finds nothing left to move.
 type Archiver struct {
 	Store storeadapter.Store
 	// Checkpoints keep range positions across redeliveries.
 	Checkpoints idempotent.Checkpoints
 	// MaxConflicts bounds how often one entity is re-read after a
-	// concurrent update before the job is retried later. Default 5.
+	// concurrent update, and how often one target write is retried after
+	// losing a race to another mover, before the entity is reported as
+	// changing and the job is retried later. Default 5.
 	MaxConflicts int
 }
 
@@ -170,16 +265,17 @@ type mover struct {
 	a      *Archiver
 	args   ArchiveArgs
 	pk     string
+	rounds int
 	target archiveTarget
 }
 
 func (a *Archiver) mover(args ArchiveArgs) *mover {
-	m := &mover{a: a, args: args, pk: *args.PK}
+	m := &mover{a: a, args: args, pk: *args.PK, rounds: cmp.Or(a.MaxConflicts, 5)}
 	if args.To != "" {
-		m.target = tableTarget{t: a.Store.Tables(), table: args.To}
+		m.target = tableTarget{t: a.Store.Tables(), table: args.To, rounds: m.rounds}
 	} else {
 		container, prefix, _ := args.blobTarget() // validated
-		m.target = blobTarget{b: a.Store.Container(container), prefix: prefix, table: args.Table}
+		m.target = blobTarget{b: a.Store.Container(container), prefix: prefix, table: args.Table, rounds: m.rounds}
 	}
 	return m
 }
@@ -187,7 +283,7 @@ func (a *Archiver) mover(args ArchiveArgs) *mover {
 // one moves one entity (steps 1–3).
 func (m *mover) one(ctx context.Context, rk string) error {
 	t := m.a.Store.Tables()
-	for range cmp.Or(m.a.MaxConflicts, 5) {
+	for range m.rounds {
 		e, err := t.GetEntity(ctx, m.args.Table, m.pk, rk)
 		if errors.Is(err, storeadapter.ErrNotFound) {
 			moved, err := m.target.has(ctx, m.pk, rk)
@@ -214,7 +310,7 @@ func (m *mover) one(ctx context.Context, rk string) error {
 		}
 		// The source changed since it was read: copy the new version.
 	}
-	return fmt.Errorf("archive: %s %s/%s kept changing while being moved; retrying later", m.args.Table, m.pk, rk)
+	return fmt.Errorf("archive: %s %s/%s %w", m.args.Table, m.pk, rk, errKeptChanging)
 }
 
 // checkpointStep names the range checkpoint of an operation.
@@ -229,6 +325,7 @@ func (m *mover) rangeMove(ctx context.Context, opID string) error {
 	}
 	from, to := m.args.rowRange()
 	q := storeadapter.Query{Filter: storeadapter.RowRange(m.pk, from, to)}
+	var unsettled []string
 	for {
 		q.Continuation = tok
 		page, err := t.Query(ctx, m.args.Table, q)
@@ -238,62 +335,183 @@ func (m *mover) rangeMove(ctx context.Context, opID string) error {
 		if err != nil {
 			return fmt.Errorf("archive: query %s: %w", m.args.Table, err)
 		}
-		if err := m.movePage(ctx, page.Entities); err != nil {
+		u, err := m.movePage(ctx, page.Entities)
+		if err != nil {
 			return err
 		}
+		unsettled = append(unsettled, u...)
 		if page.Next == "" {
-			return m.a.Checkpoints.Clear(ctx, opID, checkpointStep)
+			break
 		}
 		tok = page.Next
+		if len(unsettled) > 0 {
+			continue // a checkpoint past a row left behind would skip it
+		}
 		if err := m.a.Checkpoints.Save(ctx, opID, checkpointStep, tok); err != nil {
 			return fmt.Errorf("archive: %w", err)
 		}
 	}
+	if len(unsettled) > 0 {
+		return fmt.Errorf("archive: %s partition %q: every other row of the range moved, but %d %w: %s",
+			m.args.Table, m.pk, len(unsettled), errKeptChanging, quoteKeys(unsettled, 10))
+	}
+	return m.a.Checkpoints.Clear(ctx, opID, checkpointStep)
+}
+
+// quoteKeys lists up to max keys, quoted, and how many more there are.
+func quoteKeys(keys []string, max int) string {
+	var b strings.Builder
+	for i, k := range keys {
+		if i == max {
+			fmt.Fprintf(&b, " and %d more", len(keys)-max)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "RowKey %q", k)
+	}
+	return b.String()
 }
 
 // movePage moves one page of source entities in transactions of at most
-// 100 (one partition: the range lies in one).
-func (m *mover) movePage(ctx context.Context, entities []storeadapter.Entity) error {
+// 100 (one partition: the range lies in one). It returns the RowKeys of
+// rows that kept changing and were left in the source.
+func (m *mover) movePage(ctx context.Context, entities []storeadapter.Entity) (unsettled []string, err error) {
 	ops := make([]storeadapter.TableOp, len(entities))
 	for i, e := range entities {
-		ops[i] = storeadapter.TableOp{Action: storeadapter.TxUpsertReplace, Entity: e}
+		ops[i] = storeadapter.TableOp{Action: storeadapter.TxInsert, Entity: archived(e)} // sized as written
 	}
-	t := m.a.Store.Tables()
 	for _, batch := range idempotent.Batches(ops) {
 		if err := ctx.Err(); err != nil {
-			return err
+			return nil, err
 		}
-		batchEntities := make([]storeadapter.Entity, len(batch))
-		deletes := make([]storeadapter.TableOp, len(batch))
-		for i, op := range batch {
-			batchEntities[i] = op.Entity
-			deletes[i] = storeadapter.TableOp{Action: storeadapter.TxDelete, Entity: op.Entity, IfMatch: op.Entity.ETag}
+		es := entities[:len(batch)] // Batches keeps one partition's order
+		entities = entities[len(batch):]
+		if err := m.target.put(ctx, es); err != nil {
+			return nil, fmt.Errorf("archive: write %d entities to %s: %w", len(es), m.target, err)
 		}
-		if err := m.target.put(ctx, batchEntities); err != nil {
-			return fmt.Errorf("archive: write %d entities to %s: %w", len(batch), m.target, err)
-		}
-		err := t.Transact(ctx, m.args.Table, deletes)
-		if errors.Is(err, storeadapter.ErrPreconditionFailed) || errors.Is(err, storeadapter.ErrNotFound) {
-			// One entity changed or vanished since the page was read (or
-			// the table did): the whole batch rolled back, so move each
-			// entity on its own.
-			for _, e := range batchEntities {
-				if err := m.one(ctx, e.RowKey); err != nil && !IsPermanent(err) {
-					return err
-				}
-			}
-			continue
-		}
+		changed, err := m.deleteMoved(ctx, es)
 		if err != nil {
-			return fmt.Errorf("archive: delete %d moved entities from %s: %w", len(batch), m.args.Table, err)
+			return nil, fmt.Errorf("archive: delete %d moved entities from %s: %w", len(es), m.args.Table, err)
+		}
+		for _, rk := range changed {
+			err := m.one(ctx, rk)
+			switch {
+			case errors.Is(err, errKeptChanging):
+				unsettled = append(unsettled, rk)
+			case err != nil && !IsPermanent(err):
+				return nil, err
+			}
 		}
 	}
-	return nil
+	return unsettled, nil
+}
+
+// deleteMoved deletes a batch of moved entities from the source, each with
+// the ETag it was read with, in transactions. When rows changed or vanished
+// since they were read (the transaction rolled back), one query reads the
+// batch's current ETags: a vanished row was moved by another mover (whose
+// copy is at least as new), a changed row is returned to be moved again on
+// its own, and the unchanged rows are deleted in a new transaction. Each
+// round drops at least the row that failed, so it ends.
+func (m *mover) deleteMoved(ctx context.Context, es []storeadapter.Entity) (changed []string, err error) {
+	t := m.a.Store.Tables()
+	for len(es) > 0 {
+		deletes := make([]storeadapter.TableOp, len(es))
+		for i, e := range es {
+			deletes[i] = storeadapter.TableOp{Action: storeadapter.TxDelete, Entity: e, IfMatch: e.ETag}
+		}
+		txErr := t.Transact(ctx, m.args.Table, deletes)
+		if !raced(txErr) {
+			return changed, txErr
+		}
+		current, err := rowsOf(ctx, t, m.args.Table, es, []string{})
+		if err != nil {
+			return changed, err
+		}
+		var kept []storeadapter.Entity
+		for _, e := range es {
+			switch cur, ok := current[e.RowKey]; {
+			case !ok: // moved by another mover
+			case cur.ETag != e.ETag:
+				changed = append(changed, e.RowKey)
+			default:
+				kept = append(kept, e)
+			}
+		}
+		if len(kept) == len(es) {
+			return changed, txErr // a conflict the read does not show: retry the job later
+		}
+		es = kept
+	}
+	return changed, nil
+}
+
+// raced reports whether a conditional write lost to another writer: the
+// entity or blob existed, changed or vanished since it was read (not its
+// table or container).
+func raced(err error) bool {
+	return errors.Is(err, storeadapter.ErrAlreadyExists) || errors.Is(err, storeadapter.ErrPreconditionFailed) ||
+		errors.Is(err, storeadapter.ErrNotFound) && !idempotent.Missing(err)
+}
+
+// rowsOf reads, with one query (paged), the entities of a table whose keys
+// lie in the span of es's RowKeys (one partition), by RowKey, with the
+// properties sel (none when empty).
+func rowsOf(ctx context.Context, t storeadapter.Tables, table string, es []storeadapter.Entity, sel []string) (map[string]storeadapter.Entity, error) {
+	lo, hi := es[0].RowKey, es[0].RowKey
+	for _, e := range es[1:] {
+		if storeadapter.LessUTF16(e.RowKey, lo) {
+			lo = e.RowKey
+		}
+		if storeadapter.LessUTF16(hi, e.RowKey) {
+			hi = e.RowKey
+		}
+	}
+	q := storeadapter.Query{Select: sel, Filter: storeadapter.And(storeadapter.PartitionEquals(es[0].PartitionKey),
+		storeadapter.Compare("RowKey", storeadapter.Ge, lo), storeadapter.Compare("RowKey", storeadapter.Le, hi))}
+	rows := make(map[string]storeadapter.Entity, len(es))
+	for {
+		page, err := t.Query(ctx, table, q)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", table, err)
+		}
+		for _, e := range page.Entities {
+			rows[e.RowKey] = e
+		}
+		if q.Continuation = page.Next; q.Continuation == "" {
+			return rows, nil
+		}
+	}
+}
+
+// archived returns the copy of a source entity to write at the target: its
+// properties plus SourceTimestampProperty, its version.
+func archived(e storeadapter.Entity) storeadapter.Entity {
+	c := e.Clone()
+	if c.Properties == nil {
+		c.Properties = make(map[string]any, 1)
+	}
+	c.Properties[SourceTimestampProperty] = e.Timestamp
+	return c
+}
+
+// newer reports whether the source entity e is a newer version than the
+// one a target copy with properties props records (a copy without a
+// version is older than any).
+func newer(e storeadapter.Entity, props map[string]any) bool {
+	v, _ := props[SourceTimestampProperty].(time.Time)
+	return v.Before(e.Timestamp)
 }
 
 // archiveTarget is where moved entities go.
 type archiveTarget interface {
-	// put writes entities of one partition (at most 100), replacing copies.
+	// put writes the copies (see archived) of source entities of one
+	// partition (at most 100), fenced by version: it inserts missing copies
+	// and replaces older ones conditionally, and leaves a copy of the same
+	// or a newer version alone. It returns an error wrapping
+	// errKeptChanging when other movers won every round.
 	put(ctx context.Context, es []storeadapter.Entity) error
 	// has reports whether the target holds the entity.
 	has(ctx context.Context, pk, rk string) (bool, error)
@@ -301,21 +519,47 @@ type archiveTarget interface {
 }
 
 type tableTarget struct {
-	t     storeadapter.Tables
-	table string
+	t      storeadapter.Tables
+	table  string
+	rounds int
 }
 
 func (tt tableTarget) String() string { return "table " + tt.table }
 
+// put inserts the copies in one transaction (creating the table on first
+// use). When some exist, or a copy changed or vanished since read, it
+// reads the copies' versions with one query and writes, in one
+// transaction, the missing copies (insert) and the older ones (replace,
+// If-Match), until that transaction succeeds or is empty.
 func (tt tableTarget) put(ctx context.Context, es []storeadapter.Entity) error {
-	if len(es) == 1 {
-		return idempotent.Upsert(ctx, tt.t, tt.table, es[0])
-	}
 	ops := make([]storeadapter.TableOp, len(es))
 	for i, e := range es {
-		ops[i] = storeadapter.TableOp{Action: storeadapter.TxUpsertReplace, Entity: e}
+		ops[i] = storeadapter.TableOp{Action: storeadapter.TxInsert, Entity: archived(e)}
 	}
-	return idempotent.Transact(ctx, tt.t, tt.table, ops)
+	err := idempotent.Transact(ctx, tt.t, tt.table, ops)
+	for round := 0; raced(err); round++ {
+		if round == tt.rounds {
+			return fmt.Errorf("copies %w", errKeptChanging)
+		}
+		copies, rerr := rowsOf(ctx, tt.t, tt.table, es, []string{SourceTimestampProperty})
+		if rerr != nil {
+			return rerr
+		}
+		ops = ops[:0]
+		for _, e := range es {
+			switch c, ok := copies[e.RowKey]; {
+			case !ok:
+				ops = append(ops, storeadapter.TableOp{Action: storeadapter.TxInsert, Entity: archived(e)})
+			case newer(e, c.Properties):
+				ops = append(ops, storeadapter.TableOp{Action: storeadapter.TxUpdateReplace, Entity: archived(e), IfMatch: c.ETag})
+			}
+		}
+		if len(ops) == 0 {
+			return nil // every copy holds this version or a newer one
+		}
+		err = tt.t.Transact(ctx, tt.table, ops)
+	}
+	return err
 }
 
 func (tt tableTarget) has(ctx context.Context, pk, rk string) (bool, error) {
@@ -326,40 +570,69 @@ func (tt tableTarget) has(ctx context.Context, pk, rk string) (bool, error) {
 	return err == nil, err
 }
 
-// blobTarget writes each entity as annotated JSON to
-// <prefix>/<table>/<pk>/<rk>.json, keys path-escaped.
+// blobTarget writes each entity as annotated JSON to its blobName.
 type blobTarget struct {
 	b             storeadapter.Blobs
 	prefix, table string
+	rounds        int
 }
 
 func (bt blobTarget) String() string { return "container " + bt.b.Name() }
 
-func (bt blobTarget) name(pk, rk string) string {
-	name := bt.table + "/" + url.PathEscape(pk) + "/" + url.PathEscape(rk) + ".json"
-	if bt.prefix != "" {
-		name = bt.prefix + "/" + name
-	}
-	return name
-}
+func (bt blobTarget) name(pk, rk string) string { return blobName(bt.prefix, bt.table, pk, rk) }
 
 func (bt blobTarget) put(ctx context.Context, es []storeadapter.Entity) error {
 	for _, e := range es {
-		data, err := storeadapter.MarshalEntityJSON(e)
-		if err != nil {
-			return err
-		}
-		_, err = bt.b.Put(ctx, bt.name(e.PartitionKey, e.RowKey), data, storeadapter.PutOptions{ContentType: "application/json"})
-		if errors.Is(err, storeadapter.ErrNotFound) { // the container is missing
-			if err = bt.b.Create(ctx); err == nil {
-				_, err = bt.b.Put(ctx, bt.name(e.PartitionKey, e.RowKey), data, storeadapter.PutOptions{ContentType: "application/json"})
-			}
-		}
-		if err != nil {
+		if err := bt.putOne(ctx, e); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// putOne writes one copy with If-None-Match (creating the container on
+// first use). When a blob exists, it reads it: a copy of the same or a
+// newer version stays; an older one is replaced with If-Match of its ETag.
+func (bt blobTarget) putOne(ctx context.Context, e storeadapter.Entity) error {
+	name := bt.name(e.PartitionKey, e.RowKey)
+	data, err := storeadapter.MarshalEntityJSON(archived(e))
+	if err != nil {
+		return err
+	}
+	put := func(ctx context.Context, o storeadapter.PutOptions) error {
+		o.ContentType = "application/json"
+		_, err := bt.b.Put(ctx, name, data, o)
+		return err
+	}
+	insert := func(ctx context.Context) error { return put(ctx, storeadapter.PutOptions{IfNoneMatchAny: true}) }
+	err = idempotent.CreateOnMissing(ctx, bt.b.Create, insert)
+	for round := 0; raced(err); round++ {
+		if round == bt.rounds {
+			return fmt.Errorf("blob %s %w", name, errKeptChanging)
+		}
+		old, props, gerr := bt.b.Get(ctx, name)
+		switch {
+		case errors.Is(gerr, storeadapter.ErrNotFound) && !idempotent.Missing(gerr):
+			err = insert(ctx) // deleted since
+		case gerr != nil:
+			return gerr
+		case !newer(e, blobProperties(old)):
+			return nil // the copy holds this version or a newer one
+		default:
+			err = put(ctx, storeadapter.PutOptions{IfMatch: props.ETag})
+		}
+	}
+	return err
+}
+
+// blobProperties returns the properties of a blob copy, or none when it is
+// not an entity's JSON (such a blob counts as the oldest copy).
+func blobProperties(data []byte) map[string]any {
+	e, err := storeadapter.UnmarshalEntityJSON(data, "")
+	if err != nil {
+		return nil
+	}
+	return e.Properties
 }
 
 func (bt blobTarget) has(ctx context.Context, pk, rk string) (bool, error) {

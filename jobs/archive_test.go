@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,10 +28,16 @@ func edmEntity(pk, rk string) storeadapter.Entity {
 	}}
 }
 
+// assertSameProperties checks that an archived copy holds the source's
+// properties, every type and value intact, plus the source version it
+// copies.
 func assertSameProperties(t *testing.T, want, got storeadapter.Entity) {
 	t.Helper()
-	if len(got.Properties) != len(want.Properties) {
-		t.Fatalf("got %d properties, want %d", len(got.Properties), len(want.Properties))
+	if v, ok := got.Properties[jobs.SourceTimestampProperty].(time.Time); !ok || v.IsZero() {
+		t.Errorf("copy's %s = %s, want the source's Timestamp", jobs.SourceTimestampProperty, storeadapter.Format(got.Properties[jobs.SourceTimestampProperty]))
+	}
+	if len(got.Properties) != len(want.Properties)+1 {
+		t.Fatalf("got %d properties, want %d and the version", len(got.Properties), len(want.Properties))
 	}
 	for name, w := range want.Properties {
 		if g := got.Properties[name]; !storeadapter.Equal(w, g) {
@@ -47,7 +55,10 @@ type archiveBundle struct {
 func newArchive(t *testing.T) *archiveBundle {
 	t.Helper()
 	b := &archiveBundle{}
-	b.store = localstore.New(localstore.Options{Fault: func(op string) error {
+	// A clock that stands still: every write of an entity must still give
+	// it a later Timestamp, the version archive copies record.
+	clock := localstore.NewFakeClock(time.Date(2026, 11, 21, 9, 30, 0, 0, time.UTC))
+	b.store = localstore.New(localstore.Options{Now: clock.Now, Fault: func(op string) error {
 		if b.fault != nil {
 			return b.fault(op)
 		}
@@ -109,7 +120,7 @@ func TestArchiveOne(t *testing.T) {
 // TestArchiveCrashPositions fails each storage step once and checks that a
 // rerun converges: target holds the entity, source does not.
 func TestArchiveCrashPositions(t *testing.T) {
-	for _, step := range []string{"GetEntity", "UpsertEntity", "DeleteEntity"} {
+	for _, step := range []string{"GetEntity", "Transact", "DeleteEntity"} {
 		t.Run(step, func(t *testing.T) {
 			b := newArchive(t)
 			want := edmEntity("Sales", "7")
@@ -304,8 +315,17 @@ func TestArchiveArgs(t *testing.T) {
 		{`{"table":"Employees","to":"Archive","pk":"a/b","rk":"b"}`, "args.pk:"},
 		{`{"table":"Employees","to":"Archive","pk":"a","rk":"` + strings.Repeat("x", 513) + `"}`, "at most 512"},
 		{`{"table":"Employees","to":"Archive","pk":"a","rk":"b","rkFrom":"a"}`, "not both"},
-		{`{"table":"Employees","to":"Archive","pk":"a"}`, "args.rk: is required"},
+		{`{"table":"Employees","to":"Archive","pk":"a"}`, `args.rk: is required, or args.rkFrom and/or args.rkTo for a range ("rkFrom":"" moves the whole partition)`},
 		{`{"table":"Employees","to":"Archive","pk":"a","rkFrom":"m","rkTo":"c"}`, "args.rkTo: must be greater"},
+		// Azure orders keys by UTF-16 code units: U+1F600 (a surrogate
+		// pair) sorts before U+E000, so this range is empty there.
+		{`{"table":"Employees","to":"Archive","pk":"a","rkFrom":"\ue000","rkTo":"\ud83d\ude00"}`, "args.rkTo: must be greater"},
+		{`{"table":"Employees","toBlob":"archive/../x","pk":"a","rk":"b"}`, `args.toBlob: "archive/../x": the prefix must not hold "." or ".." path segments`},
+		{`{"table":"Employees","toBlob":"archive/./x","pk":"a","rk":"b"}`, `args.toBlob: "archive/./x": the prefix must not hold`},
+		{`{"table":"Employees","toBlob":"archive/../../etc","pk":"a","rk":"b"}`, "the prefix must not hold"},
+		{`{"table":"Employees","toBlob":"archive/x\\..","pk":"a","rk":"b"}`, "the prefix must not hold"},
+		{`{"table":"Employees","toBlob":"archive/` + strings.Repeat("x", 1010) + `","pk":"a","rk":"b"}`, "args.toBlob: the blobs would be named like xxx"},
+		{`{"table":"Employees","toBlob":"archive/` + strings.Repeat("x", 1010) + `","pk":"a","rkFrom":""}`, "must be 1-1024 characters"},
 		{`{"table":"Employees","toBlob":"Bad_Container","pk":"a","rk":"b"}`, "args.toBlob:"},
 		{`[1,2]`, "args: must be a JSON object"},
 		{``, "args: is required"},
@@ -316,5 +336,324 @@ func TestArchiveArgs(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("ParseArgs(%.60s) = %v, want an error containing %q", c.args, err, c.want)
 		}
+	}
+	for _, valid := range []string{
+		`{"table":"Employees","to":"Archive","pk":"a","rkFrom":"\ud83d\ude00","rkTo":"\ue000"}`, // U+1F600 < U+E000 on Azure
+		`{"table":"Employees","to":"Archive","pk":"a","rkTo":"m"}`,                              // a missing bound is open
+		`{"table":"Employees","to":"Archive","pk":"a","rkFrom":"","rkTo":""}`,                   // so is an empty one
+		`{"table":"Employees","toBlob":"archive/a.b/..c/x..","pk":"a","rk":"b"}`,                // dots inside names are fine
+	} {
+		if _, err := k.ParseArgs(json.RawMessage(valid)); err != nil {
+			t.Errorf("ParseArgs(%s) = %v, want it accepted", valid, err)
+		}
+	}
+}
+
+// stallFirstWrite makes the first write to a target (a table write or a
+// blob put) wait until release is closed, after signalling on stalled: the
+// mover that makes it holds what it read while others run.
+func (b *archiveBundle) stallFirstWrite(t *testing.T) (stalled <-chan struct{}, release chan<- struct{}) {
+	t.Helper()
+	st, rel := make(chan struct{}), make(chan struct{})
+	first := true
+	var mu sync.Mutex
+	b.fault = func(op string) error {
+		switch op {
+		case "InsertEntity", "UpsertEntity", "UpdateEntity", "Transact", "PutBlob":
+		default:
+			return nil
+		}
+		mu.Lock()
+		stall := first
+		first = false
+		mu.Unlock()
+		if stall {
+			close(st)
+			<-rel
+		}
+		return nil
+	}
+	return st, rel
+}
+
+// within fails the test unless ch delivers within 10 s.
+func within[T any](t *testing.T, what string, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
+// versioned returns a small entity with a Version property.
+func versioned(pk, rk string, v int64) storeadapter.Entity {
+	return storeadapter.Entity{PartitionKey: pk, RowKey: rk, Properties: map[string]any{"Version": v}}
+}
+
+// TestArchiveStaleMoverKeepsNewerCopy runs the lost-update interleaving of
+// two movers: A reads version 1 and stalls before its target write; the
+// application updates the source to version 2; B moves version 2 and
+// deletes the source; A resumes. The archive must keep version 2, for a
+// single entity, a range and the blob target.
+func TestArchiveStaleMoverKeepsNewerCopy(t *testing.T) {
+	const pk = "Sales"
+	cases := []struct {
+		name, args string
+		rows       []string
+		updated    string // the row the application updates
+		copyOf     func(b *archiveBundle, rk string) (storeadapter.Entity, error)
+	}{
+		{"one", `{"table":"Employees","to":"EmployeesArchive","pk":"Sales","rk":"7"}`, []string{"7"}, "7", tableCopy},
+		{"range", `{"table":"Employees","to":"EmployeesArchive","pk":"Sales","rkFrom":"","rkTo":"z"}`,
+			[]string{"1", "2", "3", "4", "5", "6", "7", "8"}, "5", tableCopy},
+		{"blob", `{"table":"Employees","toBlob":"archive/2026","pk":"Sales","rk":"7"}`, []string{"7"}, "7", blobCopy},
+		{"blob range", `{"table":"Employees","toBlob":"archive/2026","pk":"Sales","rkFrom":"1"}`,
+			[]string{"1", "2", "3", "4"}, "3", blobCopy},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b := newArchive(t)
+			for _, rk := range c.rows {
+				b.insert(t, versioned(pk, rk, 1))
+			}
+			stalled, release := b.stallFirstWrite(t)
+			doneA := make(chan error, 1)
+			go func() { doneA <- b.run(t, "op-A", c.args) }()
+			within(t, "mover A to stall before its target write", stalled)
+
+			if _, err := b.store.Tables().UpdateEntity(context.Background(), "Employees", versioned(pk, c.updated, 2), storeadapter.Replace, storeadapter.ETagAny); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.run(t, "op-B", c.args); err != nil {
+				t.Fatalf("mover B: %v", err)
+			}
+			close(release)
+			if err := within(t, "mover A to finish", doneA); err != nil {
+				t.Fatalf("mover A = %v, want nil (B moved the entities)", err)
+			}
+
+			for _, rk := range c.rows {
+				want := int64(1)
+				if rk == c.updated {
+					want = 2
+				}
+				got, err := c.copyOf(b, rk)
+				if err != nil {
+					t.Fatalf("copy of %s: %v", rk, err)
+				}
+				if got.Properties["Version"] != want {
+					t.Errorf("copy of %s holds Version %v, want %d (the last version written)", rk, got.Properties["Version"], want)
+				}
+				if _, err := b.store.Tables().GetEntity(context.Background(), "Employees", pk, rk); !errors.Is(err, storeadapter.ErrNotFound) {
+					t.Errorf("source %s still there: %v", rk, err)
+				}
+			}
+		})
+	}
+}
+
+func tableCopy(b *archiveBundle, rk string) (storeadapter.Entity, error) {
+	return b.store.Tables().GetEntity(context.Background(), "EmployeesArchive", "Sales", rk)
+}
+
+func blobCopy(b *archiveBundle, rk string) (storeadapter.Entity, error) {
+	data, _, err := b.store.Container("archive").Get(context.Background(), "2026/Employees/Sales/"+rk+".json")
+	if err != nil {
+		return storeadapter.Entity{}, err
+	}
+	return storeadapter.UnmarshalEntityJSON(data, "")
+}
+
+// seedRange inserts n entities of partition pk with RowKeys 00000, 00001, …
+// in transactions.
+func (b *archiveBundle) seedRange(t *testing.T, pk string, n int) {
+	t.Helper()
+	var ops []storeadapter.TableOp
+	for i := range n {
+		ops = append(ops, storeadapter.TableOp{Action: storeadapter.TxInsert, Entity: versioned(pk, fmt.Sprintf("%05d", i), 1)})
+	}
+	for _, batch := range idempotent.Batches(ops) {
+		if err := b.store.Tables().Transact(context.Background(), "Employees", batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// all returns every entity of a table.
+func (b *archiveBundle) all(t *testing.T, table string) []storeadapter.Entity {
+	t.Helper()
+	var out []storeadapter.Entity
+	q := storeadapter.Query{}
+	for {
+		p, err := b.store.Tables().Query(context.Background(), table, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, p.Entities...)
+		if q.Continuation = p.Next; q.Continuation == "" {
+			return out
+		}
+	}
+}
+
+// TestArchiveRowThatKeepsChanging rewrites one row of a 300-row range
+// before every write the movers make, so its delete never matches the ETag
+// read. The other 299 rows move in that one delivery, and the error names
+// the row; once the row stops changing, a redelivery moves it alone.
+func TestArchiveRowThatKeepsChanging(t *testing.T) {
+	b := newArchive(t)
+	b.seedRange(t, "P", 300)
+	const hot = "00150"
+	version := int64(1)
+	rewriting := true
+	b.fault = func(op string) error {
+		if rewriting && (op == "Transact" || op == "DeleteEntity") {
+			version++
+			// Ignore the outcome: the hook's own write must not fail the call.
+			b.store.Tables().UpdateEntity(context.Background(), "Employees", versioned("P", hot, version), storeadapter.Replace, storeadapter.ETagAny)
+		}
+		return nil
+	}
+	args := `{"table":"Employees","to":"EmployeesArchive","pk":"P","rkFrom":""}`
+	err := b.run(t, "op-hot", args)
+	if err == nil || jobs.IsPermanent(err) || !strings.Contains(err.Error(), hot) {
+		t.Fatalf("range with a row that keeps changing = %v, want a transient error naming %s", err, hot)
+	}
+	if left := keys(b.all(t, "Employees")); !slices.Equal(left, []string{"P/" + hot}) {
+		t.Fatalf("source holds %d rows after the delivery (%v), want only %s", len(left), left[:min(len(left), 3)], hot)
+	}
+	if n := len(b.all(t, "EmployeesArchive")); n < 299 {
+		t.Fatalf("archive holds %d rows, want the other 299 at least", n)
+	}
+
+	rewriting = false
+	if err := b.run(t, "op-hot", args); err != nil {
+		t.Fatalf("redelivery once the row settled = %v", err)
+	}
+	if left := b.all(t, "Employees"); len(left) != 0 {
+		t.Fatalf("source holds %d rows, want 0", len(left))
+	}
+	archived := b.all(t, "EmployeesArchive")
+	if len(archived) != 300 {
+		t.Fatalf("archive holds %d rows, want 300", len(archived))
+	}
+	for _, e := range archived {
+		want := int64(1)
+		if e.RowKey == hot {
+			want = version
+		}
+		if e.Properties["Version"] != want {
+			t.Errorf("copy of %s holds Version %v, want %d", e.RowKey, e.Properties["Version"], want)
+		}
+	}
+}
+
+func keys(es []storeadapter.Entity) []string {
+	out := make([]string, len(es))
+	for i, e := range es {
+		out[i] = e.PartitionKey + "/" + e.RowKey
+	}
+	return out
+}
+
+// TestArchiveCallCount pins what a move costs when nothing races: one
+// read, one target write and one delete for an entity; one query page and
+// per 100 rows one target transaction and one delete transaction for a
+// range (plus loading and clearing its checkpoint).
+func TestArchiveCallCount(t *testing.T) {
+	cases := []struct {
+		name, args string
+		rows       int
+		want       int64
+	}{
+		{"one", `{"table":"Employees","to":"EmployeesArchive","pk":"P","rk":"00000"}`, 1, 3},
+		{"blob", `{"table":"Employees","toBlob":"archive","pk":"P","rk":"00000"}`, 1, 3},
+		{"range", `{"table":"Employees","to":"EmployeesArchive","pk":"P","rkFrom":""}`, 250, 1 + 1 + 3 + 3 + 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b := newArchive(t)
+			if err := b.store.Container("archive").Create(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			b.seedRange(t, "P", c.rows)
+			before := total(b.store.Calls())
+			if err := b.run(t, "op-count", c.args); err != nil {
+				t.Fatal(err)
+			}
+			if got := total(b.store.Calls()) - before; got != c.want {
+				t.Errorf("the move made %d storage calls, want %d", got, c.want)
+			}
+		})
+	}
+}
+
+func total(calls map[string]int64) int64 {
+	var n int64
+	for _, c := range calls {
+		n += c
+	}
+	return n
+}
+
+// TestArchiveReplacesOnlyOlderCopies prepares target copies: one written by
+// hand (no version: the oldest), one of a newer version than the source
+// holds, and none for a third row. The move replaces the first, keeps the
+// second and inserts the third, for a range and for blobs.
+func TestArchiveReplacesOnlyOlderCopies(t *testing.T) {
+	future := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
+	handWritten := versioned("Sales", "1", 0)
+	newerCopy := versioned("Sales", "2", 9)
+	newerCopy.Properties[jobs.SourceTimestampProperty] = future
+	cases := []struct {
+		name, args string
+		prepare    func(t *testing.T, b *archiveBundle, e storeadapter.Entity)
+		copyOf     func(b *archiveBundle, rk string) (storeadapter.Entity, error)
+	}{
+		{"table", `{"table":"Employees","to":"EmployeesArchive","pk":"Sales","rkFrom":""}`,
+			func(t *testing.T, b *archiveBundle, e storeadapter.Entity) {
+				if _, err := b.store.Tables().InsertEntity(context.Background(), "EmployeesArchive", e); err != nil {
+					t.Fatal(err)
+				}
+			}, tableCopy},
+		{"blob", `{"table":"Employees","toBlob":"archive/2026","pk":"Sales","rkFrom":""}`,
+			func(t *testing.T, b *archiveBundle, e storeadapter.Entity) {
+				data, err := storeadapter.MarshalEntityJSON(e)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c := b.store.Container("archive")
+				if err := c.Create(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := c.Put(context.Background(), "2026/Employees/Sales/"+e.RowKey+".json", data, storeadapter.PutOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}, blobCopy},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b := newArchive(t)
+			for _, rk := range []string{"1", "2", "3"} {
+				b.insert(t, versioned("Sales", rk, 1))
+			}
+			c.prepare(t, b, handWritten)
+			c.prepare(t, b, newerCopy)
+			if err := b.run(t, "op-1", c.args); err != nil {
+				t.Fatal(err)
+			}
+			for rk, want := range map[string]int64{"1": 1, "2": 9, "3": 1} {
+				got, err := c.copyOf(b, rk)
+				if err != nil {
+					t.Fatalf("copy of %s: %v", rk, err)
+				}
+				if got.Properties["Version"] != want {
+					t.Errorf("copy of %s holds Version %v, want %d", rk, got.Properties["Version"], want)
+				}
+			}
+		})
 	}
 }

@@ -248,10 +248,7 @@ func (ts *tableService) write(ctx context.Context, opName, name string, op store
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var old *row
-	if op.Action != storeadapter.TxUpsertReplace { // the one action that ignores what is there
-		old, _ = t.rows.Get(&row{pk: op.Entity.PartitionKey, rk: op.Entity.RowKey})
-	}
+	old, _ := t.rows.Get(&row{pk: op.Entity.PartitionKey, rk: op.Entity.RowKey})
 	next, err := ts.apply(op, old)
 	if err != nil {
 		return "", fmt.Errorf("localstore: %s %s/%s: %w", opName, op.Entity.PartitionKey, op.Entity.RowKey, err)
@@ -296,7 +293,19 @@ func (ts *tableService) apply(op storeadapter.TableOp, old *row) (*row, error) {
 			return nil, fmt.Errorf("%w: merge leaves an entity of %d bytes, more than %d", storeadapter.ErrTooLarge, n, storeadapter.MaxEntityBytes)
 		}
 	}
-	return &row{pk: e.PartitionKey, rk: e.RowKey, props: props, etag: ts.etag(), ts: ts.s.time()}, nil
+	return &row{pk: e.PartitionKey, rk: e.RowKey, props: props, etag: ts.etag(), ts: ts.timestamp(old)}, nil
+}
+
+// timestamp returns the Timestamp of a write that replaces old (nil: an
+// insert): the store's time, but at least 100 ns after old's, so an
+// entity's Timestamp grows with every write even on a clock that stands
+// still, as on Azure, where the ETag derives from it.
+func (ts *tableService) timestamp(old *row) time.Time {
+	now := ts.s.time()
+	if old != nil && !now.After(old.ts) {
+		return old.ts.Add(100 * time.Nanosecond)
+	}
+	return now
 }
 
 func (ts *tableService) Transact(ctx context.Context, name string, ops []storeadapter.TableOp) error {

@@ -41,7 +41,7 @@ func (m *Main) runArchive(ctx context.Context, args []string) error {
 			"from table -table to table -to or to blobs under -to-blob. It prints the op id and the message id.", &c)
 	fs.StringVar(&table, "table", "", "source table (required)")
 	fs.StringVar(&to, "to", "", "target table (or -to-blob)")
-	fs.StringVar(&toBlob, "to-blob", "", "target blobs: \"container\" or \"container/prefix\" (or -to)")
+	fs.StringVar(&toBlob, "to-blob", "", "target blobs: \"container\" or \"container/prefix\", no . or .. segments (or -to)")
 	fs.StringVar(&pk, "pk", "", "PartitionKey (required)")
 	fs.StringVar(&rk, "rk", "", "RowKey of the one entity to move (or -rk-from)")
 	fs.StringVar(&rkFrom, "rk-from", "", "first RowKey of the range to move (\"\" for the first row)")
