@@ -3,11 +3,21 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tablekeeper/tablekeeper/jobs"
+	"github.com/tablekeeper/tablekeeper/localstore"
+	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
 // TestDemo runs the README's first command in-process and checks the
@@ -56,7 +66,7 @@ func TestConfigFile(t *testing.T) {
 	for body, want := range map[string]string{
 		`{"connection-string": "x"}`: `"connection-string" is not a setting`,
 		`{"nope": 1}`:                `"nope" is not a setting`,
-		`{"visibility": "soon"}`:     `"visibility": parse error`,
+		`{"visibility": "soon"}`:     `"visibility": must be a duration such as 30s`,
 		`[1]`:                        "not a JSON object",
 	} {
 		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
@@ -66,5 +76,138 @@ func TestConfigFile(t *testing.T) {
 		if err := m.ParseFlags([]string{"-config", path}); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("config %s: got %v, want an error containing %q", body, err, want)
 		}
+	}
+}
+
+// TestFlagErrors: values the help does not allow are refused with the
+// flag's name and its rule (main exits 2 for them).
+func TestFlagErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-concurrency", "0"}, "-concurrency: must be 1-1024, got 0"},
+		{[]string{"-concurrency", "1025"}, "-concurrency: must be 1-1024, got 1025"},
+		{[]string{"-batch", "0"}, "-batch: must be 1-32"},
+		{[]string{"-batch", "64"}, "-batch: must be 1-32"},
+		{[]string{"-visibility", "30"}, `must be a duration such as 30s, 1m30s or 2h, got "30" (a unit is needed: 30s or 30m)`},
+		{[]string{"-visibility", "1s"}, "-visibility: must be 2s-168h0m0s, got 1s"},
+		{[]string{"-max-dequeue-count", "0"}, "-max-dequeue-count: must be 1-1000, got 0"},
+		{[]string{"-drain-quiet", "-1s"}, "-drain-quiet: must not be negative"},
+		{[]string{"-queue", "caf\xe9"}, "-queue: the value is not valid UTF-8"},
+	} {
+		m := &Main{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}}
+		err := m.ParseFlags(c.args)
+		if err == nil || errors.Is(err, flag.ErrHelp) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("worker %q: got %v, want an error containing %q", c.args, err, c.want)
+		}
+		if strings.Contains(fmt.Sprint(err), "\xe9") {
+			t.Errorf("worker %q: the error repeats the invalid bytes: %v", c.args, err)
+		}
+	}
+}
+
+// TestHelp: -h prints the whole help on stdout, nothing on stderr.
+func TestHelp(t *testing.T) {
+	var out, errOut bytes.Buffer
+	m := &Main{Stdout: &out, Stderr: &errOut}
+	if err := m.ParseFlags([]string{"-h"}); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-h: %v, want flag.ErrHelp", err)
+	}
+	for _, want := range []string{"usage: worker [flags]", "worker -queue orders -drain", "Exit status: 0", "AZURE_STORAGE_CONNECTION_STRING",
+		"-drain-quiet", "-receive-outage", "-concurrency int", "messages handled at once (1-1024)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("help lacks %q:\n%s", want, out.String())
+		}
+	}
+	if errOut.Len() != 0 {
+		t.Errorf("help wrote to stderr: %q", errOut.String())
+	}
+}
+
+// TestSignals: the first signal logs at once how long the worker waits
+// for how many jobs and stops it gracefully; a second one ends the process.
+func TestSignals(t *testing.T) {
+	ctx := context.Background()
+	hang := make(chan struct{}) // the job's first read returns only when the test ends
+	t.Cleanup(func() { close(hang) })
+	store := localstore.New(localstore.Options{Fault: func(op string) error {
+		if op == "GetEntity" {
+			<-hang
+		}
+		return nil
+	}})
+	q := store.Queue("sig")
+	if err := q.Create(ctx); err != nil {
+		t.Fatal(err)
+	}
+	text, err := jobs.Encode(jobs.Envelope{V: 1, ID: "op-1", Kind: jobs.ArchiveKind,
+		Args: json.RawMessage(`{"table":"Src","to":"Dst","pk":"p","rk":"r"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Send(ctx, text, storeadapter.SendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	logs := &lockedBuffer{}
+	sigs := make(chan os.Signal, 2)
+	exited := make(chan int, 1)
+	m := &Main{Stdout: &bytes.Buffer{}, Stderr: logs, Signals: sigs, Exit: func(code int) { exited <- code },
+		Connect: func() (storeadapter.Store, error) { return store, nil }}
+	if err := m.ParseFlags([]string{"-queue", "sig", "-log-format", "json", "-shutdown-grace", "1h"}); err != nil {
+		t.Fatal(err)
+	}
+	go m.Run(ctx) // returns only once the test ends: the job ignores cancellation
+	waitUntil(t, "the job to start", func() bool { return store.Calls()["GetEntity"] == 1 })
+	sigs <- syscall.SIGTERM
+	waitUntil(t, "the stopping line", func() bool {
+		return strings.Contains(logs.String(), `"msg":"stopping; waiting up to 1h0m0s for 1 jobs; press Ctrl-C again to force"`)
+	})
+	select {
+	case code := <-exited:
+		t.Fatalf("exited with %d after one signal", code)
+	default:
+	}
+	sigs <- os.Interrupt
+	select {
+	case code := <-exited:
+		if code != 1 {
+			t.Errorf("second signal: exit %d, want 1", code)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the second signal did not end the process within 5 s")
+	}
+	if !strings.Contains(logs.String(), `"msg":"second signal; exiting now`) {
+		t.Errorf("no log line for the second signal:\n%s", logs.String())
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent writes and reads.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// waitUntil polls cond for up to 5 s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 5 s", what)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
