@@ -298,10 +298,16 @@ func (m *Main) run(ctx context.Context, log *slog.Logger) (err error) {
 	cctx, cancelCreate := context.WithTimeout(ctx, createTimeout)
 	err = store.Queue(m.Queue).Create(cctx)
 	cancelCreate()
-	if err != nil && ctx.Err() == nil {
+	switch {
+	case err == nil, ctx.Err() != nil:
+	case storeadapter.IsTransient(err):
+		// An outage: the receive loop logs it, retries, and gives up
+		// after -receive-outage.
+		log.WarnContext(ctx, "could not create the work queue; receiving anyway", "queue", m.Queue, "err", err)
+	default:
 		return fmt.Errorf("queue %s: %w", m.Queue, err)
 	}
-	if err == nil {
+	if ctx.Err() == nil {
 		err = r.Run(ctx)
 	}
 	s := r.Stats()
