@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -131,8 +130,10 @@ func TestSignals(t *testing.T) {
 	ctx := context.Background()
 	hang := make(chan struct{}) // the job's first read returns only when the test ends
 	t.Cleanup(func() { close(hang) })
+	started := make(chan struct{}, 1)
 	store := localstore.New(localstore.Options{Fault: func(op string) error {
 		if op == "GetEntity" {
+			started <- struct{}{}
 			<-hang
 		}
 		return nil
@@ -149,7 +150,7 @@ func TestSignals(t *testing.T) {
 	if _, err := q.Send(ctx, text, storeadapter.SendOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	logs := &lockedBuffer{}
+	logs := make(lineWriter, 100)
 	sigs := make(chan os.Signal, 2)
 	exited := make(chan int, 1)
 	m := &Main{Stdout: &bytes.Buffer{}, Stderr: logs, Signals: sigs, Exit: func(code int) { exited <- code },
@@ -158,56 +159,47 @@ func TestSignals(t *testing.T) {
 		t.Fatal(err)
 	}
 	go m.Run(ctx) // returns only once the test ends: the job ignores cancellation
-	waitUntil(t, "the job to start", func() bool { return store.Calls()["GetEntity"] == 1 })
+	receive(t, "the job to start", started)
 	sigs <- syscall.SIGTERM
-	waitUntil(t, "the stopping line", func() bool {
-		return strings.Contains(logs.String(), `"msg":"stopping; waiting up to 1h0m0s for 1 jobs; press Ctrl-C again to force"`)
-	})
+	logs.await(t, `"msg":"stopping; waiting up to 1h0m0s for 1 jobs; press Ctrl-C again to force","signal":"terminated","running":1,"grace":"1h0m0s"`)
 	select {
 	case code := <-exited:
 		t.Fatalf("exited with %d after one signal", code)
 	default:
 	}
 	sigs <- os.Interrupt
-	select {
-	case code := <-exited:
-		if code != 1 {
-			t.Errorf("second signal: exit %d, want 1", code)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the second signal did not end the process within 5 s")
+	if code := receive(t, "the exit after the second signal", exited); code != 1 {
+		t.Errorf("second signal: exit %d, want 1", code)
 	}
-	if !strings.Contains(logs.String(), `"msg":"second signal; exiting now`) {
-		t.Errorf("no log line for the second signal:\n%s", logs.String())
-	}
+	logs.await(t, `"msg":"second signal; exiting now`)
 }
 
-// lockedBuffer is a bytes.Buffer safe for concurrent writes and reads.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+// lineWriter hands each write (one log line) to the test.
+type lineWriter chan string
+
+func (w lineWriter) Write(p []byte) (int, error) {
+	w <- string(p)
+	return len(p), nil
 }
 
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// waitUntil polls cond for up to 5 s.
-func waitUntil(t *testing.T, what string, cond func() bool) {
+// await reads lines until one contains want, for up to 5 s.
+func (w lineWriter) await(t *testing.T, want string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 5 s", what)
+	for {
+		if line := receive(t, "a log line containing "+want, w); strings.Contains(line, want) {
+			return
 		}
-		time.Sleep(time.Millisecond)
+	}
+}
+
+// receive returns the next value from ch, failing the test after 5 s.
+func receive[T any](t *testing.T, what string, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s: not within 5 s", what)
+		panic("unreachable")
 	}
 }
