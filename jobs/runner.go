@@ -40,6 +40,9 @@ type Poisoner interface {
 	Move(ctx context.Context, f poison.Failure, popReceipt, reason string) error
 	// Forget drops the failure record of a message that finally succeeded.
 	Forget(ctx context.Context, messageID string) error
+	// LastAttempt returns the latest attempt recorded for a message, and
+	// false when none is.
+	LastAttempt(ctx context.Context, messageID string) (poison.Attempt, bool, error)
 }
 
 // Defaults of Config. Each is documented on its field too.
@@ -53,6 +56,15 @@ const (
 	DefaultIdleMin         = 100 * time.Millisecond
 	DefaultIdleMax         = 30 * time.Second
 	DefaultShutdownGrace   = 25 * time.Second
+	DefaultReceiveOutage   = 2 * time.Minute
+)
+
+// Limits of Config, for callers that check settings themselves (the worker
+// checks its flags against them).
+const (
+	MaxConcurrency     = 1024
+	MinVisibility      = 2 * time.Second
+	MaxMaxDequeueCount = 1000
 )
 
 // Config configures a Runner. Zero fields take the documented defaults.
@@ -90,10 +102,26 @@ type Config struct {
 	// receives that find the queue empty. Defaults 100 ms and 30 s.
 	IdleMin, IdleMax time.Duration
 
-	// Drain makes Run return once the queue is empty (no message visible
-	// or invisible) and nothing is running: run-to-completion for
-	// container jobs.
+	// Drain makes Run return once a receive finds no visible message,
+	// nothing is running, and either the queue's approximate count is 0 or
+	// no message has arrived for DrainQuiet: run-to-completion for
+	// container jobs. Azure's count is "not lower than the actual number":
+	// it includes messages other workers hold, messages delayed by a retry
+	// backoff, and expired ones until the service collects them, so waiting
+	// for 0 alone could wait forever.
 	Drain bool
+	// DrainQuiet is how long a drain waits, with nothing visible and
+	// nothing running, for the messages the count still holds. Default
+	// twice Visibility: a message another worker holds is either deleted
+	// or visible again within one visibility timeout of that worker's
+	// last renewal, even when the worker crashed; the second timeout is a
+	// margin. Messages delayed longer (a late retry) are left to the next
+	// run, which the count keeps scheduling.
+	DrainQuiet time.Duration
+	// ReceiveOutage is how long receives may fail without one success
+	// before Run gives up and returns an error (a storage outage or a
+	// broken endpoint: the container should exit 1). Default 2 min.
+	ReceiveOutage time.Duration
 	// MaxMessages stops Run after this many messages were handled
 	// (finished, retried or poisoned). 0 means no limit.
 	MaxMessages int
@@ -116,6 +144,8 @@ func (c *Config) Validate() error {
 	c.IdleMin = cmp.Or(c.IdleMin, DefaultIdleMin)
 	c.IdleMax = cmp.Or(c.IdleMax, DefaultIdleMax)
 	c.ShutdownGrace = cmp.Or(c.ShutdownGrace, DefaultShutdownGrace)
+	c.DrainQuiet = cmp.Or(c.DrainQuiet, 2*c.Visibility)
+	c.ReceiveOutage = cmp.Or(c.ReceiveOutage, DefaultReceiveOutage)
 	c.Host = cmp.Or(c.Host, "unknown")
 	if c.Clock == nil {
 		c.Clock = RealClock
@@ -126,40 +156,75 @@ func (c *Config) Validate() error {
 	switch {
 	case c.Queue == nil || c.Registry == nil || c.Poison == nil:
 		return errors.New("runner: Queue, Registry and Poison are required")
-	case c.Concurrency < 1 || c.Concurrency > 1024:
-		return fmt.Errorf("runner: concurrency: must be 1-1024, got %d", c.Concurrency)
+	case c.Concurrency < 1 || c.Concurrency > MaxConcurrency:
+		return fmt.Errorf("runner: concurrency: must be 1-%d, got %d", MaxConcurrency, c.Concurrency)
 	case c.BatchSize < 1 || c.BatchSize > storeadapter.MaxReceiveCount:
 		return fmt.Errorf("runner: batch size: must be 1-%d, got %d", storeadapter.MaxReceiveCount, c.BatchSize)
-	case c.Visibility < 2*time.Second || c.Visibility > storeadapter.MaxVisibility:
+	case c.Visibility < MinVisibility || c.Visibility > storeadapter.MaxVisibility:
 		return fmt.Errorf("runner: visibility: must be 2s-7d, got %v", c.Visibility)
-	case c.MaxDequeueCount < 1 || c.MaxDequeueCount > 1000:
-		return fmt.Errorf("runner: max dequeue count: must be 1-1000, got %d", c.MaxDequeueCount)
+	case c.MaxDequeueCount < 1 || c.MaxDequeueCount > MaxMaxDequeueCount:
+		return fmt.Errorf("runner: max dequeue count: must be 1-%d, got %d", MaxMaxDequeueCount, c.MaxDequeueCount)
 	case c.RetryBase < 0 || c.RetryMax < c.RetryBase:
 		return fmt.Errorf("runner: retry delays: need 0 <= base (%v) <= max (%v)", c.RetryBase, c.RetryMax)
 	case c.IdleMin <= 0 || c.IdleMax < c.IdleMin:
 		return fmt.Errorf("runner: idle delays: need 0 < min (%v) <= max (%v)", c.IdleMin, c.IdleMax)
-	case c.MaxMessages < 0 || c.MaxDuration < 0 || c.ShutdownGrace < 0:
-		return errors.New("runner: max messages, max duration and shutdown grace must not be negative")
+	case c.MaxMessages < 0 || c.MaxDuration < 0 || c.ShutdownGrace < 0 || c.DrainQuiet < 0 || c.ReceiveOutage < 0:
+		return errors.New("runner: max messages, max duration, shutdown grace, drain quiet and receive outage must not be negative")
 	}
 	return nil
 }
 
-// Stats count what a runner did. Read them with Runner.Stats.
+// Stats count what a runner did. Read them with Runner.Stats. Every
+// received message ends in exactly one outcome, so once Run has returned,
+// Received = Succeeded + Retried + Poisoned + LeaseLost + Released +
+// AckFailed.
 type Stats struct {
 	Received  int64 // messages received
-	Succeeded int64 // handled and deleted
-	Retried   int64 // failed transiently, made visible again after a backoff
+	Succeeded int64 // the job succeeded and the message is deleted
+	Retried   int64 // the job failed transiently; the message comes back after a backoff
 	Poisoned  int64 // moved to the poison queue
-	LeaseLost int64 // lost the lease while running (another worker may have it)
-	Released  int64 // received during shutdown and made visible again unstarted
+	LeaseLost int64 // the lease was lost (another worker may have the message)
+	Released  int64 // handed back unstarted (shutdown), or cancelled by shutdown
+	// AckFailed counts messages whose outcome could not be acknowledged
+	// (the delete, retry, poison move or release kept failing, or
+	// processing panicked): each reappears when its lease runs out and runs
+	// again.
+	AckFailed int64
+	// ReceiveFailures counts failed receive calls (not messages).
+	ReceiveFailures int64
+	// StopReason says why Run returned: "drained", "max messages", "max
+	// duration", "shutdown" or "receive failing"; "" while it runs.
+	StopReason string
+	// Left is, when a drain ended, the queue's approximate count at that
+	// moment (none of them visible: held elsewhere, delayed, or expired and
+	// not yet collected); -1 when it could not be read, 0 otherwise.
+	Left int
 }
+
+// outcome is how one received message ended; see Stats.
+type outcome int
+
+const (
+	succeeded outcome = iota
+	retried
+	poisoned
+	leaseLost
+	released
+	ackFailed
+	numOutcomes
+)
 
 // Runner polls the queue and runs jobs. Create it with NewRunner and call
 // Run once.
 type Runner struct {
 	cfg   Config
 	stats struct {
-		received, succeeded, retried, poisoned, leaseLost, released atomic.Int64
+		received, receiveFailures atomic.Int64
+		outcomes                  [numOutcomes]atomic.Int64
+		running                   atomic.Int64
+		mu                        sync.Mutex
+		stopReason                string
+		left                      int
 	}
 }
 
@@ -173,23 +238,76 @@ func NewRunner(cfg Config) (*Runner, error) {
 
 // Stats returns the runner's counters so far.
 func (r *Runner) Stats() Stats {
-	return Stats{Received: r.stats.received.Load(), Succeeded: r.stats.succeeded.Load(), Retried: r.stats.retried.Load(),
-		Poisoned: r.stats.poisoned.Load(), LeaseLost: r.stats.leaseLost.Load(), Released: r.stats.released.Load()}
+	o := &r.stats.outcomes
+	r.stats.mu.Lock()
+	defer r.stats.mu.Unlock()
+	return Stats{Received: r.stats.received.Load(), Succeeded: o[succeeded].Load(), Retried: o[retried].Load(),
+		Poisoned: o[poisoned].Load(), LeaseLost: o[leaseLost].Load(), Released: o[released].Load(),
+		AckFailed: o[ackFailed].Load(), ReceiveFailures: r.stats.receiveFailures.Load(),
+		StopReason: r.stats.stopReason, Left: r.stats.left}
+}
+
+// Running returns how many received messages the runner holds now, running
+// or waiting for a slot.
+func (r *Runner) Running() int { return int(r.stats.running.Load()) }
+
+// end counts the outcome of one received message.
+func (r *Runner) end(o outcome) {
+	r.stats.outcomes[o].Add(1)
+	r.stats.running.Add(-1)
+}
+
+// stop records why Run returns.
+func (r *Runner) stop(reason string, left int) {
+	r.stats.mu.Lock()
+	defer r.stats.mu.Unlock()
+	r.stats.stopReason, r.stats.left = reason, left
 }
 
 // Bounds on single storage calls the runner makes for itself (the SDK has
 // no per-try timeout by default, and one hung connection must not hold a
-// lease or a shutdown forever), and on the wait for cancelled handlers.
+// lease or a shutdown forever), on the retries of an acknowledgement, and
+// on the wait for cancelled handlers.
 const (
-	receiveTimeout = 30 * time.Second
+	receiveTimeout = 10 * time.Second
 	callTimeout    = 30 * time.Second
+	minCallTimeout = 2 * time.Second
+	ackAttempts    = 4
+	ackBackoff     = 250 * time.Millisecond
 	abandonAfter   = 5 * time.Second
 )
 
-// callCtx returns a context for one acknowledgement call: not cancelled by
-// shutdown, but bounded.
-func callCtx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), callTimeout)
+// boundedCtx returns a context for one storage call the runner makes for
+// itself: not cancelled by shutdown, but bounded.
+func boundedCtx(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), d)
+}
+
+// acknowledge runs call, an acknowledgement that must end before the lease
+// does at until, and retries it while it fails transiently: up to
+// ackAttempts tries, ackBackoff apart and doubling, ±20 % jitter, each try
+// bounded by the time left on the lease (at least minCallTimeout, at most
+// callTimeout), and never a wait that would end past until. call learns
+// whether it is a retry: an earlier try whose reply was lost may have done
+// the work, which changes what a "not found" or "pop receipt mismatch"
+// means.
+func (r *Runner) acknowledge(until time.Time, call func(ctx context.Context, retry bool) error) error {
+	clock := r.cfg.Clock
+	wait := ackBackoff
+	for try := 1; ; try++ {
+		ctx, cancel := boundedCtx(min(max(until.Sub(clock.Now()), minCallTimeout), callTimeout))
+		err := call(ctx, try > 1)
+		cancel()
+		if err == nil || try == ackAttempts || !storeadapter.IsTransient(err) {
+			return err
+		}
+		d := time.Duration(float64(wait) * (0.8 + 0.4*rand.Float64()))
+		if clock.Now().Add(d).After(until) {
+			return err
+		}
+		<-clock.After(d)
+		wait *= 2
+	}
 }
 
 // errLeaseLost cancels a handler whose message lease could not be renewed.
@@ -198,10 +316,20 @@ var errLeaseLost = errors.New("lease on the message was lost")
 // Run receives and runs messages until ctx is cancelled (graceful
 // shutdown: no more receives, running handlers get ShutdownGrace to finish,
 // received-but-unstarted messages are made visible at once) or, with Drain,
-// until the queue is empty, or until MaxMessages or MaxDuration. It returns
-// nil then. Message-level failures never end it; it returns an error only
-// when the queue cannot be used at all (missing, forbidden, or failing for
-// longer than the idle backoff's ceiling several times over).
+// until the queue is drained (see Config.Drain), or until MaxMessages or
+// MaxDuration. It returns nil then; Stats says why it stopped. Message-level
+// failures never end it; it returns an error only when the queue cannot be
+// used at all: missing, forbidden, or every receive failing for
+// ReceiveOutage.
+//
+// Every failed receive is logged with its backoff. After one, the runner
+// asks for one message at a time until a visibility timeout has passed
+// without another failure (the messages the failed receive hid are visible
+// again by then, a bad one among them, and a receive of one hides no good
+// message with it); then each receive that returns messages doubles the
+// batch back to BatchSize. So one message that makes every batch holding
+// it fail (Azurite answers 500 for some text Azure refuses) cannot stop the
+// rest of the queue, and costs the others at most one extra delivery.
 func (r *Runner) Run(ctx context.Context) error {
 	c := &r.cfg
 	// Handlers run under their own context, so a shutdown signal does not
@@ -227,7 +355,11 @@ func (r *Runner) Run(ctx context.Context) error {
 	// messages, so the next ones start at once and a receive fetches
 	// many messages, not the few slots just freed.
 	capacity := c.Concurrency + min(c.BatchSize/2, c.Concurrency)
-	failures := 0
+	batch := c.BatchSize         // 1 after a failed receive; see above
+	var lastFailure time.Time    // when a receive last failed
+	failures := 0                // receives failed in a row
+	var failingSince time.Time   // when the first of them started
+	lastArrival := c.Clock.Now() // when a receive last returned a message
 	err := func() error {
 		for stopCtx.Err() == nil {
 			for len(pending) > 0 && len(slots) < c.Concurrency {
@@ -247,14 +379,15 @@ func (r *Runner) Run(ctx context.Context) error {
 				}()
 			}
 			held := len(slots) + len(pending)
-			n := min(c.BatchSize, capacity-held)
+			n := min(batch, capacity-held)
 			if c.MaxMessages > 0 {
 				n = min(n, c.MaxMessages-int(handled.Load())-held)
 				if n <= 0 && held == 0 {
+					r.stop("max messages", 0)
 					return nil
 				}
 			}
-			if n <= 0 || held > 0 && n < min(c.BatchSize, capacity)/2 {
+			if n <= 0 || held > 0 && n < min(batch, capacity)/2 {
 				r.waitOne(stopCtx, done) // receive once half a batch fits
 				continue
 			}
@@ -262,28 +395,44 @@ func (r *Runner) Run(ctx context.Context) error {
 			// has hidden the messages it returns, and abandoning the call
 			// would leave them hidden for a whole visibility timeout. What
 			// it returns after a shutdown signal is released below.
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(stopCtx), receiveTimeout)
+			began := c.Clock.Now()
+			rctx, cancel := boundedCtx(receiveTimeout)
 			msgs, err := c.Queue.Receive(rctx, n, c.Visibility)
 			cancel()
 			if err != nil {
 				if stopCtx.Err() != nil {
 					return nil
 				}
+				r.stats.receiveFailures.Add(1)
 				if !storeadapter.IsTransient(err) {
 					return fmt.Errorf("runner: receive from %s: %w", c.Queue.Name(), err)
 				}
-				if failures++; failures > 10 {
-					return fmt.Errorf("runner: receive from %s failed %d times in a row: %w", c.Queue.Name(), failures, err)
+				if failures++; failures == 1 {
+					failingSince = began
 				}
-				c.Logger.WarnContext(ctx, "receive failed; backing off", "queue", c.Queue.Name(), "err", err)
-				r.sleep(stopCtx, idle.NextBackOff(), done)
+				if failing := c.Clock.Now().Sub(failingSince); failing >= c.ReceiveOutage {
+					return fmt.Errorf("runner: receive from %s failed %d times in a row for %v: %w", c.Queue.Name(), failures, failing.Round(time.Second), err)
+				}
+				if n > 1 {
+					// It may have hidden good messages with a bad one: they
+					// are visible again within a visibility timeout, so the
+					// drain's quiet period starts again. A failed receive of
+					// one message hid only that one, which cannot be had.
+					lastArrival = c.Clock.Now()
+				}
+				batch, lastFailure = 1, c.Clock.Now()
+				// The last try comes when the outage limit is reached.
+				wait := min(idle.NextBackOff(), failingSince.Add(c.ReceiveOutage).Sub(c.Clock.Now()))
+				c.Logger.WarnContext(ctx, "receive failed; backing off", "queue", c.Queue.Name(), "err", err,
+					"failures_in_a_row", failures, "retry_in", wait, "next_batch", batch)
+				r.sleep(stopCtx, wait, done)
 				continue
 			}
 			failures = 0
 			if len(msgs) == 0 {
 				if c.Drain && held == 0 {
-					n, err := c.Queue.ApproximateCount(stopCtx)
-					if err == nil && n == 0 {
+					if left, ok := r.drained(ctx, lastArrival); ok {
+						r.stop("drained", left)
 						return nil
 					}
 				}
@@ -291,10 +440,15 @@ func (r *Runner) Run(ctx context.Context) error {
 				continue
 			}
 			idle.Reset()
+			if c.Clock.Now().Sub(lastFailure) >= c.Visibility {
+				batch = min(c.BatchSize, 2*batch)
+			}
+			lastArrival = c.Clock.Now()
 			r.stats.received.Add(int64(len(msgs)))
+			r.stats.running.Add(int64(len(msgs)))
 			for _, m := range msgs {
 				if stopCtx.Err() != nil {
-					r.release(m, m.PopReceipt)
+					r.end(r.release(newHeld(r, m).log, m, m.PopReceipt, leaseEnd(began, c.Visibility, m.NextVisible)))
 					continue
 				}
 				pending = append(pending, r.hold(handlerCtx, m))
@@ -302,11 +456,21 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 		return nil
 	}()
+	switch {
+	case err != nil:
+		r.stop("receive failing", 0)
+	case ctx.Err() != nil:
+		r.stop("shutdown", 0)
+	case stopCtx.Err() != nil:
+		r.stop("max duration", 0)
+	}
 	// Messages received but never started go back to the queue at once.
 	for _, h := range pending {
 		h.cancel(nil)
-		if receipt, lost := h.lease.stop(); !lost {
-			r.release(h.m, receipt)
+		if receipt, until, lost := h.lease.stop(); lost {
+			r.end(leaseLost)
+		} else {
+			r.end(r.release(h.log, h.m, receipt, until))
 		}
 	}
 
@@ -329,6 +493,32 @@ func (r *Runner) Run(ctx context.Context) error {
 	return err
 }
 
+// drained reports whether a drain may end now that a receive found nothing
+// and nothing runs: the queue's approximate count is 0, or no message has
+// arrived since lastArrival for DrainQuiet. It returns the count (-1 when
+// it could not be read), and logs why the drain ends.
+func (r *Runner) drained(ctx context.Context, lastArrival time.Time) (int, bool) {
+	c := &r.cfg
+	cctx, cancel := boundedCtx(callTimeout)
+	n, err := c.Queue.ApproximateCount(cctx)
+	cancel()
+	quiet := c.Clock.Now().Sub(lastArrival)
+	switch {
+	case err == nil && n == 0:
+		c.Logger.InfoContext(ctx, "queue drained", "queue", c.Queue.Name(), "invisible", 0)
+		return 0, true
+	case quiet < c.DrainQuiet:
+		return 0, false
+	case err != nil:
+		c.Logger.WarnContext(ctx, "queue drained: nothing visible for the quiet period; its message count could not be read",
+			"queue", c.Queue.Name(), "quiet", c.DrainQuiet, "err", err)
+		return -1, true
+	}
+	c.Logger.InfoContext(ctx, "queue drained: nothing visible for the quiet period; the count still holds messages that are invisible (held elsewhere, delayed, or expired and not yet collected)",
+		"queue", c.Queue.Name(), "invisible", n, "quiet", c.DrainQuiet)
+	return n, true
+}
+
 // waitOne waits for a running message to finish, or for ctx.
 func (r *Runner) waitOne(ctx context.Context, done <-chan struct{}) {
 	select {
@@ -347,29 +537,74 @@ func (r *Runner) sleep(ctx context.Context, d time.Duration, done <-chan struct{
 	}
 }
 
-// release makes an unstarted message visible again at once.
-func (r *Runner) release(m storeadapter.Message, receipt string) {
-	ctx, cancel := callCtx()
-	defer cancel()
-	if _, err := r.cfg.Queue.Update(ctx, m.ID, receipt, m.Text, 0); err != nil {
-		r.cfg.Logger.Warn("could not release an unstarted message; it reappears when its lease expires", "msg_id", m.ID, "err", err)
-		return
+// release makes a message visible again at once and returns the outcome:
+// released, or lease lost / ack failed when that did not work.
+func (r *Runner) release(log *slog.Logger, m storeadapter.Message, receipt string, until time.Time) outcome {
+	err := r.acknowledge(until, func(ctx context.Context, retry bool) error {
+		_, err := r.cfg.Queue.Update(ctx, m.ID, receipt, m.Text, 0)
+		return doneOnRetry(err, retry)
+	})
+	if err != nil {
+		o := ackOutcome(err)
+		log.Warn("could not release the message; it reappears when its lease expires", "outcome", o, "err", err)
+		return o
 	}
-	r.stats.released.Add(1)
+	return released
+}
+
+// doneOnRetry treats a message gone or a pop receipt changed as success on
+// a retry of an update or delete: the earlier try whose reply was lost did
+// the work.
+func doneOnRetry(err error, retry bool) error {
+	if retry && (errors.Is(err, storeadapter.ErrNotFound) || errors.Is(err, storeadapter.ErrPopReceiptMismatch)) {
+		return nil
+	}
+	return err
+}
+
+// ackOutcome is the outcome of a message whose acknowledgement failed with
+// err: lease lost when the message is gone or another receive took it,
+// ack failed otherwise.
+func ackOutcome(err error) outcome {
+	if errors.Is(err, storeadapter.ErrNotFound) || errors.Is(err, storeadapter.ErrPopReceiptMismatch) {
+		return leaseLost
+	}
+	return ackFailed
+}
+
+// String names an outcome as Stats and the logs do.
+func (o outcome) String() string {
+	return [...]string{"succeeded", "retried", "poisoned", "lease lost", "released", "ack failed"}[o]
 }
 
 // held is a received message whose lease is kept from the moment it
 // arrived, whether it runs yet or waits for a slot.
 type held struct {
-	m      storeadapter.Message
-	lease  *lease
-	ctx    context.Context // the handler's; cancelled when the lease is lost
+	m     storeadapter.Message
+	env   Envelope // zero when the text does not decode
+	log   *slog.Logger
+	lease *lease
+	// ctx is the handler's; cancelled when the lease is lost.
+	ctx    context.Context
 	cancel context.CancelCauseFunc
+}
+
+// newHeld returns a held message with its logger, which carries op_id and
+// kind whenever the envelope decodes (decoding it is cheap and cannot
+// fail the message: a failure is reported when the job runs).
+func newHeld(r *Runner, m storeadapter.Message) *held {
+	h := &held{m: m, log: r.cfg.Logger.With("msg_id", m.ID, "dequeue_count", m.DequeueCount)}
+	if env, err := DecodeEnvelope(m.Text); err == nil {
+		h.env = env
+		h.log = h.log.With("op_id", env.ID, "kind", env.Kind)
+	}
+	return h
 }
 
 // hold starts keeping a received message's lease.
 func (r *Runner) hold(ctx context.Context, m storeadapter.Message) *held {
-	h := &held{m: m, lease: newLease(r, m)}
+	h := newHeld(r, m)
+	h.lease = newLease(r, h)
 	h.ctx, h.cancel = context.WithCancelCause(ctx)
 	go h.lease.keep(h.ctx, h.cancel)
 	return h
@@ -383,95 +618,176 @@ func (r *Runner) processSafely(ctx context.Context, h *held) {
 		if p := recover(); p != nil {
 			h.cancel(nil)
 			h.lease.stop()
-			r.cfg.Logger.ErrorContext(ctx, "panic while processing a message; it will be delivered again", "msg_id", h.m.ID, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			r.end(ackFailed)
+			h.log.ErrorContext(ctx, "panic while processing a message; it will be delivered again", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 		}
 	}()
-	r.process(ctx, h)
+	r.end(r.process(ctx, h))
 }
 
-// process runs one held message and acknowledges it.
-func (r *Runner) process(ctx context.Context, h *held) {
+// resultKey is the context key of a job's result; see SetResult.
+type resultKey struct{}
+
+// result holds what a handler reported with SetResult.
+type result struct {
+	mu   sync.Mutex
+	text string
+}
+
+// SetResult records a short, human-readable summary of what the job did,
+// such as "moved 12 entities" or "already done"; the runner logs it as
+// "result" on the job's "job done" line (or on its failure line, when the
+// job fails after setting it). A later call replaces an earlier one. It
+// does nothing when ctx is not a job's context from the runner, so
+// handlers can call it unconditionally. Keep it short and free of
+// secrets; it is cut at 200 characters.
+func SetResult(ctx context.Context, text string) {
+	if res, ok := ctx.Value(resultKey{}).(*result); ok {
+		res.mu.Lock()
+		res.text = truncate(text, 200)
+		res.mu.Unlock()
+	}
+}
+
+// attrs returns the result as log attributes: none when nothing was set.
+func (res *result) attrs() []any {
+	res.mu.Lock()
+	defer res.mu.Unlock()
+	if res.text == "" {
+		return nil
+	}
+	return []any{"result", res.text}
+}
+
+// process runs one held message, acknowledges it and returns its outcome.
+func (r *Runner) process(ctx context.Context, h *held) outcome {
 	c := &r.cfg
-	m, lease, hctx := h.m, h.lease, h.ctx
+	m, lease, log := h.m, h.lease, h.log
 	defer h.cancel(nil)
 	start := c.Clock.Now()
+	res := &result{}
+	hctx := context.WithValue(h.ctx, resultKey{}, res)
 
-	log := c.Logger.With("msg_id", m.ID, "dequeue_count", m.DequeueCount)
-	var job Job
+	job := Job{Envelope: h.env, Message: m}
 	var err error
-	if m.DequeueCount > c.MaxDequeueCount {
-		err = fmt.Errorf("delivered %d times, more than the maximum %d, without finishing (the worker may have crashed or lost the lease each time)", m.DequeueCount, c.MaxDequeueCount)
-		job.Message = m
+	overDelivered := m.DequeueCount > c.MaxDequeueCount
+	if overDelivered {
+		err = fmt.Errorf("delivered %d times, more than the maximum %d, without finishing (the worker may have crashed, lost the lease or failed to acknowledge each time)", m.DequeueCount, c.MaxDequeueCount)
 	} else if hctx.Err() != nil {
 		err = context.Cause(hctx) // lost its lease, or shut down, while waiting for a slot
 	} else {
 		var k Kind
 		if job, k, err = c.Registry.Decode(hctx, m); err == nil {
-			log = log.With("op_id", job.ID, "kind", job.Kind)
 			err = safeHandle(hctx, k.Handler, job)
-		} else if job.ID != "" {
-			log = log.With("op_id", job.ID, "kind", job.Kind)
 		}
 	}
-	receipt, lost := lease.stop()
-	dur := c.Clock.Now().Sub(start)
-	log = log.With("duration", dur)
+	receipt, until, lost := lease.stop()
+	log = log.With("duration", c.Clock.Now().Sub(start))
+	log = log.With(res.attrs()...)
 	if lost {
-		r.stats.leaseLost.Add(1)
 		log.WarnContext(ctx, "lease lost; the message will be delivered again", "err", err)
-		return
+		return leaseLost
 	}
-
-	actx, cancelAck := callCtx() // acknowledge even while shutting down
-	defer cancelAck()
 	if err != nil && ctx.Err() != nil {
 		// The shutdown grace period ran out: not the job's fault. Hand the
 		// message back at once, without counting an attempt.
-		log.WarnContext(actx, "job cancelled by shutdown; releasing the message", "err", err)
-		r.release(m, receipt)
-		return
+		log.WarnContext(ctx, "job cancelled by shutdown; releasing the message", "err", err)
+		return r.release(log, m, receipt, until)
 	}
 	if err == nil {
-		if derr := c.Queue.DeleteMessage(actx, m.ID, receipt); derr != nil && !errors.Is(derr, storeadapter.ErrNotFound) {
-			log.WarnContext(ctx, "job done but the message could not be deleted; it will run again", "err", derr)
-			return
-		}
-		r.stats.succeeded.Add(1)
-		log.InfoContext(ctx, "job done")
-		if m.DequeueCount > 1 { // earlier attempts left a failure record
-			if ferr := c.Poison.Forget(actx, m.ID); ferr != nil {
-				log.WarnContext(ctx, "could not drop the failure record", "err", ferr)
-			}
-		}
-		return
+		return r.succeed(ctx, log, m, receipt, until)
 	}
 
 	f := poison.Failure{MessageID: m.ID, Text: m.Text, OpID: job.ID, Kind: job.Kind,
-		Attempt: poison.Attempt{DequeueCount: m.DequeueCount, Time: start, Duration: dur, Host: c.Host, Error: err.Error()}}
+		Attempt: poison.Attempt{DequeueCount: m.DequeueCount, Time: start, Duration: c.Clock.Now().Sub(start), Host: c.Host, Error: err.Error()}}
 	permanent := IsPermanent(err) || clientError(err)
-	switch {
-	case permanent || m.DequeueCount >= c.MaxDequeueCount:
-		reason := "permanent: " + err.Error()
-		if !permanent {
-			reason = fmt.Sprintf("dequeue count %d reached the maximum %d; last error: %v", m.DequeueCount, c.MaxDequeueCount, err)
-		}
-		if perr := c.Poison.Move(actx, f, receipt, reason); perr != nil {
-			log.ErrorContext(ctx, "could not move the message to the poison queue; it will be delivered again", "err", err, "poison_err", perr)
-			return
-		}
-		r.stats.poisoned.Add(1)
-		log.WarnContext(ctx, "job poisoned", "reason", reason)
-	default:
-		if rerr := c.Poison.RecordAttempt(actx, f); rerr != nil {
-			log.WarnContext(ctx, "could not record the failed attempt", "err", rerr)
-		}
-		delay := RetryDelay(m.DequeueCount, c.RetryBase, c.RetryMax)
-		if _, uerr := c.Queue.Update(actx, m.ID, receipt, m.Text, delay); uerr != nil {
-			log.WarnContext(ctx, "could not schedule the retry; the message reappears when its lease expires", "err", uerr)
-		}
-		r.stats.retried.Add(1)
-		log.WarnContext(ctx, "job failed; will retry", "err", err, "retry_in", delay)
+	if !permanent && m.DequeueCount < c.MaxDequeueCount {
+		return r.retry(ctx, log, f, err, receipt, until)
 	}
+	var reason string
+	switch {
+	case permanent:
+		reason = "permanent: " + err.Error()
+	case overDelivered:
+		reason = err.Error() + "; " + r.lastError(m.ID, until)
+	default:
+		reason = fmt.Sprintf("dequeue count %d reached the maximum %d; last error: %v", m.DequeueCount, c.MaxDequeueCount, err)
+	}
+	if perr := r.acknowledge(until, func(ctx context.Context, _ bool) error { return c.Poison.Move(ctx, f, receipt, reason) }); perr != nil {
+		o := ackOutcome(perr)
+		log.ErrorContext(ctx, "could not move the message to the poison queue; it will be delivered again", "outcome", o, "err", err, "poison_err", perr)
+		return o
+	}
+	log.WarnContext(ctx, "job poisoned", "reason", reason)
+	return poisoned
+}
+
+// succeed deletes the message of a job that succeeded, then drops its
+// failure record if earlier deliveries left one.
+func (r *Runner) succeed(ctx context.Context, log *slog.Logger, m storeadapter.Message, receipt string, until time.Time) outcome {
+	c := &r.cfg
+	err := r.acknowledge(until, func(actx context.Context, retry bool) error {
+		err := c.Queue.DeleteMessage(actx, m.ID, receipt)
+		if errors.Is(err, storeadapter.ErrNotFound) {
+			return nil // deleted already: by an earlier try whose reply was lost, or by another worker
+		}
+		return err
+	})
+	if err != nil {
+		o := ackOutcome(err)
+		log.WarnContext(ctx, "job done but the message could not be deleted; it will run again", "outcome", o, "err", err)
+		return o
+	}
+	log.InfoContext(ctx, "job done")
+	if m.DequeueCount > 1 { // earlier attempts may have left a failure record
+		// Past the lease too: the message is gone, nobody else will.
+		ferr := r.acknowledge(c.Clock.Now().Add(c.Visibility), func(actx context.Context, _ bool) error { return c.Poison.Forget(actx, m.ID) })
+		if ferr != nil {
+			log.WarnContext(ctx, "could not drop the failure record of the succeeded message; poison purge removes it once it is older than the queue's message time to live", "err", ferr)
+		}
+	}
+	return succeeded
+}
+
+// retry records a transient failure and hides the message for the retry
+// backoff.
+func (r *Runner) retry(ctx context.Context, log *slog.Logger, f poison.Failure, jobErr error, receipt string, until time.Time) outcome {
+	c := &r.cfg
+	if rerr := r.acknowledge(until, func(actx context.Context, _ bool) error { return c.Poison.RecordAttempt(actx, f) }); rerr != nil {
+		log.WarnContext(ctx, "could not record the failed attempt", "err", rerr)
+	}
+	delay := RetryDelay(f.Attempt.DequeueCount, c.RetryBase, c.RetryMax)
+	err := r.acknowledge(until, func(actx context.Context, retry bool) error {
+		_, err := c.Queue.Update(actx, f.MessageID, receipt, f.Text, delay)
+		return doneOnRetry(err, retry)
+	})
+	if err != nil {
+		o := ackOutcome(err)
+		log.WarnContext(ctx, "job failed, and its retry could not be scheduled; the message reappears when its lease expires", "outcome", o, "err", jobErr, "ack_err", err)
+		return o
+	}
+	log.WarnContext(ctx, "job failed; will retry", "err", jobErr, "retry_in", delay)
+	return retried
+}
+
+// lastError describes the last failed attempt recorded for a message, for
+// the reason of a message poisoned by its delivery count. A failure to read
+// the record is described, never returned: it must not stop the move.
+func (r *Runner) lastError(messageID string, until time.Time) string {
+	var a poison.Attempt
+	var found bool
+	err := r.acknowledge(until, func(ctx context.Context, _ bool) error {
+		var err error
+		a, found, err = r.cfg.Poison.LastAttempt(ctx, messageID)
+		return err
+	})
+	switch {
+	case err != nil:
+		return fmt.Sprintf("last error unknown: the failure record could not be read (%v)", err)
+	case !found:
+		return "no failed attempt was recorded"
+	}
+	return fmt.Sprintf("last recorded error (delivery %d on %s): %s", a.DequeueCount, a.Host, a.Error)
 }
 
 // clientError reports whether err is a storage request the service refused
@@ -515,17 +831,32 @@ func RetryDelay(dequeueCount int64, base, maxDelay time.Duration) time.Duration 
 // lease keeps one message invisible while its handler runs.
 type lease struct {
 	r        *Runner
-	m        storeadapter.Message
+	h        *held
 	mu       sync.Mutex
 	receipt  string
+	until    time.Time // when the message becomes visible again, at the latest
 	lost     bool
 	stopCh   chan struct{}
 	stopOnce sync.Once
 	exited   chan struct{}
 }
 
-func newLease(r *Runner, m storeadapter.Message) *lease {
-	return &lease{r: r, m: m, receipt: m.PopReceipt, stopCh: make(chan struct{}), exited: make(chan struct{})}
+// newLease returns the lease of a message just received.
+func newLease(r *Runner, h *held) *lease {
+	return &lease{r: r, h: h, receipt: h.m.PopReceipt, until: leaseEnd(r.cfg.Clock.Now(), r.cfg.Visibility, h.m.NextVisible),
+		stopCh: make(chan struct{}), exited: make(chan struct{})}
+}
+
+// leaseEnd is when a message hidden for visibility by a call that began at
+// began becomes visible again, at the latest: the service hid it at some
+// moment after began, and says when in nextVisible (by its own clock, zero
+// when unknown), so the earlier of the two is safe under clock skew.
+func leaseEnd(began time.Time, visibility time.Duration, nextVisible time.Time) time.Time {
+	until := began.Add(visibility)
+	if !nextVisible.IsZero() && nextVisible.Before(until) {
+		return nextVisible
+	}
+	return until
 }
 
 // keep renews the lease at half the visibility timeout until stopped. Each
@@ -536,6 +867,7 @@ func newLease(r *Runner, m storeadapter.Message) *lease {
 func (l *lease) keep(ctx context.Context, cancel context.CancelCauseFunc) {
 	defer close(l.exited)
 	c := &l.r.cfg
+	m := l.h.m
 	wait := c.Visibility / 2
 	for {
 		select {
@@ -546,13 +878,14 @@ func (l *lease) keep(ctx context.Context, cancel context.CancelCauseFunc) {
 		l.mu.Lock()
 		receipt := l.receipt
 		l.mu.Unlock()
-		uctx, endCall := context.WithTimeout(context.WithoutCancel(ctx), max(c.Visibility/4, time.Second))
-		rc, err := c.Queue.Update(uctx, l.m.ID, receipt, l.m.Text, c.Visibility)
+		began := c.Clock.Now()
+		uctx, endCall := boundedCtx(max(c.Visibility/4, time.Second))
+		rc, err := c.Queue.Update(uctx, m.ID, receipt, m.Text, c.Visibility)
 		endCall()
 		switch {
 		case err == nil:
 			l.mu.Lock()
-			l.receipt = rc.PopReceipt
+			l.receipt, l.until = rc.PopReceipt, leaseEnd(began, c.Visibility, rc.NextVisible)
 			l.mu.Unlock()
 			wait = c.Visibility / 2
 		case errors.Is(err, storeadapter.ErrNotFound) || errors.Is(err, storeadapter.ErrPopReceiptMismatch):
@@ -562,20 +895,20 @@ func (l *lease) keep(ctx context.Context, cancel context.CancelCauseFunc) {
 			cancel(errLeaseLost)
 			return
 		default:
-			c.Logger.WarnContext(ctx, "lease renewal failed; retrying", "msg_id", l.m.ID, "err", err)
+			l.h.log.WarnContext(ctx, "lease renewal failed; retrying", "err", err, "retry_in", c.Visibility/4)
 			wait = c.Visibility / 4
 		}
 	}
 }
 
 // stop ends renewal, waits for an in-flight renewal to finish, and returns
-// the newest pop receipt and whether the lease was lost.
-func (l *lease) stop() (string, bool) {
+// the newest pop receipt, when the lease ends, and whether it was lost.
+func (l *lease) stop() (receipt string, until time.Time, lost bool) {
 	l.stopOnce.Do(func() { close(l.stopCh) })
 	<-l.exited
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.receipt, l.lost
+	return l.receipt, l.until, l.lost
 }
 
 // backoffClock adapts Clock to backoff.Clock.

@@ -1,10 +1,12 @@
 package jobs_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,11 +22,13 @@ import (
 // fakePoisoner records what the runner asked for; Move deletes the
 // original, as the real one does.
 type fakePoisoner struct {
-	q         storeadapter.Queue
-	mu        sync.Mutex
-	attempts  []poison.Failure
-	moved     []string // reasons
-	forgotten int
+	q            storeadapter.Queue
+	mu           sync.Mutex
+	attempts     []poison.Failure
+	moved        []string // reasons
+	movedF       []poison.Failure
+	forgotten    int
+	forgetFaults int // Forget fails transiently this many times first
 }
 
 func (p *fakePoisoner) RecordAttempt(_ context.Context, f poison.Failure) error {
@@ -37,15 +41,35 @@ func (p *fakePoisoner) RecordAttempt(_ context.Context, f poison.Failure) error 
 func (p *fakePoisoner) Move(ctx context.Context, f poison.Failure, receipt, reason string) error {
 	p.mu.Lock()
 	p.moved = append(p.moved, reason)
+	p.movedF = append(p.movedF, f)
 	p.mu.Unlock()
-	return p.q.DeleteMessage(ctx, f.MessageID, receipt)
+	err := p.q.DeleteMessage(ctx, f.MessageID, receipt)
+	if errors.Is(err, storeadapter.ErrNotFound) {
+		return nil
+	}
+	return err
 }
 
 func (p *fakePoisoner) Forget(context.Context, string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.forgetFaults > 0 {
+		p.forgetFaults--
+		return fmt.Errorf("forget: %w", storeadapter.ErrUnavailable)
+	}
 	p.forgotten++
 	return nil
+}
+
+func (p *fakePoisoner) LastAttempt(_ context.Context, id string) (poison.Attempt, bool, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := len(p.attempts) - 1; i >= 0; i-- {
+		if p.attempts[i].MessageID == id {
+			return p.attempts[i].Attempt, true, nil
+		}
+	}
+	return poison.Attempt{}, false, nil
 }
 
 func (p *fakePoisoner) reasons() []string {
@@ -413,5 +437,374 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not reached within 5 s")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// syncBuffer collects log output written from several goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// lines returns the JSON log lines whose msg starts with prefix.
+func (b *syncBuffer) lines(prefix string) []map[string]any {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []map[string]any
+	for _, l := range strings.Split(b.buf.String(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) == nil && strings.HasPrefix(fmt.Sprint(m["msg"]), prefix) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// logTo makes the runner log JSON into a buffer it returns.
+func (b *bundle) logTo() *syncBuffer {
+	buf := &syncBuffer{}
+	b.cfg.Logger = slog.New(slog.NewJSONHandler(buf, nil))
+	return buf
+}
+
+// run starts a runner on b.cfg and returns it with the channel Run's
+// error arrives on.
+func (b *bundle) run(t *testing.T) (*jobs.Runner, <-chan error) {
+	t.Helper()
+	r, err := jobs.NewRunner(b.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- r.Run(context.Background()) }()
+	return r, errc
+}
+
+// drive moves the fake clock on in steps (the runner waits on it for
+// backoffs, retries and leases) until Run's error arrives on errc, and
+// returns it. It fails the test if Run has not returned within 10 s of
+// real time or 3 h of clock time.
+func (b *bundle) drive(t *testing.T, r *jobs.Runner, errc <-chan error, step time.Duration) error {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for moved := time.Duration(0); ; moved += step {
+		select {
+		case err := <-errc:
+			return err
+		default:
+		}
+		if time.Now().After(deadline) || moved > 3*time.Hour {
+			t.Fatalf("Run did not return within 10 s (%v of clock time); stats %+v", moved, r.Stats())
+		}
+		b.clock.Advance(step)
+		time.Sleep(time.Millisecond) // let the runner's goroutines take the step
+	}
+}
+
+// drain runs a runner on b.cfg (with Drain) to its end, driving the clock,
+// fails the test unless Run returns nil and every received message ended
+// in one outcome, and returns the runner's stats.
+func (b *bundle) drain(t *testing.T, step time.Duration) jobs.Stats {
+	t.Helper()
+	b.cfg.Drain = true
+	r, errc := b.run(t)
+	if err := b.drive(t, r, errc, step); err != nil {
+		t.Fatal(err)
+	}
+	s := r.Stats()
+	checkAddsUp(t, s)
+	return s
+}
+
+// checkAddsUp checks that every received message ended in one outcome.
+func checkAddsUp(t *testing.T, s jobs.Stats) {
+	t.Helper()
+	if sum := s.Succeeded + s.Retried + s.Poisoned + s.LeaseLost + s.Released + s.AckFailed; sum != s.Received {
+		t.Errorf("stats %+v: outcomes add up to %d, but %d messages were received", s, sum, s.Received)
+	}
+}
+
+// faultyQueue wraps a queue: receive, when set, may fail a receive after
+// the service hid the batch (as Azurite does for a message it cannot
+// render). With flakyAcks, the first update of each message fails, and
+// of each message's deletes the first fails and the second is carried out
+// but answers an error, as when the reply is lost.
+type faultyQueue struct {
+	storeadapter.Queue
+	receive   func(msgs []storeadapter.Message) error
+	flakyAcks bool
+	mu        sync.Mutex
+	calls     map[string]int // "op id" -> calls so far
+}
+
+// call counts a call of op on message id and returns how many came before.
+func (q *faultyQueue) call(op, id string) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.calls == nil {
+		q.calls = map[string]int{}
+	}
+	q.calls[op+" "+id]++
+	return q.calls[op+" "+id] - 1
+}
+
+var errInjected = fmt.Errorf("injected: connection reset: %w", storeadapter.ErrUnavailable)
+
+func (q *faultyQueue) Receive(ctx context.Context, n int, vis time.Duration) ([]storeadapter.Message, error) {
+	msgs, err := q.Queue.Receive(ctx, n, vis)
+	if err == nil && q.receive != nil {
+		if err = q.receive(msgs); err != nil {
+			return nil, err
+		}
+	}
+	return msgs, err
+}
+
+func (q *faultyQueue) Update(ctx context.Context, id, receipt, text string, vis time.Duration) (storeadapter.Receipt, error) {
+	if q.flakyAcks && q.call("update", id) == 0 {
+		return storeadapter.Receipt{}, errInjected
+	}
+	return q.Queue.Update(ctx, id, receipt, text, vis)
+}
+
+func (q *faultyQueue) DeleteMessage(ctx context.Context, id, receipt string) error {
+	if !q.flakyAcks {
+		return q.Queue.DeleteMessage(ctx, id, receipt)
+	}
+	switch q.call("delete", id) {
+	case 0:
+		return errInjected
+	case 1:
+		if err := q.Queue.DeleteMessage(ctx, id, receipt); err != nil {
+			return err
+		}
+		return errInjected
+	}
+	return q.Queue.DeleteMessage(ctx, id, receipt)
+}
+
+// TestLostDeleteReplyCountsSucceeded: a delete whose reply is lost is
+// retried; its 404 means done, so the message counts as succeeded, and a
+// failure record that cannot be dropped at once is dropped on a retry.
+func TestLostDeleteReplyCountsSucceeded(t *testing.T) {
+	var calls atomic.Int32
+	b := setup(t, func(ctx context.Context, job jobs.Job) error {
+		if calls.Add(1) == 1 {
+			return fmt.Errorf("read source: %w", storeadapter.ErrUnavailable)
+		}
+		return nil
+	})
+	b.cfg.Queue = &faultyQueue{Queue: b.queue, flakyAcks: true}
+	b.poison.forgetFaults = 1
+	logs := b.logTo()
+	b.send(t, "op-1")
+	s := b.drain(t, 100*time.Millisecond)
+	if s.Succeeded != 1 || s.Retried != 1 || s.AckFailed != 0 {
+		t.Errorf("stats %+v; want 1 retried, then 1 succeeded although the delete's reply was lost", s)
+	}
+	if n, _ := b.queue.ApproximateCount(context.Background()); n != 0 {
+		t.Errorf("%d messages left; want 0", n)
+	}
+	if b.poison.forgotten != 1 {
+		t.Errorf("failure record forgotten %d times; want 1 (the first try failed)", b.poison.forgotten)
+	}
+	if l := logs.lines("job done but"); len(l) != 0 {
+		t.Errorf("logged %v; the delete was retried and went through", l)
+	}
+}
+
+// TestOutcomesAddUpUnderFaults fails the first update and delete of every
+// message, loses the reply of its second delete, and checks that every
+// message ends in exactly one outcome: each good message succeeds once, each failing one is
+// poisoned once, and the queue ends empty.
+func TestOutcomesAddUpUnderFaults(t *testing.T) {
+	b := setup(t, func(ctx context.Context, job jobs.Job) error {
+		switch {
+		case strings.HasPrefix(job.ID, "flaky"):
+			return fmt.Errorf("target: %w", storeadapter.ErrUnavailable)
+		case strings.HasPrefix(job.ID, "bad"):
+			return jobs.Permanentf("bad args")
+		}
+		return nil
+	})
+	b.cfg.Queue = &faultyQueue{Queue: b.queue, flakyAcks: true}
+	b.cfg.MaxDequeueCount = 3
+	want := map[string]int{"ok": 20, "flaky": 5, "bad": 5}
+	for prefix, k := range want {
+		for i := range k {
+			b.send(t, fmt.Sprintf("%s-%d", prefix, i))
+		}
+	}
+	s := b.drain(t, 500*time.Millisecond)
+	if s.Succeeded != int64(want["ok"]) || s.Poisoned != int64(want["flaky"]+want["bad"]) {
+		t.Errorf("stats %+v; want %d succeeded and %d poisoned", s, want["ok"], want["flaky"]+want["bad"])
+	}
+	if left, _ := b.queue.ApproximateCount(context.Background()); left != 0 || s.StopReason != "drained" || s.Left != 0 {
+		t.Errorf("%d messages left, stop reason %q, Left %d; want an empty, drained queue", left, s.StopReason, s.Left)
+	}
+}
+
+// TestOverDeliveredPoisonKeepsContext: a message past the maximum dequeue
+// count is poisoned with its op id and kind and with the last recorded
+// error in the reason.
+func TestOverDeliveredPoisonKeepsContext(t *testing.T) {
+	b := setup(t, func(ctx context.Context, job jobs.Job) error {
+		t.Errorf("handler ran for a message past the maximum dequeue count")
+		return nil
+	})
+	b.cfg.MaxDequeueCount = 2
+	b.send(t, "op-stuck")
+	for range 2 { // two deliveries that crashed, say
+		msgs, err := b.queue.Receive(context.Background(), 1, time.Second)
+		if err != nil || len(msgs) != 1 {
+			t.Fatalf("receive: %d messages, %v", len(msgs), err)
+		}
+		b.poison.attempts = append(b.poison.attempts, poison.Failure{MessageID: msgs[0].ID,
+			Attempt: poison.Attempt{DequeueCount: msgs[0].DequeueCount, Host: "w1", Error: "write target: HTTP 503 ServerBusy"}})
+		b.clock.Advance(time.Second)
+	}
+	logs := b.logTo()
+	r, stop := b.start(t)
+	waitFor(t, func() bool { return r.Stats().Poisoned == 1 })
+	stop()
+	f := b.poison.movedF[0]
+	if f.OpID != "op-stuck" || f.Kind != "test" {
+		t.Errorf("poisoned with op id %q and kind %q; want op-stuck and test", f.OpID, f.Kind)
+	}
+	if reason := b.poison.reasons()[0]; !strings.Contains(reason, "delivered 3 times") || !strings.Contains(reason, "HTTP 503 ServerBusy") {
+		t.Errorf("reason %q should give the delivery count and the last recorded error", reason)
+	}
+	if l := logs.lines("job poisoned"); len(l) != 1 || l[0]["op_id"] != "op-stuck" || l[0]["kind"] != "test" {
+		t.Errorf("job poisoned lines %v; want one with op_id and kind", l)
+	}
+}
+
+// badText stands for a message the service stores but cannot return.
+const badText = "bad-message"
+
+// TestReceiveBatchShrinksPastBadMessage: every receive whose batch holds
+// one bad message fails after hiding the batch. The runner logs each
+// failure with its backoff and shrinks the batch, so the other messages
+// still run and the drain ends.
+func TestReceiveBatchShrinksPastBadMessage(t *testing.T) {
+	b := setup(t, func(ctx context.Context, job jobs.Job) error { return nil })
+	for i := range 20 {
+		b.send(t, fmt.Sprintf("op-%d", i))
+		if i == 3 {
+			if _, err := b.queue.Send(context.Background(), badText, storeadapter.SendOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	b.cfg.Queue = &faultyQueue{Queue: b.queue, receive: func(msgs []storeadapter.Message) error {
+		for _, m := range msgs {
+			if m.Text == badText {
+				return fmt.Errorf("receive: 500 InternalError: %w", storeadapter.ErrUnavailable)
+			}
+		}
+		return nil
+	}}
+	logs := b.logTo()
+	s := b.drain(t, 500*time.Millisecond)
+	if s.Succeeded != 20 || s.StopReason != "drained" || s.Left != 1 {
+		t.Errorf("stats %+v; want the 20 good messages succeeded and a drain that ends with the bad one left", s)
+	}
+	failed := logs.lines("receive failed")
+	if int64(len(failed)) != s.ReceiveFailures || len(failed) == 0 {
+		t.Fatalf("%d receive failures logged, %d counted; want every one logged", len(failed), s.ReceiveFailures)
+	}
+	if failed[0]["retry_in"] == nil || failed[0]["next_batch"] == nil {
+		t.Errorf("receive failure line %v lacks retry_in or next_batch", failed[0])
+	}
+}
+
+// TestDrainEndsWithInvisibleLeftovers: the count still holds a message
+// another worker keeps and an expired one; the drain ends once nothing has
+// been visible for DrainQuiet and says how many were left.
+func TestDrainEndsWithInvisibleLeftovers(t *testing.T) {
+	b := setup(t, func(ctx context.Context, job jobs.Job) error { return nil })
+	ctx := context.Background()
+	b.send(t, "op-elsewhere")
+	if msgs, err := b.queue.Receive(ctx, 1, 24*time.Hour); err != nil || len(msgs) != 1 {
+		t.Fatalf("receive: %d, %v", len(msgs), err)
+	}
+	if _, err := b.queue.Send(ctx, "expiring", storeadapter.SendOptions{VisibilityDelay: time.Minute, TTL: time.Minute + time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		b.send(t, fmt.Sprintf("op-%d", i))
+	}
+	b.cfg.DrainQuiet = 5 * time.Minute
+	logs := b.logTo()
+	start := b.clock.Now()
+	s := b.drain(t, time.Second)
+	if s.Succeeded != 3 || s.StopReason != "drained" || s.Left != 2 {
+		t.Errorf("stats %+v; want 3 succeeded and a drain that ends with 2 left (one held elsewhere, one expired)", s)
+	}
+	if took := b.clock.Now().Sub(start); took < 5*time.Minute || took > 6*time.Minute {
+		t.Errorf("the drain ended after %v of clock time; want the quiet period, 5 min", took)
+	}
+	if l := logs.lines("queue drained"); len(l) != 1 || l[0]["invisible"] != 2.0 {
+		t.Errorf("drain lines %v; want one saying 2 invisible", l)
+	}
+}
+
+// TestReceiveOutageEndsRun: every receive fails. The first failure is
+// logged at once with its backoff, every later one too, and Run returns an
+// error once receives have failed for ReceiveOutage.
+func TestReceiveOutageEndsRun(t *testing.T) {
+	clock := localstore.NewFakeClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
+	store := localstore.New(localstore.Options{Now: clock.Now, Fault: func(op string) error {
+		if op == "Receive" {
+			return fmt.Errorf("dial tcp 127.0.0.1:1: connection refused: %w", storeadapter.ErrUnavailable)
+		}
+		return nil
+	}})
+	b := setup(t, func(ctx context.Context, job jobs.Job) error { return nil })
+	q := store.Queue("work")
+	if err := q.Create(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	b.clock, b.cfg.Clock, b.cfg.Queue, b.cfg.Drain, b.cfg.ReceiveOutage = clock, clock, q, true, time.Minute
+	logs := b.logTo()
+	r, errc := b.run(t)
+	waitFor(t, func() bool { return len(logs.lines("receive failed")) == 1 }) // the clock has not moved
+	if l := logs.lines("receive failed")[0]; l["retry_in"] == nil || !strings.Contains(fmt.Sprint(l["err"]), "connection refused") {
+		t.Errorf("first receive failure line %v; want the error and retry_in", l)
+	}
+	err := b.drive(t, r, errc, time.Second)
+	if err == nil || !strings.Contains(err.Error(), "in a row for 1m") {
+		t.Errorf("Run = %v; want an error saying receives failed for 1m", err)
+	}
+	if took := clock.Now().Sub(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)); took > time.Minute+time.Second {
+		t.Errorf("Run ended after %v of failing receives; want about the 1m limit", took)
+	}
+	if s := r.Stats(); s.StopReason != "receive failing" || int(s.ReceiveFailures) != len(logs.lines("receive failed"))+1 {
+		t.Errorf("stats %+v with %d failure lines; want stop reason \"receive failing\" and every failure but the last (reported by Run) logged", s, len(logs.lines("receive failed")))
+	}
+}
+
+// TestSetResultLogged: what a handler reports with SetResult appears on its
+// "job done" line, with its op id and kind.
+func TestSetResultLogged(t *testing.T) {
+	b := setup(t, func(ctx context.Context, job jobs.Job) error {
+		jobs.SetResult(ctx, "moved 3 entities")
+		return nil
+	})
+	logs := b.logTo()
+	b.send(t, "op-1")
+	jobs.SetResult(context.Background(), "outside a job: ignored")
+	r, stop := b.start(t)
+	waitFor(t, func() bool { return r.Stats().Succeeded == 1 })
+	stop()
+	l := logs.lines("job done")
+	if len(l) != 1 || l[0]["result"] != "moved 3 entities" || l[0]["op_id"] != "op-1" || l[0]["kind"] != "test" {
+		t.Errorf("job done lines %v; want one with result, op_id and kind", l)
 	}
 }

@@ -19,11 +19,15 @@ type Queue struct {
 
 // queueState is a queue's messages in a min-heap ordered by the time each
 // becomes visible (then by send order), so receive, update and delete are
-// O(log n). Expired messages are dropped when they reach the top.
+// O(log n). Expired messages are dropped when they reach the top or are
+// touched; their expiry times wait in expired until the garbage collection
+// (see ExpiredCountDelay), so ApproximateCount still counts them, as Azure
+// does.
 type queueState struct {
-	byID map[string]*message
-	heap msgHeap
-	seq  uint64
+	byID    map[string]*message
+	heap    msgHeap
+	seq     uint64
+	expired []time.Time
 }
 
 type message struct {
@@ -62,6 +66,14 @@ func (h *msgHeap) Pop() any {
 }
 
 func (m *message) expired(now time.Time) bool { return !m.expires.IsZero() && !now.Before(m.expires) }
+
+// ExpiredCountDelay is how long an expired message stays in ApproximateCount:
+// the garbage collection that removes it for good runs this long after it
+// expired, on the store's clock. Azure documents only that the count is
+// "not lower than the actual number" and that expired messages wait for a
+// garbage collection; a few minutes is long enough for a drain that waits for
+// a zero count to notice, and short enough for tests on a fake clock.
+const ExpiredCountDelay = 5 * time.Minute
 
 func (m *message) public() storeadapter.Message {
 	return storeadapter.Message{ID: m.id, Text: m.text, PopReceipt: m.receipt, DequeueCount: m.dequeues,
@@ -168,7 +180,7 @@ func (q *Queue) Receive(ctx context.Context, n int, visibility time.Duration) ([
 		for len(out) < n && st.heap.Len() > 0 && !st.heap[0].visible.After(now) {
 			m := heap.Pop(&st.heap).(*message)
 			if m.expired(now) {
-				delete(st.byID, m.id)
+				st.drop(m)
 				continue
 			}
 			m.dequeues++
@@ -189,9 +201,21 @@ func (q *Queue) Receive(ctx context.Context, n int, visibility time.Duration) ([
 // messages further down are removed when they surface or are touched.
 func (st *queueState) dropExpired(now time.Time) {
 	for st.heap.Len() > 0 && st.heap[0].expired(now) {
-		m := heap.Pop(&st.heap).(*message)
-		delete(st.byID, m.id)
+		st.drop(heap.Pop(&st.heap).(*message))
 	}
+}
+
+// drop forgets an expired message already out of the heap, keeping its
+// expiry for ApproximateCount until the garbage collection.
+func (st *queueState) drop(m *message) {
+	delete(st.byID, m.id)
+	st.expired = append(st.expired, m.expires)
+}
+
+// collected reports whether the garbage collection has removed a message
+// that expires at expires (zero: never) by now.
+func collected(expires, now time.Time) bool {
+	return !expires.IsZero() && !now.Before(expires.Add(ExpiredCountDelay))
 }
 
 // received finds a message by id and checks its pop receipt.
@@ -199,7 +223,7 @@ func (st *queueState) received(op, id, receipt string, now time.Time) (*message,
 	m := st.byID[id]
 	if m != nil && m.expired(now) {
 		heap.Remove(&st.heap, m.index)
-		delete(st.byID, id)
+		st.drop(m)
 		m = nil
 	}
 	if m == nil {
@@ -297,16 +321,22 @@ func (q *Queue) Clear(ctx context.Context) error {
 	return q.with(ctx, "ClearMessages", func(st *queueState, _ time.Time) error {
 		st.byID = make(map[string]*message)
 		st.heap = nil
+		st.expired = nil
 		return nil
 	})
 }
 
-// ApproximateCount returns the number of unexpired messages, visible or not.
+// ApproximateCount returns the number of messages, visible or not,
+// including those that expired less than ExpiredCountDelay ago: like
+// Azure's, the count is never lower than the number of live messages, and
+// expired ones leave it only when the garbage collection runs.
 func (q *Queue) ApproximateCount(ctx context.Context) (int, error) {
 	var n int
 	err := q.with(ctx, "GetQueueProperties", func(st *queueState, now time.Time) error {
+		st.expired = slices.DeleteFunc(st.expired, func(t time.Time) bool { return collected(t, now) })
+		n = len(st.expired)
 		for _, m := range st.heap {
-			if !m.expired(now) {
+			if !collected(m.expires, now) {
 				n++
 			}
 		}

@@ -464,3 +464,25 @@ func (m *Mover) Forget(ctx context.Context, messageID string) error {
 	}
 	return nil
 }
+
+// LastAttempt returns the latest attempt recorded for a message (the one
+// with the highest dequeue count), and false when the message has no record
+// or its record holds no attempt. The runner puts its error in the reason of
+// a message poisoned for its delivery count, whose own last run (if any)
+// left no error.
+func (m *Mover) LastAttempt(ctx context.Context, messageID string) (Attempt, bool, error) {
+	if m.err != nil {
+		return Attempt{}, false, m.err
+	}
+	en, err := m.get(ctx, messageID)
+	if errors.Is(err, storeadapter.ErrNotFound) {
+		return Attempt{}, false, nil
+	}
+	if err != nil {
+		return Attempt{}, false, fmt.Errorf("poison: last attempt of %s: %w", messageID, err)
+	}
+	if len(en.rec.Attempts) == 0 {
+		return Attempt{}, false, nil
+	}
+	return en.rec.Attempts[len(en.rec.Attempts)-1], true, nil
+}

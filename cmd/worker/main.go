@@ -20,6 +20,8 @@ import (
 	"os/signal"
 	"strconv"
 	"syscall"
+	"time"
+	"unicode/utf8"
 
 	"github.com/tablekeeper/tablekeeper/cmd/internal/cli"
 	"github.com/tablekeeper/tablekeeper/idempotent"
@@ -27,20 +29,28 @@ import (
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
+// Exit statuses.
+const (
+	exitOK     = 0 // stopped normally (drained, limits reached, or a signal)
+	exitFailed = 1 // a broken configuration or storage outage, or forced by a second signal
+	exitUsage  = 2 // bad flags
+)
+
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	m := NewMain()
+	m.Signals = sigs
 	if err := m.ParseFlags(os.Args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(0)
+			os.Exit(exitOK)
 		}
-		fmt.Fprintln(os.Stderr, "worker:", err)
-		os.Exit(2)
+		fmt.Fprintf(os.Stderr, "worker: %v\nRun 'worker -h' for usage.\n", err)
+		os.Exit(exitUsage)
 	}
-	if err := m.Run(ctx); err != nil {
+	if err := m.Run(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
-		os.Exit(1)
+		os.Exit(exitFailed)
 	}
 }
 
@@ -59,46 +69,151 @@ type Main struct {
 	Runner          jobs.Config
 
 	Stdout, Stderr io.Writer
-	fs             *flag.FlagSet
+	// Signals delivers stop requests (SIGINT, SIGTERM): the first stops
+	// the worker gracefully, the second ends the process at once through
+	// Exit. nil: only Run's context stops it.
+	Signals <-chan os.Signal
+	// Exit ends the process on a second signal; nil means os.Exit.
+	Exit func(code int)
+	// Connect returns the store to work on; nil connects to the storage
+	// account the flags and environment describe.
+	Connect func() (storeadapter.Store, error)
+
+	fs *flag.FlagSet
 }
 
 // NewMain returns a Main writing to the process's stdout and stderr.
 func NewMain() *Main { return &Main{Stdout: os.Stdout, Stderr: os.Stderr} }
 
+// usageHead is the start of worker -h; the flags follow.
+const usageHead = `worker runs tablekeeper's queue worker: it receives operations from the work queue, keeps each
+message hidden while its job runs, and deletes, retries or poisons it (see the README, "The worker").
+
+usage: worker [flags]
+
+  worker -queue orders                  run until SIGTERM/SIGINT (a second signal forces the exit)
+  worker -queue orders -drain           run to completion: exit once the queue is drained (container jobs)
+  worker -demo                          run a sample archive job on the in-process store (no Azure)
+
+The storage account comes from -connection-string or $AZURE_STORAGE_CONNECTION_STRING (prefer the
+variable: a flag shows in ps), else -account / $AZURE_STORAGE_ACCOUNT with DefaultAzureCredential.
+Flags override the environment, which overrides the -config file.
+
+Exit status: 0 stopped normally (drained, a limit reached, or a signal), 1 a broken configuration or a
+storage outage (receives failing for -receive-outage), or a second signal, 2 bad flags.
+
+flags:
+`
+
 // ParseFlags reads flags, then fills what they left unset from the -config
-// file (a JSON object whose keys are flag names).
+// file (a JSON object whose keys are flag names). -h prints the help to
+// Stdout and returns flag.ErrHelp; every other error names the flag and the
+// rule, and is a usage error (exit status 2).
 func (m *Main) ParseFlags(args []string) error {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
-	fs.SetOutput(m.Stderr)
+	fs.SetOutput(io.Discard) // errors are returned; -h prints to Stdout below
 	m.fs = fs
 	m.Account.RegisterFlags(fs)
 	fs.StringVar(&m.Queue, "queue", cli.QueueDefault(), "work queue name; the poison queue is <queue>-poison (env "+cli.EnvQueue+")")
 	fs.StringVar(&m.CheckpointTable, "checkpoint-table", DefaultCheckpointTable, "table that keeps range-scan checkpoints")
 	fs.StringVar(&m.ConfigPath, "config", "", "JSON file of settings: an object whose keys are these flags' names (flags and environment win)")
-	fs.StringVar(&m.LogFormat, "log-format", "auto", "auto (coloured text on a terminal, JSON otherwise), text or json")
+	fs.StringVar(&m.LogFormat, "log-format", "auto", "auto (coloured text on a terminal, JSON otherwise; NO_COLOR turns colour off), text or json")
 	fs.StringVar(&m.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&m.Demo, "demo", false, "run a sample archive job on the in-process store (no Azure) and print a summary")
 	r := &m.Runner
-	fs.IntVar(&r.Concurrency, "concurrency", jobs.DefaultConcurrency, "messages handled at once (1-1024)")
-	fs.IntVar(&r.BatchSize, "batch", jobs.DefaultBatchSize, "messages asked for per receive (1-32)")
-	fs.DurationVar(&r.Visibility, "visibility", jobs.DefaultVisibility, "lease per message, renewed at half its length (2s-168h)")
-	fs.Int64Var(&r.MaxDequeueCount, "max-dequeue-count", jobs.DefaultMaxDequeueCount, "deliveries before a message is poisoned")
-	fs.DurationVar(&r.RetryBase, "retry-base", jobs.DefaultRetryBase, "retry delay base z: rand(0.8z,1.2z)*(2^x-1) after delivery x")
-	fs.DurationVar(&r.RetryMax, "retry-max", jobs.DefaultRetryMax, "longest retry delay")
-	fs.DurationVar(&r.IdleMax, "idle-max", jobs.DefaultIdleMax, "longest wait between polls of an empty queue")
-	fs.BoolVar(&r.Drain, "drain", false, "run to completion: exit 0 once the queue is empty (container jobs)")
+	fs.IntVar(&r.Concurrency, "concurrency", jobs.DefaultConcurrency, fmt.Sprintf("messages handled at once (1-%d)", jobs.MaxConcurrency))
+	fs.IntVar(&r.BatchSize, "batch", jobs.DefaultBatchSize, fmt.Sprintf("messages asked for per receive (1-%d)", storeadapter.MaxReceiveCount))
+	durationVar(fs, &r.Visibility, "visibility", jobs.DefaultVisibility, "lease per message, renewed at half its length (2s-168h)")
+	fs.Int64Var(&r.MaxDequeueCount, "max-dequeue-count", jobs.DefaultMaxDequeueCount, fmt.Sprintf("deliveries before a message is poisoned (1-%d)", jobs.MaxMaxDequeueCount))
+	durationVar(fs, &r.RetryBase, "retry-base", jobs.DefaultRetryBase, "retry delay base z: rand(0.8z,1.2z)*(2^x-1) after delivery x")
+	durationVar(fs, &r.RetryMax, "retry-max", jobs.DefaultRetryMax, "longest retry delay")
+	durationVar(fs, &r.IdleMax, "idle-max", jobs.DefaultIdleMax, "longest wait between polls of an empty queue")
+	fs.BoolVar(&r.Drain, "drain", false, "run to completion: exit 0 once nothing is visible, nothing runs, and the queue's count is 0 or nothing arrived for -drain-quiet")
+	durationVar(fs, &r.DrainQuiet, "drain-quiet", 0, "with -drain, how long to wait for invisible messages the count still holds (0: twice -visibility)")
 	fs.IntVar(&r.MaxMessages, "max-messages", 0, "exit after this many messages (0: no limit)")
-	fs.DurationVar(&r.MaxDuration, "max-duration", 0, "exit after this long (0: no limit)")
-	fs.DurationVar(&r.ShutdownGrace, "shutdown-grace", jobs.DefaultShutdownGrace, "time running jobs get to finish after SIGTERM")
+	durationVar(fs, &r.MaxDuration, "max-duration", 0, "exit after this long (0: no limit)")
+	durationVar(fs, &r.ShutdownGrace, "shutdown-grace", jobs.DefaultShutdownGrace, "time running jobs get to finish after SIGTERM")
+	durationVar(fs, &r.ReceiveOutage, "receive-outage", jobs.DefaultReceiveOutage, "exit 1 once every receive has failed for this long")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(m.Stdout, usageHead)
+			fs.SetOutput(m.Stdout)
+			fs.PrintDefaults()
+		}
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q (flags only)", fs.Arg(0))
 	}
 	if m.ConfigPath != "" {
-		return m.applyConfig()
+		if err := m.applyConfig(); err != nil {
+			return err
+		}
 	}
+	return m.checkFlags()
+}
+
+// checkFlags refuses values the runner would reject or silently replace
+// (it reads 0 as "the default"), naming the flag and its rule, and values
+// that are not valid UTF-8.
+func (m *Main) checkFlags() error {
+	var bad error
+	m.fs.VisitAll(func(f *flag.Flag) {
+		if bad == nil && !utf8.ValidString(f.Value.String()) {
+			bad = fmt.Errorf("-%s: the value is not valid UTF-8", f.Name)
+		}
+	})
+	r := &m.Runner
+	switch {
+	case bad != nil:
+		return bad
+	case r.Concurrency < 1 || r.Concurrency > jobs.MaxConcurrency:
+		return fmt.Errorf("-concurrency: must be 1-%d, got %d", jobs.MaxConcurrency, r.Concurrency)
+	case r.BatchSize < 1 || r.BatchSize > storeadapter.MaxReceiveCount:
+		return fmt.Errorf("-batch: must be 1-%d (Azure's most per receive), got %d", storeadapter.MaxReceiveCount, r.BatchSize)
+	case r.Visibility < jobs.MinVisibility || r.Visibility > storeadapter.MaxVisibility:
+		return fmt.Errorf("-visibility: must be %v-%v, got %v", jobs.MinVisibility, storeadapter.MaxVisibility, r.Visibility)
+	case r.MaxDequeueCount < 1 || r.MaxDequeueCount > jobs.MaxMaxDequeueCount:
+		return fmt.Errorf("-max-dequeue-count: must be 1-%d, got %d", jobs.MaxMaxDequeueCount, r.MaxDequeueCount)
+	case r.MaxMessages < 0:
+		return fmt.Errorf("-max-messages: must be 0 (no limit) or more, got %d", r.MaxMessages)
+	}
+	var err error
+	m.fs.VisitAll(func(f *flag.Flag) {
+		if d, ok := f.Value.(*durationValue); ok && err == nil && *d.d < 0 {
+			err = fmt.Errorf("-%s: must not be negative, got %v", f.Name, *d.d)
+		}
+	})
+	return err
+}
+
+// durationValue is a flag.Value for a duration whose parse error says
+// what a duration looks like (the flag package says only "parse error").
+type durationValue struct{ d *time.Duration }
+
+// durationVar defines a duration flag with a clear parse error.
+func durationVar(fs *flag.FlagSet, p *time.Duration, name string, value time.Duration, usage string) {
+	*p = value
+	fs.Var(&durationValue{p}, name, usage)
+}
+
+func (v *durationValue) String() string {
+	if v.d == nil {
+		return "0s"
+	}
+	return v.d.String()
+}
+
+func (v *durationValue) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		hint := ""
+		if _, nerr := strconv.ParseFloat(s, 64); nerr == nil {
+			hint = fmt.Sprintf(" (a unit is needed: %ss or %sm)", s, s)
+		}
+		return fmt.Errorf("must be a duration such as 30s, 1m30s or 2h, got %q%s", s, hint)
+	}
+	*v.d = d
 	return nil
 }
 
@@ -140,17 +255,31 @@ func (m *Main) applyConfig() error {
 	return nil
 }
 
-// Run runs the worker (or the demo) until ctx ends or, with -drain, the
-// queue is empty.
+// Run runs the worker (or the demo) until ctx ends, a signal arrives on
+// Signals, or, with -drain, the queue is drained. A failure is logged
+// through the logger (JSON in containers) before Run returns it.
 func (m *Main) Run(ctx context.Context) error {
 	log, err := cli.NewLogger(m.Stderr, m.LogFormat, m.LogLevel)
 	if err != nil {
 		return err
 	}
+	if err := m.run(ctx, log); err != nil {
+		log.ErrorContext(context.WithoutCancel(ctx), "worker failed", "err", err)
+		return err
+	}
+	return nil
+}
+
+func (m *Main) run(ctx context.Context, log *slog.Logger) (err error) {
 	if m.Demo {
 		return runDemo(ctx, m.Stdout, log, m.Runner)
 	}
-	store, err := m.Account.Connect()
+	var store storeadapter.Store
+	if m.Connect != nil {
+		store, err = m.Connect()
+	} else {
+		store, err = m.Account.Connect()
+	}
 	if err != nil {
 		return err
 	}
@@ -158,15 +287,68 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := store.Queue(m.Queue).Create(ctx); err != nil && ctx.Err() == nil {
+	log.InfoContext(ctx, "worker starting", "queue", m.Queue, "concurrency", m.Runner.Concurrency, "visibility", m.Runner.Visibility, "drain", m.Runner.Drain)
+	start := time.Now()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stopped := make(chan struct{})
+	defer close(stopped)
+	go m.watchSignals(log, r, cancel, stopped)
+
+	cctx, cancelCreate := context.WithTimeout(ctx, createTimeout)
+	err = store.Queue(m.Queue).Create(cctx)
+	cancelCreate()
+	switch {
+	case err == nil, ctx.Err() != nil:
+	case storeadapter.IsTransient(err):
+		// An outage: the receive loop logs it, retries, and gives up
+		// after -receive-outage.
+		log.WarnContext(ctx, "could not create the work queue; receiving anyway", "queue", m.Queue, "err", err)
+	default:
 		return fmt.Errorf("queue %s: %w", m.Queue, err)
 	}
-	log.InfoContext(ctx, "worker starting", "queue", m.Queue, "concurrency", m.Runner.Concurrency, "visibility", m.Runner.Visibility, "drain", m.Runner.Drain)
-	err = r.Run(ctx)
+	if ctx.Err() == nil {
+		err = r.Run(ctx)
+	}
 	s := r.Stats()
-	log.InfoContext(context.WithoutCancel(ctx), "worker stopped", "received", s.Received, "succeeded", s.Succeeded, "retried", s.Retried,
-		"poisoned", s.Poisoned, "lease_lost", s.LeaseLost, "released", s.Released)
+	attrs := []any{"reason", s.StopReason, "elapsed", time.Since(start).Round(time.Millisecond),
+		"received", s.Received, "succeeded", s.Succeeded, "retried", s.Retried, "poisoned", s.Poisoned,
+		"lease_lost", s.LeaseLost, "released", s.Released, "ack_failed", s.AckFailed, "receive_failures", s.ReceiveFailures}
+	if s.StopReason == "drained" {
+		attrs = append(attrs, "left_invisible", s.Left)
+	}
+	log.InfoContext(context.WithoutCancel(ctx), "worker stopped", attrs...)
 	return err
+}
+
+// createTimeout bounds the creation of the work queue at start-up.
+const createTimeout = 30 * time.Second
+
+// watchSignals stops the worker on the first signal and ends the process
+// on the second, until stopped is closed.
+func (m *Main) watchSignals(log *slog.Logger, r *jobs.Runner, stop context.CancelFunc, stopped <-chan struct{}) {
+	if m.Signals == nil {
+		return
+	}
+	select {
+	case sig := <-m.Signals:
+		log.Warn(fmt.Sprintf("stopping; waiting up to %v for %d jobs; press Ctrl-C again to force", m.Runner.ShutdownGrace, r.Running()),
+			"signal", sig.String(), "running", r.Running(), "grace", m.Runner.ShutdownGrace)
+		stop()
+	case <-stopped:
+		return
+	}
+	select {
+	case sig := <-m.Signals:
+		log.Error("second signal; exiting now: running jobs are abandoned and their messages reappear when their leases expire",
+			"signal", sig.String(), "running", r.Running())
+		exit := m.Exit
+		if exit == nil {
+			exit = os.Exit
+		}
+		exit(exitFailed)
+	case <-stopped:
+	}
 }
 
 // newRunner wires the job kinds, the poison mover and the runner to a store.

@@ -28,6 +28,7 @@ func queueCases() []testCase {
 		{"Peek", testQueuePeek},
 		{"Clear", testQueueClear},
 		{"ApproximateCount", testQueueApproximateCount},
+		{"ApproximateCountNotBelowLive", testQueueApproximateCountNotBelowLive},
 		{"InvalidArguments", testQueueInvalidArguments},
 		{"MessageSize", testQueueMessageSize},
 		{"MessageText", testQueueMessageText},
@@ -495,6 +496,29 @@ func testQueueApproximateCount(t *testing.T, e *env) {
 	}
 	if n := e.count(t, q); n != 4-len(msgs) {
 		t.Errorf("ApproximateCount after deleting %d = %d, want %d", len(msgs), n, 4-len(msgs))
+	}
+}
+
+// testQueueApproximateCountNotBelowLive: Azure documents the count as "not
+// lower than the actual number"; expired messages may stay counted until the
+// service collects them, but a live message, visible, received or delayed,
+// is always counted.
+func testQueueApproximateCountNotBelowLive(t *testing.T, e *env) {
+	q := e.newQueue(t)
+	r := e.send(t, q, "received", storeadapter.SendOptions{})
+	e.receiveOne(t, q, time.Hour, r.ID, "received", 1)
+	for i := range 3 {
+		e.send(t, q, fmt.Sprint("short-lived ", i), storeadapter.SendOptions{TTL: time.Second})
+	}
+	e.send(t, q, "visible", storeadapter.SendOptions{})
+	e.send(t, q, "delayed", storeadapter.SendOptions{VisibilityDelay: time.Hour})
+	e.outlast(time.Second)
+	if p := e.peek(t, q); len(p) != 1 {
+		t.Errorf("Peek after the short TTL returned %d messages, want only the visible one", len(p))
+	}
+	const live = 3 // received, visible, delayed: the short-lived ones expired
+	if n := e.count(t, q); n < live {
+		t.Errorf("ApproximateCount = %d with %d live messages (received, visible, delayed) and 3 expired; want at least %d", n, live, live)
 	}
 }
 

@@ -144,28 +144,46 @@ func IsTerminal(stream any) bool {
 }
 
 // NewLogger returns a slog logger writing to w: tint's coloured text when
-// format is "text" or "auto" on a terminal, JSON otherwise.
+// format is "text" or "auto" on a terminal (without colour when NO_COLOR is
+// set, as no-color.org asks), JSON otherwise. Durations are written as
+// text such as "1.5s" in both, never as bare nanoseconds.
 func NewLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("-log-level: must be debug, info, warn or error, got %q", level)
 	}
+	noColor := !IsTerminal(w) || os.Getenv("NO_COLOR") != ""
+	text := func() slog.Handler {
+		return tint.NewTextHandler(w, &tint.Options{Level: lvl, TimeFormat: time.TimeOnly, NoColor: noColor})
+	}
+	json := func() slog.Handler {
+		return slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl, ReplaceAttr: durationText})
+	}
 	var h slog.Handler
 	switch strings.ToLower(format) {
 	case "auto", "":
 		if IsTerminal(w) {
-			h = tint.NewTextHandler(w, &tint.Options{Level: lvl, TimeFormat: time.TimeOnly})
+			h = text()
 		} else {
-			h = slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})
+			h = json()
 		}
 	case "text":
-		h = tint.NewTextHandler(w, &tint.Options{Level: lvl, TimeFormat: time.TimeOnly, NoColor: !IsTerminal(w)})
+		h = text()
 	case "json":
-		h = slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})
+		h = json()
 	default:
 		return nil, fmt.Errorf("-log-format: must be auto, text or json, got %q", format)
 	}
 	return slog.New(h), nil
+}
+
+// durationText writes a duration attribute as its text ("1.5s"): JSON
+// readers get a value with its unit instead of bare nanoseconds.
+func durationText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }
 
 // Poison returns the poison mover of a work queue: its poison queue and

@@ -1,0 +1,80 @@
+package e2e
+
+import (
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tablekeeper/tablekeeper/test/azurite"
+)
+
+// deadEndpoints returns cs with every service endpoint on a loopback port
+// where nothing listens.
+func deadEndpoints(t *testing.T, cs string) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + l.Addr().String() + "/" + azurite.Account
+	l.Close()
+	parts := strings.Split(cs, ";")
+	for i, p := range parts {
+		for _, svc := range []string{"BlobEndpoint=", "QueueEndpoint=", "TableEndpoint="} {
+			if strings.HasPrefix(p, svc) {
+				parts[i] = svc + dead
+			}
+		}
+	}
+	return strings.Join(parts, ";")
+}
+
+// TestWorkerStorageDownExitsOne points a draining worker at a port where
+// nothing listens: it logs the first failed receive promptly, every one
+// after it with its backoff, and exits 1 once receives have failed for
+// -receive-outage, with the failure logged as JSON before the plain line
+// and no secret anywhere.
+func TestWorkerStorageDownExitsOne(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 60*time.Second)
+	e.environ = childEnvironment(deadEndpoints(t, emulatorConnectionString))
+	start := time.Now()
+	w := e.startWorker("down", "-drain", "-receive-outage", "4s", "-storage-retries", "0")
+	e.poll(3*time.Second, 20*time.Millisecond, "the first failed receive to be logged", func() bool {
+		return strings.Contains(w.stderr.String(), `"msg":"receive failed; backing off"`)
+	})
+	if code := w.wait(e.ctx, 20*time.Second); code != 1 {
+		t.Fatalf("%s exited with %d, want 1", w, code)
+	}
+	took := time.Since(start)
+	out := w.stderr.String()
+	t.Logf("exited 1 after %v", took.Round(time.Millisecond))
+	for _, want := range []string{`"msg":"receive failed; backing off"`, `"retry_in":"`, `"msg":"worker stopped"`, `"reason":"receive failing"`,
+		`"level":"ERROR","msg":"worker failed"`, "\nworker: runner: receive from down failed"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Index(out, `"msg":"worker failed"`) > strings.LastIndex(out, "\nworker: ") {
+		t.Errorf("the plain error line comes before the logged one:\n%s", out)
+	}
+	if strings.Contains(out, azurite.Key) {
+		t.Error("the account key appears in the worker's output")
+	}
+}
+
+// TestWorkerFlagsAndHelp: a bad flag exits 2 naming it; -h exits 0 with the
+// help on stdout.
+func TestWorkerFlagsAndHelp(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 30*time.Second)
+	bad := e.start(workerBin, "-batch", "64")
+	if code := bad.wait(e.ctx, 10*time.Second); code != 2 || !strings.Contains(bad.stderr.String(), "-batch: must be 1-32") {
+		t.Errorf("worker -batch 64: exit %d, stderr %q; want 2 and the flag named", code, bad.stderr.String())
+	}
+	help := e.start(workerBin, "-h")
+	if code := help.wait(e.ctx, 10*time.Second); code != 0 || !strings.Contains(help.stdout.String(), "usage: worker [flags]") || help.stderr.String() != "" {
+		t.Errorf("worker -h: exit %d, stdout %d bytes, stderr %q; want 0 and the help on stdout only", code, len(help.stdout.String()), help.stderr.String())
+	}
+}
