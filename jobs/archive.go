@@ -254,10 +254,29 @@ func (a *Archiver) Handle(ctx context.Context, job Job) error {
 		return Permanentf("archive: args of type %T, want ArchiveArgs", job.Args)
 	}
 	mv := a.mover(args)
+	var err error
 	if args.RK != nil {
-		return mv.one(ctx, *args.RK)
+		err = mv.one(ctx, *args.RK)
+	} else {
+		err = mv.rangeMove(ctx, job.ID)
 	}
-	return mv.rangeMove(ctx, job.ID)
+	if err == nil {
+		SetResult(ctx, mv.result())
+	}
+	return err
+}
+
+// result says what a finished move did, for the runner's "job done" line.
+func (m *mover) result() string {
+	switch {
+	case m.moved == 0 && m.args.RK != nil:
+		return "already done: the source is gone and " + m.target.String() + " holds the copy"
+	case m.moved == 0:
+		return "no entity left in the range"
+	case m.moved == 1:
+		return "moved 1 entity to " + m.target.String()
+	}
+	return fmt.Sprintf("moved %d entities to %s", m.moved, m.target)
 }
 
 // mover carries one job's move.
@@ -267,6 +286,8 @@ type mover struct {
 	pk     string
 	rounds int
 	target archiveTarget
+	// moved counts the source entities this run deleted after copying.
+	moved int
 }
 
 func (a *Archiver) mover(args ArchiveArgs) *mover {
@@ -306,6 +327,7 @@ func (m *mover) one(ctx context.Context, rk string) error {
 			if err != nil {
 				return fmt.Errorf("archive: delete %s %s/%s: %w", m.args.Table, m.pk, rk, err)
 			}
+			m.moved++
 			return nil
 		}
 		// The source changed since it was read: copy the new version.
@@ -424,6 +446,9 @@ func (m *mover) deleteMoved(ctx context.Context, es []storeadapter.Entity) (chan
 		}
 		txErr := t.Transact(ctx, m.args.Table, deletes)
 		if !raced(txErr) {
+			if txErr == nil {
+				m.moved += len(es)
+			}
 			return changed, txErr
 		}
 		current, err := rowsOf(ctx, t, m.args.Table, es, []string{})
