@@ -88,8 +88,14 @@ func interpretError(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, context.Canceled) {
 		return fmt.Errorf("azstore: %s: %w", op, err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		// The per-try timeout (on the last try), the call timeout or the
+		// caller's deadline ran out before the service answered: transient,
+		// like a 503, and still a DeadlineExceeded for callers who ask.
+		return fmt.Errorf("azstore: %s: %w: no answer in time: %w", op, storeadapter.ErrUnavailable, context.DeadlineExceeded)
 	}
 	var re *azcore.ResponseError
 	if !errors.As(err, &re) {

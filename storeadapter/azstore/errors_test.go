@@ -1,6 +1,7 @@
 package azstore
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -45,6 +46,7 @@ func TestInterpretError(t *testing.T) {
 		{"gateway timeout, no code", responseError(504, "", ""), storeadapter.ErrUnavailable},
 		{"bad request, no code", responseError(400, "", ""), storeadapter.ErrInvalidInput},
 		{"code only in body", responseError(400, "", `{"odata.error":{"code":"InvalidResourceName","message":{"value":"bad"}}}`), storeadapter.ErrInvalidInput},
+		{"no answer in time", &url.Error{Op: "Get", URL: "http://127.0.0.1/acct?sig=SECRET", Err: context.DeadlineExceeded}, storeadapter.ErrUnavailable},
 		{"transport", &url.Error{Op: "Get", URL: "http://127.0.0.1/acct?sig=SECRET", Err: errors.New("connection refused")}, storeadapter.ErrUnavailable},
 	}
 	for _, c := range cases {
