@@ -85,6 +85,14 @@ var (
 // It is the one place that looks inside SDK errors. The SDK's own text is
 // not kept: it quotes request URLs, which may carry a SAS token.
 func interpretError(op string, err error) error {
+	return interpretErrorOn(op, err, storeadapter.ErrNotFound)
+}
+
+// interpretErrorOn is interpretError for a call whose 404 says which thing
+// is missing whatever code comes with it: DeleteTable on a missing table
+// answers ResourceNotFound, but the table is what is missing, so notFound
+// is ErrTableNotFound there.
+func interpretErrorOn(op string, err, notFound error) error {
 	if err == nil {
 		return nil
 	}
@@ -114,6 +122,9 @@ func interpretError(op string, err error) error {
 	sentinel := codeSentinels[code]
 	if sentinel == nil {
 		sentinel = statusSentinels[status]
+	}
+	if sentinel == storeadapter.ErrNotFound {
+		sentinel = notFound
 	}
 	if sentinel == nil {
 		if status >= 500 {

@@ -56,7 +56,7 @@ func (t *Tables) DeleteTable(ctx context.Context, name string) error {
 		return err
 	}
 	_, err := t.svc.DeleteTable(ctx, name, nil)
-	return interpretError("delete table "+name, err)
+	return interpretErrorOn("delete table "+name, err, storeadapter.ErrTableNotFound)
 }
 
 // ListTables returns one page of table names starting with prefix.

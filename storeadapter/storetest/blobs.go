@@ -143,7 +143,7 @@ func testBlobIfMatch(t *testing.T, e *env) {
 		checkErr(t, "Put with IfMatch "+ifMatch+" of a missing blob", err, storeadapter.ErrPreconditionFailed)
 	}
 	_, _, err = c.Get(e.ctx, "missing")
-	checkErr(t, "Get after conditional Puts of a missing blob", err, storeadapter.ErrNotFound)
+	checkItemNotFound(t, "Get after conditional Puts of a missing blob", err)
 }
 
 func testBlobDelete(t *testing.T, e *env) {
@@ -154,8 +154,8 @@ func testBlobDelete(t *testing.T, e *env) {
 	e.checkBlob(t, c, "b", []byte("v2"), etag2, "application/octet-stream")
 	checkNoErr(t, "Delete with the current ETag", c.Delete(e.ctx, "b", etag2))
 	_, _, err := c.Get(e.ctx, "b")
-	checkErr(t, "Get of a deleted blob", err, storeadapter.ErrNotFound)
-	checkErr(t, "Delete of a deleted blob", c.Delete(e.ctx, "b", ""), storeadapter.ErrNotFound)
+	checkItemNotFound(t, "Get of a deleted blob", err)
+	checkItemNotFound(t, "Delete of a deleted blob", c.Delete(e.ctx, "b", ""))
 	// A missing blob also fails any If-Match, so a conditional delete of a
 	// deleted blob may report either (Azurite answers 412).
 	if err := c.Delete(e.ctx, "b", etag2); !errors.Is(err, storeadapter.ErrNotFound) && !errors.Is(err, storeadapter.ErrPreconditionFailed) {
@@ -167,7 +167,7 @@ func testBlobDelete(t *testing.T, e *env) {
 		e.put(t, c, "other", []byte("other"), storeadapter.PutOptions{})
 		checkNoErr(t, fmt.Sprintf("Delete with ifMatch %q", ifMatch), c.Delete(e.ctx, "b", ifMatch))
 		_, err := c.Properties(e.ctx, "b")
-		checkErr(t, "Properties of a deleted blob", err, storeadapter.ErrNotFound)
+		checkItemNotFound(t, "Properties of a deleted blob", err)
 		if _, err := c.Properties(e.ctx, "other"); err != nil {
 			t.Errorf("Properties of the blob beside a deleted one: %v", err)
 		}
@@ -179,11 +179,11 @@ func testBlobMissing(t *testing.T, e *env) {
 	e.put(t, c, "present", []byte("x"), storeadapter.PutOptions{})
 	for _, name := range []string{"missing", "Present", "presen", "present/x"} {
 		_, _, err := c.Get(e.ctx, name)
-		checkErr(t, "Get of missing blob "+name, err, storeadapter.ErrNotFound)
+		checkItemNotFound(t, "Get of missing blob "+name, err)
 		_, err = c.Properties(e.ctx, name)
-		checkErr(t, "Properties of missing blob "+name, err, storeadapter.ErrNotFound)
-		checkErr(t, "Delete of missing blob "+name, c.Delete(e.ctx, name, ""), storeadapter.ErrNotFound)
-		checkErr(t, "Delete with ETagAny of missing blob "+name, c.Delete(e.ctx, name, storeadapter.ETagAny), storeadapter.ErrNotFound)
+		checkItemNotFound(t, "Properties of missing blob "+name, err)
+		checkItemNotFound(t, "Delete of missing blob "+name, c.Delete(e.ctx, name, ""))
+		checkItemNotFound(t, "Delete with ETagAny of missing blob "+name, c.Delete(e.ctx, name, storeadapter.ETagAny))
 	}
 }
 
@@ -261,7 +261,7 @@ func testBlobMissingContainer(t *testing.T, e *env) {
 		{"List", second(c.List(e.ctx, "", ""))},
 	}
 	for _, call := range calls {
-		checkErr(t, call.op+" in a missing container", call.err, storeadapter.ErrNotFound)
+		checkErr(t, call.op+" in a missing container", call.err, storeadapter.ErrContainerNotFound)
 	}
 }
 

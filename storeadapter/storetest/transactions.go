@@ -104,6 +104,7 @@ func testTxDeleteMissing(t *testing.T, e *env) {
 		op(storeadapter.TxDelete, "r9", nil, storeadapter.ETagAny), // missing
 	})
 	checkTxErr(t, "Transact deleting a missing entity at index 2", err, 2, storeadapter.ErrNotFound)
+	checkItemNotFound(t, "Transact deleting a missing entity", err)
 	e.checkGone(t, tbl, "p", "r0")
 	e.get(t, tbl, "p", "r2")
 }
@@ -118,6 +119,7 @@ func testTxUpdateRequiresExistence(t *testing.T, e *env) {
 				op(action, "missing", props{"V": int32(1)}, ifMatch),
 			})
 			checkTxErr(t, fmt.Sprintf("Transact with action %d on a missing entity", action), err, 1, storeadapter.ErrNotFound)
+			checkItemNotFound(t, fmt.Sprintf("Transact with action %d on a missing entity", action), err)
 			e.checkGone(t, tbl, "p", "missing")
 		}
 	}
@@ -273,5 +275,5 @@ func testTxLimits(t *testing.T, e *env) {
 
 func testTxMissingTable(t *testing.T, e *env) {
 	err := e.tb.Transact(e.ctx, uniqueTableName(), []storeadapter.TableOp{op(storeadapter.TxUpsertReplace, "r", nil, "")})
-	checkErr(t, "Transact on a missing table", err, storeadapter.ErrNotFound)
+	checkErr(t, "Transact on a missing table", err, storeadapter.ErrTableNotFound)
 }
