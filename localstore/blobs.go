@@ -76,7 +76,7 @@ func (c *Container) Create(ctx context.Context) error {
 	c.s.blobsMu.Lock()
 	defer c.s.blobsMu.Unlock()
 	if c.s.containers[c.name] == nil {
-		c.s.containers[c.name] = &containerState{blobs: btree.NewG(16, func(a, b *blob) bool { return a.name < b.name })}
+		c.s.containers[c.name] = &containerState{blobs: btree.NewG(16, func(a, b *blob) bool { return storeadapter.LessUTF16(a.name, b.name) })}
 	}
 	return nil
 }
@@ -155,7 +155,7 @@ func (c *Container) Delete(ctx context.Context, name, ifMatch string) error {
 func (c *Container) List(ctx context.Context, prefix, marker string) (storeadapter.BlobPage, error) {
 	var page storeadapter.BlobPage
 	err := c.with(ctx, "ListBlobs", "", func(st *containerState) error {
-		st.blobs.AscendGreaterOrEqual(&blob{name: max(prefix, marker)}, func(b *blob) bool {
+		st.blobs.AscendGreaterOrEqual(&blob{name: maxUTF16(prefix, marker)}, func(b *blob) bool {
 			if !strings.HasPrefix(b.name, prefix) {
 				return false
 			}

@@ -47,7 +47,7 @@ func (e *env) insertAll(t *testing.T, tbl string, ents []entity) {
 func sortedKeys(ents []entity) []string {
 	s := slices.Clone(ents)
 	slices.SortFunc(s, func(a, b entity) int {
-		return cmp.Or(cmp.Compare(a.PartitionKey, b.PartitionKey), cmp.Compare(a.RowKey, b.RowKey))
+		return cmp.Or(storeadapter.CompareUTF16(a.PartitionKey, b.PartitionKey), storeadapter.CompareUTF16(a.RowKey, b.RowKey))
 	})
 	return keysOf(s)
 }

@@ -51,6 +51,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) Harness) {
 	}{
 		{"Tables", tableCases()},
 		{"Query", queryCases()},
+		{"Order", orderCases()},
 		{"Filter", filterCases()},
 		{"Transactions", transactionCases()},
 		{"EDM", edmCases()},
