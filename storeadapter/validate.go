@@ -268,13 +268,15 @@ func entitySize(e Entity, exact bool) int {
 }
 
 // BatchOpSize bounds the bytes an operation on e adds to a transaction's
-// request: its JSON (binary in base64, strings in UTF-8 with every byte that
-// JSON may escape counted as six, one annotation per typed property) plus a
-// kilobyte of multipart headers. Batching by it keeps every request within
-// the 4 MiB limit, which the service measures on the wire, not on
-// EntitySize.
+// request as azstore sends it, which the service measures against its
+// 4 MiB limit (not EntitySize): the entity's JSON as Go's encoder writes it
+// (the Azure SDK re-encodes it with encoding/json: escaped text, see
+// jsonStringSize; binary in base64; one annotation per typed property),
+// the keys once more, percent-encoded, in the operation's URL, and a
+// kilobyte for the rest of the URL and the multipart and HTTP headers.
 func BatchOpSize(e Entity) int {
-	n := 1024 + 64 + jsonStringSize(e.PartitionKey) + jsonStringSize(e.RowKey)
+	n := 1024 + 64 + jsonStringSize(e.PartitionKey) + jsonStringSize(e.RowKey) +
+		urlPathSize(e.PartitionKey) + urlPathSize(e.RowKey)
 	for name, v := range e.Properties {
 		n += 2*len(name) + 48 // "name":value, "name@odata.type":"Edm.Xxx",
 		switch x := v.(type) {
@@ -289,12 +291,47 @@ func BatchOpSize(e Entity) int {
 	return n
 }
 
-// jsonStringSize bounds the length of s as a JSON string.
+// jsonStringSize returns the length of s as encoding/json writes it (with
+// its default HTML escaping), quotes included: \" \\ \n \r \t \b \f take
+// two bytes; other control characters, < > &, U+2028 and U+2029 take six
+// (\u003c, \u2028); each byte of invalid UTF-8 takes six (\ufffd).
 func jsonStringSize(s string) int {
-	n := 2 + len(s)
+	n := 2
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f':
+				n += 2
+			case c < 0x20 || c == '<' || c == '>' || c == '&':
+				n += 6
+			default:
+				n++
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1, r == '\u2028', r == '\u2029':
+			n += 6
+		default:
+			n += size
+		}
+		i += size
+	}
+	return n
+}
+
+// urlPathSize bounds the length of s percent-encoded in a URL path: three
+// bytes for each byte but ASCII letters and digits.
+func urlPathSize(s string) int {
+	n := 0
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			n += 5
+		if isLetter(s[i]) || isDigit(s[i]) {
+			n++
+		} else {
+			n += 3
 		}
 	}
 	return n

@@ -242,6 +242,27 @@ func TestBatchOpSizeBoundsJSON(t *testing.T) {
 	}
 }
 
+// TestTransactionLineSeparators is the case: U+2028 is 3 bytes of
+// UTF-8 but 6 on the wire (\u2028), so two entities of 31 strings of
+// 16,384 of them (about 3 MB each as sent) exceed the 4 MiB request limit
+// although they are 1.5 MB each in UTF-8. Each alone fits.
+func TestTransactionLineSeparators(t *testing.T) {
+	ent := func(rk string) storeadapter.Entity {
+		e := storeadapter.Entity{PartitionKey: "p", RowKey: rk, Properties: map[string]any{}}
+		for i := range 31 {
+			e.Properties[fmt.Sprintf("S%02d", i)] = strings.Repeat("\u2028", 16384)
+		}
+		return e
+	}
+	ops := []storeadapter.TableOp{{Action: storeadapter.TxUpsertReplace, Entity: ent("a")}, {Action: storeadapter.TxUpsertReplace, Entity: ent("b")}}
+	if err := storeadapter.ValidateTransaction(ops); !errors.Is(err, storeadapter.ErrTooLarge) {
+		t.Fatalf("ValidateTransaction of two entities of 31 × 16,384 U+2028 = %v, want ErrTooLarge", err)
+	}
+	if err := storeadapter.ValidateTransaction(ops[:1]); err != nil {
+		t.Fatalf("ValidateTransaction of one such entity = %v, want nil", err)
+	}
+}
+
 // propsEntity returns an entity with n Int32 properties.
 func propsEntity(n int) storeadapter.Entity {
 	e := storeadapter.Entity{PartitionKey: "pk", RowKey: "rk", Properties: make(map[string]any, n)}

@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/tablekeeper/tablekeeper/storeadapter"
@@ -246,6 +247,22 @@ func testTxLimits(t *testing.T, e *env) {
 		heavy = append(heavy, op(storeadapter.TxUpsertReplace, fmt.Sprint(i), big, ""))
 	}
 	checkErr(t, "Transact of more than 4 MiB", e.tb.Transact(e.ctx, missing, heavy), storeadapter.ErrTooLarge)
+
+	// The limit is on the wire: U+2028 is 3 bytes of UTF-8 but 6 in the
+	// request's JSON (\u2028). Two entities of 31 strings of 16,384 of
+	// them are about 3 MB each as sent; they must be refused before
+	// sending, as Azure answers 413 (Azurite is not the judge here: the
+	// transaction never reaches it).
+	seps := strings.Repeat("\u2028", 16384)
+	var wide []storeadapter.TableOp
+	for _, rk := range []string{"a", "b"} {
+		p := props{}
+		for i := range 31 {
+			p[fmt.Sprintf("S%02d", i)] = seps
+		}
+		wide = append(wide, op(storeadapter.TxUpsertReplace, rk, p, ""))
+	}
+	checkErr(t, "Transact of two entities of 31 × 16,384 U+2028", e.tb.Transact(e.ctx, missing, wide), storeadapter.ErrTooLarge)
 
 	// An invalid operation is named by its index.
 	bad := []struct {
