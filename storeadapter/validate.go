@@ -24,6 +24,7 @@ const (
 	MaxReceiveCount      = 32      // messages in one receive
 	MaxVisibility        = 7 * 24 * time.Hour
 	MaxBlobNameChars     = 1024
+	MaxBlobPathSegments  = 254 // "/"-separated parts of a blob name
 )
 
 var (
@@ -97,7 +98,10 @@ func validQueueName(name string) bool {
 }
 
 // ValidateBlobName checks a blob name: 1–1,024 characters of valid UTF-8
-// without control characters, not ending with a dot or slash.
+// without control characters or backslashes, at most 254 path segments,
+// not ending with a dot or slash. Azure reads \ in a blob name as /, so a
+// name written with \ would be stored under another name; tablekeeper
+// refuses it rather than rename it, so names round-trip as written.
 func ValidateBlobName(name string) error {
 	n := utf8.RuneCountInString(name)
 	switch {
@@ -105,8 +109,23 @@ func ValidateBlobName(name string) error {
 		return invalid("blob name", "must be 1-%d characters, got %d", MaxBlobNameChars, n)
 	case !utf8.ValidString(name) || strings.ContainsFunc(name, isControl):
 		return invalid("blob name", "%q must be valid UTF-8 without control characters", name)
+	case strings.Contains(name, `\`):
+		return invalid("blob name", "%q must not contain \\ (Azure reads it as /; write / instead)", name)
 	case strings.HasSuffix(name, ".") || strings.HasSuffix(name, "/"):
 		return invalid("blob name", "%q must not end with a dot or slash", name)
+	}
+	if segs := strings.Count(name, "/") + 1; segs > MaxBlobPathSegments {
+		return invalid("blob name", "must have at most %d path segments (parts between /), got %d", MaxBlobPathSegments, segs)
+	}
+	return nil
+}
+
+// ValidatePutOptions checks a blob write's conditions: Azure takes one
+// condition header per write, so IfMatch and IfNoneMatchAny cannot both be
+// set (the service would answer 400).
+func ValidatePutOptions(o PutOptions) error {
+	if o.IfMatch != "" && o.IfNoneMatchAny {
+		return invalid("put options", "IfMatch and IfNoneMatchAny cannot be combined: a write takes one condition")
 	}
 	return nil
 }

@@ -68,6 +68,9 @@ func (c *Container) Put(ctx context.Context, name string, data []byte, o storead
 	if err := c.validate(name); err != nil {
 		return "", err
 	}
+	if err := storeadapter.ValidatePutOptions(o); err != nil {
+		return "", err
+	}
 	mac := &blob.ModifiedAccessConditions{}
 	if o.IfMatch != "" {
 		mac.IfMatch = to.Ptr(azcore.ETag(o.IfMatch))
