@@ -65,8 +65,11 @@ func isDigit(c byte) bool  { return '0' <= c && c <= '9' }
 // ValidateTableName checks Azure's table name rule: 3–63 alphanumeric
 // characters starting with a letter, and not the reserved name "tables".
 func ValidateTableName(name string) error {
-	if !isTableName(name) || strings.EqualFold(name, "tables") {
+	if !isTableName(name) {
 		return invalid("table name", "%q must be 3-63 letters and digits starting with a letter", name)
+	}
+	if strings.EqualFold(name, "tables") {
+		return invalid("table name", "%q is reserved by the table service (in any case); choose another name", name)
 	}
 	return nil
 }

@@ -59,6 +59,24 @@ func TestValidateTableName(t *testing.T) {
 	}
 }
 
+// TestTableNameMessages: the error states the rule the name broke. "tables"
+// is 3-63 letters and digits; saying it must be is no help: it is reserved.
+func TestTableNameMessages(t *testing.T) {
+	for in, want := range map[string]string{
+		"tables": `"tables" is reserved by the table service`,
+		"TABLES": `"TABLES" is reserved by the table service`,
+		"1abc":   "must be 3-63 letters and digits starting with a letter",
+	} {
+		err := storeadapter.ValidateTableName(in)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ValidateTableName(%q) = %v, want it to say %q", in, err, want)
+		}
+		if in != "1abc" && strings.Contains(err.Error(), "must be 3-63") {
+			t.Errorf("ValidateTableName(%q) = %v: states a rule the name keeps", in, err)
+		}
+	}
+}
+
 // nameRuleTests are the cases shared by queue and container names, which
 // follow the same rule: 3–63 lowercase letters, digits and single hyphens,
 // starting and ending with a letter or digit.
