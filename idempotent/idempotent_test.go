@@ -134,3 +134,46 @@ func TestUpsertCreatesTable(t *testing.T) {
 		t.Errorf("error %q does not name the table", err)
 	}
 }
+
+// racingTables lets another writer create the table right after the first
+// Transact failed because the table was missing: the moment the old
+// check-then-act query lost the race.
+type racingTables struct {
+	storeadapter.Tables
+	raced bool
+}
+
+func (r *racingTables) Transact(ctx context.Context, table string, ops []storeadapter.TableOp) error {
+	err := r.Tables.Transact(ctx, table, ops)
+	if !r.raced && errors.Is(err, storeadapter.ErrTableNotFound) {
+		r.raced = true
+		if cerr := r.Tables.CreateTable(ctx, table); cerr != nil {
+			return cerr
+		}
+	}
+	return err
+}
+
+// TestTransactTableCreationRace: a transaction meets a missing table while
+// another writer creates it before the retry. Transact must still succeed,
+// deciding from the write's own error, with no query to ask whether the
+// table exists.
+func TestTransactTableCreationRace(t *testing.T) {
+	ctx := context.Background()
+	s := localstore.New(localstore.Options{})
+	tb := &racingTables{Tables: s.Tables()}
+	e := storeadapter.Entity{PartitionKey: "p", RowKey: "r", Properties: map[string]any{"V": int32(1)}}
+	if err := idempotent.Transact(ctx, tb, "Raced", []storeadapter.TableOp{{Action: storeadapter.TxUpsertReplace, Entity: e}}); err != nil {
+		t.Fatalf("Transact while another writer creates the table = %v, want nil", err)
+	}
+	if !tb.raced {
+		t.Fatal("the race was not staged: the first Transact did not meet a missing table")
+	}
+	if _, err := s.Tables().GetEntity(ctx, "Raced", "p", "r"); err != nil {
+		t.Fatalf("the entity was not written: %v", err)
+	}
+	calls := s.Calls()
+	if calls["Query"] != 0 || calls["ListTables"] != 0 || calls["Transact"] != 2 {
+		t.Errorf("calls = %v, want 2 Transact and no Query or ListTables", calls)
+	}
+}

@@ -39,6 +39,12 @@ func (b *blob) props() storeadapter.BlobProps {
 	return storeadapter.BlobProps{Name: b.name, ETag: b.etag, Size: int64(len(b.data)), ContentType: b.contentType, LastModified: b.modified}
 }
 
+// matches reports whether an If-Match condition holds for b: ETagAny, or
+// b's ETag with or without its quotes, as the service compares them.
+func (b *blob) matches(ifMatch string) bool {
+	return ifMatch == storeadapter.ETagAny || strings.Trim(ifMatch, `"`) == strings.Trim(b.etag, `"`)
+}
+
 // Name returns the container's name.
 func (c *Container) Name() string { return c.name }
 
@@ -76,7 +82,7 @@ func (c *Container) Create(ctx context.Context) error {
 	c.s.blobsMu.Lock()
 	defer c.s.blobsMu.Unlock()
 	if c.s.containers[c.name] == nil {
-		c.s.containers[c.name] = &containerState{blobs: btree.NewG(16, func(a, b *blob) bool { return a.name < b.name })}
+		c.s.containers[c.name] = &containerState{blobs: btree.NewG(16, func(a, b *blob) bool { return storeadapter.LessUTF16(a.name, b.name) })}
 	}
 	return nil
 }
@@ -85,11 +91,14 @@ func (c *Container) Create(ctx context.Context) error {
 func (c *Container) Put(ctx context.Context, name string, data []byte, o storeadapter.PutOptions) (string, error) {
 	var etag string
 	err := c.with(ctx, "PutBlob", name, func(st *containerState) error {
+		if err := storeadapter.ValidatePutOptions(o); err != nil {
+			return err
+		}
 		old, exists := st.blobs.Get(&blob{name: name})
 		switch {
 		case o.IfNoneMatchAny && exists:
 			return fmt.Errorf("localstore: put blob %s: %w", name, storeadapter.ErrAlreadyExists)
-		case o.IfMatch != "" && (!exists || o.IfMatch != storeadapter.ETagAny && o.IfMatch != old.etag):
+		case o.IfMatch != "" && (!exists || !old.matches(o.IfMatch)):
 			return fmt.Errorf("localstore: put blob %s: %w", name, storeadapter.ErrPreconditionFailed)
 		}
 		b := &blob{name: name, data: bytes.Clone(data), etag: `"0x` + strings.ToUpper(c.s.next()) + `"`,
@@ -143,7 +152,7 @@ func (c *Container) Delete(ctx context.Context, name, ifMatch string) error {
 		if err != nil {
 			return err
 		}
-		if ifMatch != "" && ifMatch != storeadapter.ETagAny && ifMatch != b.etag {
+		if ifMatch != "" && !b.matches(ifMatch) {
 			return fmt.Errorf("localstore: delete blob %s: %w", name, storeadapter.ErrPreconditionFailed)
 		}
 		st.blobs.Delete(b)
@@ -155,7 +164,7 @@ func (c *Container) Delete(ctx context.Context, name, ifMatch string) error {
 func (c *Container) List(ctx context.Context, prefix, marker string) (storeadapter.BlobPage, error) {
 	var page storeadapter.BlobPage
 	err := c.with(ctx, "ListBlobs", "", func(st *containerState) error {
-		st.blobs.AscendGreaterOrEqual(&blob{name: max(prefix, marker)}, func(b *blob) bool {
+		st.blobs.AscendGreaterOrEqual(&blob{name: maxUTF16(prefix, marker)}, func(b *blob) bool {
 			if !strings.HasPrefix(b.name, prefix) {
 				return false
 			}

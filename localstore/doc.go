@@ -1,6 +1,8 @@
 // Package localstore is tablekeeper's in-process store: the storeadapter
 // Tables, Queue and Blobs interfaces in memory, with Azure's semantics —
-// entities ordered by (PartitionKey, RowKey) in a B-tree, pages of at most
+// entities ordered by (PartitionKey, RowKey) in a B-tree, strings compared
+// in Azure's UTF-16 code-unit order (storeadapter.CompareUTF16) for keys,
+// range bounds, filters, table and blob listings, pages of at most
 // 1,000 with continuation tokens, ETags that change on every write, a
 // store-maintained Timestamp, atomic entity group transactions under all of
 // Azure's rules, the OData filter subset storeadapter's builder produces,

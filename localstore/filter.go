@@ -83,7 +83,7 @@ func compareValues(a, b any) (int, bool) {
 	switch x := a.(type) {
 	case string:
 		y, ok := b.(string)
-		return strings.Compare(x, y), ok
+		return storeadapter.CompareUTF16(x, y), ok
 	case bool:
 		y, ok := b.(bool)
 		return cmpBool(x, y), ok
@@ -349,11 +349,11 @@ func keyBounds(f predicate) bounds {
 			case x.prop == "PartitionKey" && x.op == storeadapter.Eq:
 				b.pkEq = &s
 			case x.prop == "PartitionKey" && (x.op == storeadapter.Ge || x.op == storeadapter.Gt):
-				b.lowPK = max(b.lowPK, s)
+				b.lowPK = maxUTF16(b.lowPK, s)
 			case x.prop == "PartitionKey" && (x.op == storeadapter.Lt || x.op == storeadapter.Le):
 				b.pkHi, b.pkHiIncl = &s, x.op == storeadapter.Le
 			case x.prop == "RowKey" && (x.op == storeadapter.Ge || x.op == storeadapter.Gt):
-				b.lowRK = max(b.lowRK, s)
+				b.lowRK = maxUTF16(b.lowRK, s)
 			case x.prop == "RowKey" && (x.op == storeadapter.Lt || x.op == storeadapter.Le):
 				b.rkHi, b.rkHiIncl = &s, x.op == storeadapter.Le
 			}
@@ -370,11 +370,21 @@ func keyBounds(f predicate) bounds {
 // beyond reports whether r and every row after it lie outside the bounds.
 func (b bounds) beyond(r *row) bool {
 	if b.pkEq != nil {
-		return r.pk > *b.pkEq || r.pk == *b.pkEq && b.rkHi != nil && past(r.rk, *b.rkHi, b.rkHiIncl)
+		return r.pk != *b.pkEq || b.rkHi != nil && past(r.rk, *b.rkHi, b.rkHiIncl)
 	}
 	return b.pkHi != nil && past(r.pk, *b.pkHi, b.pkHiIncl)
 }
 
+// past reports whether v lies above the bound hi, in the keys' order.
 func past(v, hi string, inclusive bool) bool {
-	return v > hi || v == hi && !inclusive
+	c := storeadapter.CompareUTF16(v, hi)
+	return c > 0 || c == 0 && !inclusive
+}
+
+// maxUTF16 returns the later of two bounds in the keys' order.
+func maxUTF16(a, b string) string {
+	if storeadapter.LessUTF16(a, b) {
+		return b
+	}
+	return a
 }

@@ -47,11 +47,13 @@ type row struct {
 	ts     time.Time
 }
 
+// rowLess orders rows as the service does: by PartitionKey, then RowKey,
+// each in UTF-16 code-unit order (storeadapter.CompareUTF16).
 func rowLess(a, b *row) bool {
-	if c := strings.Compare(a.pk, b.pk); c != 0 {
+	if c := storeadapter.CompareUTF16(a.pk, b.pk); c != 0 {
 		return c < 0
 	}
-	return a.rk < b.rk
+	return storeadapter.LessUTF16(a.rk, b.rk)
 }
 
 func (r *row) entity(sel []string) storeadapter.Entity {
@@ -146,12 +148,12 @@ func (ts *tableService) ListTables(ctx context.Context, prefix, continuation str
 	ts.mu.RLock()
 	names := make([]string, 0, len(ts.tables))
 	for _, t := range ts.tables {
-		if strings.HasPrefix(t.name, prefix) && t.name >= continuation {
+		if strings.HasPrefix(t.name, prefix) && storeadapter.CompareUTF16(t.name, continuation) >= 0 {
 			names = append(names, t.name)
 		}
 	}
 	ts.mu.RUnlock()
-	slices.Sort(names)
+	slices.SortFunc(names, storeadapter.CompareUTF16)
 	if len(names) > storeadapter.MaxPageSize {
 		return names[:storeadapter.MaxPageSize], names[storeadapter.MaxPageSize], nil
 	}

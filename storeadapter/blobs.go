@@ -7,7 +7,8 @@ import (
 
 // Blobs is one Azure blob container of block blobs. Every method validates
 // its input first and returns ErrInvalidInput without calling the service.
-// A missing container is ErrNotFound for every method but Create.
+// A missing container is ErrContainerNotFound (which wraps ErrNotFound)
+// for every method but Create; a missing blob is plain ErrNotFound.
 // Transient service failures wrap ErrUnavailable (see IsTransient).
 type Blobs interface {
 	// Name returns the container's name.

@@ -12,11 +12,17 @@ import (
 // is through the functions of this file, which render every value as a
 // typed literal with quotes escaped ('), so no caller ever concatenates user
 // input into a filter. A Filter built from an invalid value carries the
-// error, and Query returns it as ErrInvalidInput.
+// error, and Query returns it as ErrInvalidInput. A filter holds at most
+// MaxFilterComparisons comparisons, as on Azure; And, Or and Not refuse to
+// build a larger one.
 type Filter struct {
 	expr string
 	err  error
+	n    int // comparisons
 }
+
+// MaxFilterComparisons is the most comparisons Azure allows in one $filter.
+const MaxFilterComparisons = 15
 
 // String returns the OData text of the filter ("" for the zero Filter).
 func (f Filter) String() string { return f.expr }
@@ -58,7 +64,7 @@ func Compare(property string, op Op, value any) Filter {
 	if err != nil {
 		return Filter{err: err}
 	}
-	return Filter{expr: property + " " + string(op) + " " + lit}
+	return Filter{expr: property + " " + string(op) + " " + lit, n: 1}
 }
 
 // Literal renders a value as an OData literal: strings quoted with ' doubled,
@@ -104,18 +110,23 @@ func Or(fs ...Filter) Filter { return join("or", fs) }
 
 func join(op string, fs []Filter) Filter {
 	var parts []string
+	n := 0
 	for _, f := range fs {
 		if f.err != nil {
 			return f
 		}
 		if f.expr != "" {
 			parts = append(parts, "("+f.expr+")")
+			n += f.n
 		}
 	}
-	if len(parts) == 1 {
-		return Filter{expr: strings.TrimSuffix(strings.TrimPrefix(parts[0], "("), ")")}
+	if n > MaxFilterComparisons {
+		return Filter{err: invalid("filter", "at most %d comparisons (Azure's limit), got %d: split the query", MaxFilterComparisons, n)}
 	}
-	return Filter{expr: strings.Join(parts, " "+op+" ")}
+	if len(parts) == 1 {
+		return Filter{expr: strings.TrimSuffix(strings.TrimPrefix(parts[0], "("), ")"), n: n}
+	}
+	return Filter{expr: strings.Join(parts, " "+op+" "), n: n}
 }
 
 // Not negates a filter. Not of the zero Filter is the zero Filter.
@@ -123,7 +134,7 @@ func Not(f Filter) Filter {
 	if f.err != nil || f.expr == "" {
 		return f
 	}
-	return Filter{expr: "not (" + f.expr + ")"}
+	return Filter{expr: "not (" + f.expr + ")", n: f.n}
 }
 
 // PartitionEquals selects one partition.

@@ -280,3 +280,31 @@ func TestRowRange(t *testing.T) {
 		})
 	}
 }
+
+// TestFilterComparisonLimit: Azure allows at most 15 comparisons in one
+// $filter; the builder refuses more with an error that says so, however
+// they are nested.
+func TestFilterComparisonLimit(t *testing.T) {
+	cmps := func(n int) []storeadapter.Filter {
+		fs := make([]storeadapter.Filter, n)
+		for i := range fs {
+			fs[i] = storeadapter.Compare("RowKey", storeadapter.Ne, strconv.Itoa(i))
+		}
+		return fs
+	}
+	if err := storeadapter.And(cmps(15)...).Err(); err != nil {
+		t.Fatalf("And of 15 comparisons: %v", err)
+	}
+	for name, f := range map[string]storeadapter.Filter{
+		"And of 16":            storeadapter.And(cmps(16)...),
+		"Or of 16":             storeadapter.Or(cmps(16)...),
+		"And of two Ors of 8":  storeadapter.And(storeadapter.Or(cmps(8)...), storeadapter.Or(cmps(8)...)),
+		"Not of 10 and 6 more": storeadapter.And(storeadapter.Not(storeadapter.And(cmps(10)...)), storeadapter.And(cmps(6)...)),
+		"RowRange and 13 more": storeadapter.And(storeadapter.RowRange("p", "a", "b"), storeadapter.And(cmps(13)...)),
+	} {
+		err := f.Err()
+		if !errors.Is(err, storeadapter.ErrInvalidInput) || !strings.Contains(err.Error(), "at most 15 comparisons") {
+			t.Errorf("%s: Err() = %v, want ErrInvalidInput saying at most 15 comparisons", name, err)
+		}
+	}
+}

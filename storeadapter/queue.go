@@ -8,7 +8,8 @@ import (
 // Queue is one Azure Storage queue. Messages are text (tablekeeper sends
 // base64; see ValidateMessageText). Every method validates its input first
 // and returns ErrInvalidInput or ErrTooLarge without calling the service.
-// A missing queue is ErrNotFound for every method but Create and Delete.
+// A missing queue is ErrQueueNotFound (which wraps ErrNotFound) for every
+// method but Create and Delete; a missing message is plain ErrNotFound.
 // Transient service failures wrap ErrUnavailable (see IsTransient).
 type Queue interface {
 	// Name returns the queue's name.

@@ -6,7 +6,9 @@ import "context"
 // (PartitionKey, RowKey). Every method validates its input first (names,
 // keys, properties, sizes; see the Validate functions) and returns
 // ErrInvalidInput or ErrTooLarge without calling the service when it breaks
-// a rule. A missing table is ErrNotFound for every entity method.
+// a rule. A missing table is ErrTableNotFound (which wraps ErrNotFound) for
+// every method but CreateTable and ListTables; a missing entity is plain
+// ErrNotFound.
 // Transient service failures wrap ErrUnavailable (see IsTransient).
 type Tables interface {
 	// CreateTable creates a table. It returns ErrAlreadyExists if the table
@@ -14,14 +16,15 @@ type Tables interface {
 	// too recently to reuse the name.
 	CreateTable(ctx context.Context, table string) error
 	// DeleteTable deletes a table and all its entities. It returns
-	// ErrNotFound if the table does not exist.
+	// ErrTableNotFound if the table does not exist.
 	DeleteTable(ctx context.Context, table string) error
 	// ListTables returns one page of table names starting with prefix, in
 	// name order, and the token for the next page ("" on the last page).
 	ListTables(ctx context.Context, prefix, continuation string) (names []string, next string, err error)
 
 	// GetEntity reads one entity with its ETag and Timestamp. It returns
-	// ErrNotFound if the entity (or the table) does not exist.
+	// ErrNotFound if the entity does not exist (ErrTableNotFound if the
+	// table does not).
 	GetEntity(ctx context.Context, table, pk, rk string) (Entity, error)
 	// InsertEntity adds an entity and returns its ETag. It returns
 	// ErrAlreadyExists if an entity with the same keys exists.

@@ -24,6 +24,7 @@ const (
 	MaxReceiveCount      = 32      // messages in one receive
 	MaxVisibility        = 7 * 24 * time.Hour
 	MaxBlobNameChars     = 1024
+	MaxBlobPathSegments  = 254 // "/"-separated parts of a blob name
 )
 
 var (
@@ -64,8 +65,11 @@ func isDigit(c byte) bool  { return '0' <= c && c <= '9' }
 // ValidateTableName checks Azure's table name rule: 3–63 alphanumeric
 // characters starting with a letter, and not the reserved name "tables".
 func ValidateTableName(name string) error {
-	if !isTableName(name) || strings.EqualFold(name, "tables") {
+	if !isTableName(name) {
 		return invalid("table name", "%q must be 3-63 letters and digits starting with a letter", name)
+	}
+	if strings.EqualFold(name, "tables") {
+		return invalid("table name", "%q is reserved by the table service (in any case); choose another name", name)
 	}
 	return nil
 }
@@ -97,7 +101,10 @@ func validQueueName(name string) bool {
 }
 
 // ValidateBlobName checks a blob name: 1–1,024 characters of valid UTF-8
-// without control characters, not ending with a dot or slash.
+// without control characters or backslashes, at most 254 path segments,
+// not ending with a dot or slash. Azure reads \ in a blob name as /, so a
+// name written with \ would be stored under another name; tablekeeper
+// refuses it rather than rename it, so names round-trip as written.
 func ValidateBlobName(name string) error {
 	n := utf8.RuneCountInString(name)
 	switch {
@@ -105,8 +112,23 @@ func ValidateBlobName(name string) error {
 		return invalid("blob name", "must be 1-%d characters, got %d", MaxBlobNameChars, n)
 	case !utf8.ValidString(name) || strings.ContainsFunc(name, isControl):
 		return invalid("blob name", "%q must be valid UTF-8 without control characters", name)
+	case strings.Contains(name, `\`):
+		return invalid("blob name", "%q must not contain \\ (Azure reads it as /; write / instead)", name)
 	case strings.HasSuffix(name, ".") || strings.HasSuffix(name, "/"):
 		return invalid("blob name", "%q must not end with a dot or slash", name)
+	}
+	if segs := strings.Count(name, "/") + 1; segs > MaxBlobPathSegments {
+		return invalid("blob name", "must have at most %d path segments (parts between /), got %d", MaxBlobPathSegments, segs)
+	}
+	return nil
+}
+
+// ValidatePutOptions checks a blob write's conditions: Azure takes one
+// condition header per write, so IfMatch and IfNoneMatchAny cannot both be
+// set (the service would answer 400).
+func ValidatePutOptions(o PutOptions) error {
+	if o.IfMatch != "" && o.IfNoneMatchAny {
+		return invalid("put options", "IfMatch and IfNoneMatchAny cannot be combined: a write takes one condition")
 	}
 	return nil
 }
@@ -268,13 +290,15 @@ func entitySize(e Entity, exact bool) int {
 }
 
 // BatchOpSize bounds the bytes an operation on e adds to a transaction's
-// request: its JSON (binary in base64, strings in UTF-8 with every byte that
-// JSON may escape counted as six, one annotation per typed property) plus a
-// kilobyte of multipart headers. Batching by it keeps every request within
-// the 4 MiB limit, which the service measures on the wire, not on
-// EntitySize.
+// request as azstore sends it, which the service measures against its
+// 4 MiB limit (not EntitySize): the entity's JSON as Go's encoder writes it
+// (the Azure SDK re-encodes it with encoding/json: escaped text, see
+// jsonStringSize; binary in base64; one annotation per typed property),
+// the keys once more, percent-encoded, in the operation's URL, and a
+// kilobyte for the rest of the URL and the multipart and HTTP headers.
 func BatchOpSize(e Entity) int {
-	n := 1024 + 64 + jsonStringSize(e.PartitionKey) + jsonStringSize(e.RowKey)
+	n := 1024 + 64 + jsonStringSize(e.PartitionKey) + jsonStringSize(e.RowKey) +
+		urlPathSize(e.PartitionKey) + urlPathSize(e.RowKey)
 	for name, v := range e.Properties {
 		n += 2*len(name) + 48 // "name":value, "name@odata.type":"Edm.Xxx",
 		switch x := v.(type) {
@@ -289,12 +313,47 @@ func BatchOpSize(e Entity) int {
 	return n
 }
 
-// jsonStringSize bounds the length of s as a JSON string.
+// jsonStringSize returns the length of s as encoding/json writes it (with
+// its default HTML escaping), quotes included: \" \\ \n \r \t \b \f take
+// two bytes; other control characters, < > &, U+2028 and U+2029 take six
+// (\u003c, \u2028); each byte of invalid UTF-8 takes six (\ufffd).
 func jsonStringSize(s string) int {
-	n := 2 + len(s)
+	n := 2
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f':
+				n += 2
+			case c < 0x20 || c == '<' || c == '>' || c == '&':
+				n += 6
+			default:
+				n++
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1, r == '\u2028', r == '\u2029':
+			n += 6
+		default:
+			n += size
+		}
+		i += size
+	}
+	return n
+}
+
+// urlPathSize bounds the length of s percent-encoded in a URL path: three
+// bytes for each byte but ASCII letters and digits.
+func urlPathSize(s string) int {
+	n := 0
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			n += 5
+		if isLetter(s[i]) || isDigit(s[i]) {
+			n++
+		} else {
+			n += 3
 		}
 	}
 	return n

@@ -59,6 +59,24 @@ func TestValidateTableName(t *testing.T) {
 	}
 }
 
+// TestTableNameMessages: the error states the rule the name broke. "tables"
+// is 3-63 letters and digits; saying it must be is no help: it is reserved.
+func TestTableNameMessages(t *testing.T) {
+	for in, want := range map[string]string{
+		"tables": `"tables" is reserved by the table service`,
+		"TABLES": `"TABLES" is reserved by the table service`,
+		"1abc":   "must be 3-63 letters and digits starting with a letter",
+	} {
+		err := storeadapter.ValidateTableName(in)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ValidateTableName(%q) = %v, want it to say %q", in, err, want)
+		}
+		if in != "1abc" && strings.Contains(err.Error(), "must be 3-63") {
+			t.Errorf("ValidateTableName(%q) = %v: states a rule the name keeps", in, err)
+		}
+	}
+}
+
 // nameRuleTests are the cases shared by queue and container names, which
 // follow the same rule: 3–63 lowercase letters, digits and single hyphens,
 // starting and ending with a letter or digit.
@@ -239,6 +257,27 @@ func TestBatchOpSizeBoundsJSON(t *testing.T) {
 		if got := storeadapter.BatchOpSize(e); got < len(data) {
 			t.Errorf("%s: BatchOpSize = %d, below the JSON's %d bytes", name, got, len(data))
 		}
+	}
+}
+
+// TestTransactionLineSeparators is the issue's case: U+2028 is 3 bytes of
+// UTF-8 but 6 on the wire (\u2028), so two entities of 31 strings of
+// 16,384 of them (about 3 MB each as sent) exceed the 4 MiB request limit
+// although they are 1.5 MB each in UTF-8. Each alone fits.
+func TestTransactionLineSeparators(t *testing.T) {
+	ent := func(rk string) storeadapter.Entity {
+		e := storeadapter.Entity{PartitionKey: "p", RowKey: rk, Properties: map[string]any{}}
+		for i := range 31 {
+			e.Properties[fmt.Sprintf("S%02d", i)] = strings.Repeat("\u2028", 16384)
+		}
+		return e
+	}
+	ops := []storeadapter.TableOp{{Action: storeadapter.TxUpsertReplace, Entity: ent("a")}, {Action: storeadapter.TxUpsertReplace, Entity: ent("b")}}
+	if err := storeadapter.ValidateTransaction(ops); !errors.Is(err, storeadapter.ErrTooLarge) {
+		t.Fatalf("ValidateTransaction of two entities of 31 × 16,384 U+2028 = %v, want ErrTooLarge", err)
+	}
+	if err := storeadapter.ValidateTransaction(ops[:1]); err != nil {
+		t.Fatalf("ValidateTransaction of one such entity = %v, want nil", err)
 	}
 }
 

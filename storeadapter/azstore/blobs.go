@@ -23,6 +23,7 @@ import (
 type Container struct {
 	name string
 	c    *container.Client
+	callTimeout
 }
 
 var _ storeadapter.Blobs = (*Container)(nil)
@@ -43,6 +44,8 @@ func (c *Container) validate(blobName string) error {
 
 // Create creates the container; an existing one is not an error.
 func (c *Container) Create(ctx context.Context) error {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
 	if err := storeadapter.ValidateContainerName(c.name); err != nil {
 		return err
 	}
@@ -60,7 +63,12 @@ func isAlreadyExists(err error) bool {
 
 // Put writes a whole blob under the given conditions.
 func (c *Container) Put(ctx context.Context, name string, data []byte, o storeadapter.PutOptions) (string, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
 	if err := c.validate(name); err != nil {
+		return "", err
+	}
+	if err := storeadapter.ValidatePutOptions(o); err != nil {
 		return "", err
 	}
 	mac := &blob.ModifiedAccessConditions{}
@@ -82,6 +90,8 @@ func (c *Container) Put(ctx context.Context, name string, data []byte, o storead
 
 // Get reads a whole blob.
 func (c *Container) Get(ctx context.Context, name string) ([]byte, storeadapter.BlobProps, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
 	if err := c.validate(name); err != nil {
 		return nil, storeadapter.BlobProps{}, err
 	}
@@ -100,6 +110,8 @@ func (c *Container) Get(ctx context.Context, name string) ([]byte, storeadapter.
 
 // Properties reads a blob's properties.
 func (c *Container) Properties(ctx context.Context, name string) (storeadapter.BlobProps, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
 	if err := c.validate(name); err != nil {
 		return storeadapter.BlobProps{}, err
 	}
@@ -113,6 +125,8 @@ func (c *Container) Properties(ctx context.Context, name string) (storeadapter.B
 
 // Delete deletes a blob under If-Match.
 func (c *Container) Delete(ctx context.Context, name, ifMatch string) error {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
 	if err := c.validate(name); err != nil {
 		return err
 	}
@@ -136,6 +150,8 @@ func quoted(etag string) string {
 
 // List returns one page of blobs whose names start with prefix.
 func (c *Container) List(ctx context.Context, prefix, marker string) (storeadapter.BlobPage, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
 	if err := storeadapter.ValidateContainerName(c.name); err != nil {
 		return storeadapter.BlobPage{}, err
 	}

@@ -9,6 +9,11 @@
 // storeadapter's sentinels. Connection strings, account keys and SAS tokens
 // never appear in its errors.
 //
+// Every call is bounded in time (Options.TryTimeout per HTTP try,
+// Options.CallTimeout per method call; see DefaultTryTimeout and
+// DefaultCallTimeout): a service that never answers gives a transient
+// error wrapping storeadapter.ErrUnavailable, never a hang.
+//
 // No SDK type crosses its API except the client options and the token
 // credential its constructors accept.
 package azstore

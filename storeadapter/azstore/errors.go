@@ -85,11 +85,25 @@ var (
 // It is the one place that looks inside SDK errors. The SDK's own text is
 // not kept: it quotes request URLs, which may carry a SAS token.
 func interpretError(op string, err error) error {
+	return interpretErrorOn(op, err, storeadapter.ErrNotFound)
+}
+
+// interpretErrorOn is interpretError for a call whose 404 says which thing
+// is missing whatever code comes with it: DeleteTable on a missing table
+// answers ResourceNotFound, but the table is what is missing, so notFound
+// is ErrTableNotFound there.
+func interpretErrorOn(op string, err, notFound error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, context.Canceled) {
 		return fmt.Errorf("azstore: %s: %w", op, err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		// The per-try timeout (on the last try), the call timeout or the
+		// caller's deadline ran out before the service answered: transient,
+		// like a 503, and still a DeadlineExceeded for callers who ask.
+		return fmt.Errorf("azstore: %s: %w: no answer in time: %w", op, storeadapter.ErrUnavailable, context.DeadlineExceeded)
 	}
 	var re *azcore.ResponseError
 	if !errors.As(err, &re) {
@@ -108,6 +122,9 @@ func interpretError(op string, err error) error {
 	sentinel := codeSentinels[code]
 	if sentinel == nil {
 		sentinel = statusSentinels[status]
+	}
+	if sentinel == storeadapter.ErrNotFound {
+		sentinel = notFound
 	}
 	if sentinel == nil {
 		if status >= 500 {

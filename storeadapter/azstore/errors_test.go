@@ -1,6 +1,7 @@
 package azstore
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -32,7 +33,12 @@ func TestInterpretError(t *testing.T) {
 		want error
 	}{
 		{"entity exists", responseError(409, "EntityAlreadyExists", ""), storeadapter.ErrAlreadyExists},
-		{"table missing", responseError(404, "TableNotFound", ""), storeadapter.ErrNotFound},
+		{"table missing", responseError(404, "TableNotFound", ""), storeadapter.ErrTableNotFound},
+		{"queue missing", responseError(404, "QueueNotFound", ""), storeadapter.ErrQueueNotFound},
+		{"container missing", responseError(404, "ContainerNotFound", ""), storeadapter.ErrContainerNotFound},
+		{"entity missing", responseError(404, "ResourceNotFound", ""), storeadapter.ErrNotFound},
+		{"message missing", responseError(404, "MessageNotFound", ""), storeadapter.ErrNotFound},
+		{"blob missing", responseError(404, "BlobNotFound", ""), storeadapter.ErrNotFound},
 		{"stale etag", responseError(412, "UpdateConditionNotSatisfied", ""), storeadapter.ErrPreconditionFailed},
 		{"blob condition", responseError(412, "ConditionNotMet", ""), storeadapter.ErrPreconditionFailed},
 		{"pop receipt", responseError(400, "PopReceiptMismatch", ""), storeadapter.ErrPopReceiptMismatch},
@@ -45,6 +51,7 @@ func TestInterpretError(t *testing.T) {
 		{"gateway timeout, no code", responseError(504, "", ""), storeadapter.ErrUnavailable},
 		{"bad request, no code", responseError(400, "", ""), storeadapter.ErrInvalidInput},
 		{"code only in body", responseError(400, "", `{"odata.error":{"code":"InvalidResourceName","message":{"value":"bad"}}}`), storeadapter.ErrInvalidInput},
+		{"no answer in time", &url.Error{Op: "Get", URL: "http://127.0.0.1/acct?sig=SECRET", Err: context.DeadlineExceeded}, storeadapter.ErrUnavailable},
 		{"transport", &url.Error{Op: "Get", URL: "http://127.0.0.1/acct?sig=SECRET", Err: errors.New("connection refused")}, storeadapter.ErrUnavailable},
 	}
 	for _, c := range cases {
@@ -55,6 +62,10 @@ func TestInterpretError(t *testing.T) {
 			}
 			if strings.Contains(got.Error(), "SECRET") || strings.Contains(got.Error(), "sig=") {
 				t.Fatalf("error leaks the request URL: %v", got)
+			}
+			if c.want == storeadapter.ErrNotFound && (errors.Is(got, storeadapter.ErrTableNotFound) ||
+				errors.Is(got, storeadapter.ErrQueueNotFound) || errors.Is(got, storeadapter.ErrContainerNotFound)) {
+				t.Fatalf("interpretError = %v: a missing item, not a missing table, queue or container", got)
 			}
 			transient := c.want == storeadapter.ErrUnavailable || c.want == storeadapter.ErrTableBeingDeleted
 			if transient != storeadapter.IsTransient(got) {

@@ -18,6 +18,7 @@ import (
 type Queue struct {
 	name string
 	c    *azqueue.QueueClient
+	callTimeout
 }
 
 var _ storeadapter.Queue = (*Queue)(nil)
@@ -29,6 +30,8 @@ func (q *Queue) op(verb string) string { return verb + " queue " + q.name }
 
 // Create creates the queue; an existing queue is not an error.
 func (q *Queue) Create(ctx context.Context) error {
+	ctx, cancel := q.bound(ctx)
+	defer cancel()
 	if err := storeadapter.ValidateQueueName(q.name); err != nil {
 		return err
 	}
@@ -38,6 +41,8 @@ func (q *Queue) Create(ctx context.Context) error {
 
 // Delete deletes the queue; a missing queue is not an error.
 func (q *Queue) Delete(ctx context.Context) error {
+	ctx, cancel := q.bound(ctx)
+	defer cancel()
 	if err := storeadapter.ValidateQueueName(q.name); err != nil {
 		return err
 	}
@@ -51,6 +56,8 @@ func (q *Queue) Delete(ctx context.Context) error {
 
 // Send adds a message.
 func (q *Queue) Send(ctx context.Context, text string, o storeadapter.SendOptions) (storeadapter.Sent, error) {
+	ctx, cancel := q.bound(ctx)
+	defer cancel()
 	if err := storeadapter.ValidateQueueName(q.name); err != nil {
 		return storeadapter.Sent{}, err
 	}
@@ -103,6 +110,8 @@ func expires(t *time.Time) time.Time {
 
 // Receive takes up to n visible messages and hides them for visibility.
 func (q *Queue) Receive(ctx context.Context, n int, visibility time.Duration) ([]storeadapter.Message, error) {
+	ctx, cancel := q.bound(ctx)
+	defer cancel()
 	if err := storeadapter.ValidateQueueName(q.name); err != nil {
 		return nil, err
 	}
@@ -135,6 +144,8 @@ func derefInt(n *int64) int64 {
 // pop receipt. The SDK always replaces the text and, without options, makes
 // the message visible at once: both are always passed.
 func (q *Queue) Update(ctx context.Context, id, popReceipt, text string, visibility time.Duration) (storeadapter.Receipt, error) {
+	ctx, cancel := q.bound(ctx)
+	defer cancel()
 	if err := storeadapter.ValidateQueueName(q.name); err != nil {
 		return storeadapter.Receipt{}, err
 	}
@@ -165,6 +176,8 @@ func validateMessageRef(id, popReceipt string) error {
 
 // DeleteMessage deletes a received message.
 func (q *Queue) DeleteMessage(ctx context.Context, id, popReceipt string) error {
+	ctx, cancel := q.bound(ctx)
+	defer cancel()
 	if err := storeadapter.ValidateQueueName(q.name); err != nil {
 		return err
 	}
@@ -177,6 +190,8 @@ func (q *Queue) DeleteMessage(ctx context.Context, id, popReceipt string) error 
 
 // Peek returns up to n visible messages without receiving them.
 func (q *Queue) Peek(ctx context.Context, n int) ([]storeadapter.Message, error) {
+	ctx, cancel := q.bound(ctx)
+	defer cancel()
 	if err := storeadapter.ValidateQueueName(q.name); err != nil {
 		return nil, err
 	}
@@ -197,6 +212,8 @@ func (q *Queue) Peek(ctx context.Context, n int) ([]storeadapter.Message, error)
 
 // Clear deletes every message.
 func (q *Queue) Clear(ctx context.Context) error {
+	ctx, cancel := q.bound(ctx)
+	defer cancel()
 	if err := storeadapter.ValidateQueueName(q.name); err != nil {
 		return err
 	}
@@ -206,6 +223,8 @@ func (q *Queue) Clear(ctx context.Context) error {
 
 // ApproximateCount returns the approximate number of messages.
 func (q *Queue) ApproximateCount(ctx context.Context) (int, error) {
+	ctx, cancel := q.bound(ctx)
+	defer cancel()
 	if err := storeadapter.ValidateQueueName(q.name); err != nil {
 		return 0, err
 	}

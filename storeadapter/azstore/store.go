@@ -1,11 +1,14 @@
 package azstore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/service"
@@ -17,20 +20,51 @@ import (
 // Store is one storage account reached through the Azure SDK. It is safe
 // for concurrent use.
 type Store struct {
-	tables *Tables
-	queues *azqueue.ServiceClient
-	blobs  *service.Client
+	tables  *Tables
+	queues  *azqueue.ServiceClient
+	blobs   *service.Client
+	timeout callTimeout
 }
 
 var _ storeadapter.Store = (*Store)(nil)
 
+// Default time bounds of every call (see Options). Without them a storage
+// endpoint that accepts a connection and never answers would hang a call
+// until its context ends, which for a background context is never.
+const (
+	// DefaultTryTimeout bounds one HTTP attempt: a try that has no complete
+	// answer (body included) within it is abandoned and, within the SDK's
+	// retry policy (3 retries by default), tried again. It is as long as
+	// the service's own limit for a table operation; a blob Put or Get must
+	// move its whole body within it.
+	DefaultTryTimeout = 30 * time.Second
+	// DefaultCallTimeout bounds one method call, retries and their delays
+	// included.
+	DefaultCallTimeout = 2 * time.Minute
+)
+
 // Options pass SDK client options through to the three clients (retry
-// policy, transport, logging). Nil fields keep the SDK defaults. The
+// policy, transport, logging) and bound the time of every call. Nil client
+// options keep the SDK defaults, except for the per-try timeout. The
 // structs are copied, never changed.
+//
+// A call that runs out of time, on a try or as a whole, returns an error
+// that wraps storeadapter.ErrUnavailable (and context.DeadlineExceeded):
+// transient, so callers retry it like a 503.
 type Options struct {
 	Tables *aztables.ClientOptions
 	Queues *azqueue.ClientOptions
 	Blobs  *azblob.ClientOptions
+
+	// TryTimeout bounds each HTTP attempt of every client whose own
+	// Retry.TryTimeout is zero (a value set there wins). 0 means
+	// DefaultTryTimeout; a negative value leaves tries unbounded.
+	TryTimeout time.Duration
+	// CallTimeout bounds each method call, retries included, on top of the
+	// caller's context: a caller's earlier deadline still wins. 0 means
+	// DefaultCallTimeout; a negative value leaves calls bounded only by
+	// the caller's context.
+	CallTimeout time.Duration
 }
 
 // Endpoints are the service URLs of one account, such as
@@ -138,7 +172,7 @@ func NewWithSharedKey(ep Endpoints, account, key string, o *Options) (*Store, er
 	t, err1 := aztables.NewServiceClientWithSharedKey(ep.Table, tcred, o.Tables)
 	q, err2 := azqueue.NewServiceClientWithSharedKeyCredential(ep.Queue, qcred, o.Queues)
 	b, err3 := service.NewClientWithSharedKeyCredential(ep.Blob, bcred, blobServiceOptions(o.Blobs))
-	return newStore(t, q, b, errors.Join(err1, err2, err3))
+	return newStore(t, q, b, o, errors.Join(err1, err2, err3))
 }
 
 // NewWithCredential connects with a Microsoft Entra ID token credential,
@@ -150,7 +184,7 @@ func NewWithCredential(ep Endpoints, cred azcore.TokenCredential, o *Options) (*
 	t, err1 := aztables.NewServiceClient(ep.Table, cred, o.Tables)
 	q, err2 := azqueue.NewServiceClient(ep.Queue, cred, o.Queues)
 	b, err3 := service.NewClient(ep.Blob, cred, blobServiceOptions(o.Blobs))
-	return newStore(t, q, b, errors.Join(err1, err2, err3))
+	return newStore(t, q, b, o, errors.Join(err1, err2, err3))
 }
 
 func newWithSAS(ep Endpoints, sas string, o *Options) (*Store, error) {
@@ -159,44 +193,65 @@ func newWithSAS(ep Endpoints, sas string, o *Options) (*Store, error) {
 	t, err1 := aztables.NewServiceClientWithNoCredential(withSAS(ep.Table), o.Tables)
 	q, err2 := azqueue.NewServiceClientWithNoCredential(withSAS(ep.Queue), o.Queues)
 	b, err3 := service.NewClientWithNoCredential(withSAS(ep.Blob), blobServiceOptions(o.Blobs))
-	return newStore(t, q, b, errors.Join(err1, err2, err3))
+	return newStore(t, q, b, o, errors.Join(err1, err2, err3))
 }
 
-func newStore(t *aztables.ServiceClient, q *azqueue.ServiceClient, b *service.Client, err error) (*Store, error) {
+func newStore(t *aztables.ServiceClient, q *azqueue.ServiceClient, b *service.Client, o *Options, err error) (*Store, error) {
 	if err != nil {
 		// SDK constructor errors can quote the endpoint URL, which may hold
 		// a SAS token: say only that an endpoint was rejected.
 		return nil, errors.New("azstore: an endpoint URL was rejected by the SDK (check the table, queue and blob endpoints)")
 	}
-	return &Store{tables: &Tables{svc: t}, queues: q, blobs: b}, nil
+	timeout := callTimeout(o.CallTimeout)
+	return &Store{tables: &Tables{svc: t, callTimeout: timeout}, queues: q, blobs: b, timeout: timeout}, nil
 }
 
 // copy returns a copy of o whose option structs are copies too, so the SDK
-// never changes the caller's.
+// never changes the caller's, with the defaults of TryTimeout and
+// CallTimeout filled in and the try timeout set in each client's retry
+// options where the caller left it zero.
 func (o *Options) copy() *Options {
-	c := &Options{}
-	if o == nil {
-		return c
+	c := &Options{Tables: &aztables.ClientOptions{}, Queues: &azqueue.ClientOptions{}, Blobs: &azblob.ClientOptions{}}
+	if o != nil {
+		*c = Options{Tables: c.Tables, Queues: c.Queues, Blobs: c.Blobs, TryTimeout: o.TryTimeout, CallTimeout: o.CallTimeout}
+		if o.Tables != nil {
+			*c.Tables = *o.Tables
+		}
+		if o.Queues != nil {
+			*c.Queues = *o.Queues
+		}
+		if o.Blobs != nil {
+			*c.Blobs = *o.Blobs
+		}
 	}
-	if o.Tables != nil {
-		t := *o.Tables
-		c.Tables = &t
+	if c.TryTimeout == 0 {
+		c.TryTimeout = DefaultTryTimeout
 	}
-	if o.Queues != nil {
-		q := *o.Queues
-		c.Queues = &q
+	if c.CallTimeout == 0 {
+		c.CallTimeout = DefaultCallTimeout
 	}
-	if o.Blobs != nil {
-		b := *o.Blobs
-		c.Blobs = &b
+	for _, r := range []*policy.RetryOptions{&c.Tables.Retry, &c.Queues.Retry, &c.Blobs.Retry} {
+		if r.TryTimeout == 0 && c.TryTimeout > 0 {
+			r.TryTimeout = c.TryTimeout
+		}
 	}
 	return c
 }
 
-func blobServiceOptions(o *azblob.ClientOptions) *service.ClientOptions {
-	if o == nil {
-		return nil
+// callTimeout is Options.CallTimeout once defaulted: the bound of one
+// method call (none when not positive).
+type callTimeout time.Duration
+
+// bound derives the context of one call: the caller's, ended after the
+// call timeout at the latest.
+func (d callTimeout) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if d <= 0 {
+		return ctx, func() {}
 	}
+	return context.WithTimeout(ctx, time.Duration(d))
+}
+
+func blobServiceOptions(o *azblob.ClientOptions) *service.ClientOptions {
 	return (*service.ClientOptions)(o)
 }
 
@@ -205,10 +260,10 @@ func (s *Store) Tables() storeadapter.Tables { return s.tables }
 
 // Queue returns a handle on the named queue.
 func (s *Store) Queue(name string) storeadapter.Queue {
-	return &Queue{name: name, c: s.queues.NewQueueClient(name)}
+	return &Queue{name: name, c: s.queues.NewQueueClient(name), callTimeout: s.timeout}
 }
 
 // Container returns a handle on the named blob container.
 func (s *Store) Container(name string) storeadapter.Blobs {
-	return &Container{name: name, c: s.blobs.NewContainerClient(name)}
+	return &Container{name: name, c: s.blobs.NewContainerClient(name), callTimeout: s.timeout}
 }

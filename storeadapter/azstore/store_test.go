@@ -4,14 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/storeadapter/azstore"
@@ -97,4 +101,149 @@ func TestOptionsPassThrough(t *testing.T) {
 	if opts.Transport != before.Transport || len(opts.PerCallPolicies) != len(before.PerCallPolicies) || len(opts.PerRetryPolicies) != len(before.PerRetryPolicies) {
 		t.Fatal("the caller's options struct was changed")
 	}
+}
+
+// hangingEndpoints listens on a loopback port, accepts every connection and
+// never answers, like a storage endpoint that hangs. It returns a
+// connection string whose three services point there.
+func hangingEndpoints(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return endpointsAt(l.Addr().String())
+}
+
+// endpointsAt returns a connection string for the well-known development
+// account whose three services are at addr.
+func endpointsAt(addr string) string {
+	u := "http://" + addr + "/" + azurite.Account
+	return "AccountName=" + azurite.Account + ";AccountKey=" + azurite.Key +
+		";TableEndpoint=" + u + ";QueueEndpoint=" + u + ";BlobEndpoint=" + u
+}
+
+// fastRetries is client options with one quick retry.
+func fastRetries() policy.ClientOptions {
+	return policy.ClientOptions{Retry: policy.RetryOptions{MaxRetries: 1, RetryDelay: time.Millisecond, MaxRetryDelay: time.Millisecond}}
+}
+
+// storeCalls are one table, transaction, queue and blob call each, so a
+// test covers every client.
+var storeCalls = []struct {
+	name string
+	call func(ctx context.Context, s *azstore.Store) error
+}{
+	{"table GetEntity", func(ctx context.Context, s *azstore.Store) error {
+		_, err := s.Tables().GetEntity(ctx, "table1", "p", "r")
+		return err
+	}},
+	{"table Transact", func(ctx context.Context, s *azstore.Store) error {
+		return s.Tables().Transact(ctx, "table1", []storeadapter.TableOp{{Action: storeadapter.TxUpsertMerge, Entity: storeadapter.Entity{PartitionKey: "p", RowKey: "r"}}})
+	}},
+	{"queue Receive", func(ctx context.Context, s *azstore.Store) error {
+		_, err := s.Queue("queue1").Receive(ctx, 1, time.Minute)
+		return err
+	}},
+	{"blob Put", func(ctx context.Context, s *azstore.Store) error {
+		_, err := s.Container("container1").Put(ctx, "b", []byte("data"), storeadapter.PutOptions{})
+		return err
+	}},
+	{"blob Get", func(ctx context.Context, s *azstore.Store) error {
+		_, _, err := s.Container("container1").Get(ctx, "b")
+		return err
+	}},
+}
+
+// checkBounded runs every call of storeCalls on a store built with o
+// against conn, and checks each returns a transient ErrUnavailable within
+// limit and, when min is set, not before it. A call that has not returned
+// by limit fails the test at once.
+func checkBounded(t *testing.T, conn string, o *azstore.Options, minWait, limit time.Duration) {
+	t.Helper()
+	s, err := azstore.NewFromConnectionString(conn, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range storeCalls {
+		start := time.Now()
+		done := make(chan error, 1)
+		go func() { done <- c.call(context.Background(), s) }()
+		select {
+		case err := <-done:
+			elapsed := time.Since(start)
+			if !errors.Is(err, storeadapter.ErrUnavailable) || !storeadapter.IsTransient(err) {
+				t.Errorf("%s = %v, want a transient ErrUnavailable", c.name, err)
+			}
+			if elapsed < minWait {
+				t.Errorf("%s returned after %v, before the %v bound that should have ended it", c.name, elapsed, minWait)
+			}
+		case <-time.After(limit):
+			t.Fatalf("%s has not returned after %v: the call is not bounded", c.name, limit)
+		}
+	}
+}
+
+// TestHungEndpointTryTimeout checks that the per-try timeout alone (no call
+// timeout) ends calls to an endpoint that accepts connections and never
+// answers, with a transient error, on every client.
+func TestHungEndpointTryTimeout(t *testing.T) {
+	conn := hangingEndpoints(t)
+	tables := &aztables.ClientOptions{ClientOptions: fastRetries()}
+	before := *tables
+	o := &azstore.Options{Tables: tables, Queues: &azqueue.ClientOptions{ClientOptions: fastRetries()},
+		Blobs: &azblob.ClientOptions{ClientOptions: fastRetries()}, TryTimeout: 100 * time.Millisecond, CallTimeout: -1}
+	checkBounded(t, conn, o, 0, 10*time.Second)
+	if tables.Retry.TryTimeout != before.Retry.TryTimeout || tables.Retry.MaxRetries != before.Retry.MaxRetries {
+		t.Errorf("the caller's retry options were changed: %+v, was %+v", tables.Retry, before.Retry)
+	}
+}
+
+// TestHungEndpointCallTimeout checks that the call timeout ends a call
+// whose tries are not bounded in time (an explicit, long TryTimeout in the
+// client options, which wins over Options.TryTimeout).
+func TestHungEndpointCallTimeout(t *testing.T) {
+	conn := hangingEndpoints(t)
+	long := policy.ClientOptions{Retry: policy.RetryOptions{TryTimeout: time.Hour}}
+	o := &azstore.Options{Tables: &aztables.ClientOptions{ClientOptions: long}, Queues: &azqueue.ClientOptions{ClientOptions: long},
+		Blobs: &azblob.ClientOptions{ClientOptions: long}, TryTimeout: time.Millisecond, CallTimeout: 300 * time.Millisecond}
+	// Were Options.TryTimeout applied over the explicit hour, the calls
+	// would fail after a few milliseconds of tries and retry delays.
+	checkBounded(t, conn, o, 300*time.Millisecond, 10*time.Second)
+}
+
+// TestClosedPortIsTransient checks what a port with nothing listening
+// gives: the SDK retries the refused connection, then every client's call
+// fails with a transient ErrUnavailable.
+func TestClosedPortIsTransient(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	o := &azstore.Options{Tables: &aztables.ClientOptions{ClientOptions: fastRetries()}, Queues: &azqueue.ClientOptions{ClientOptions: fastRetries()},
+		Blobs: &azblob.ClientOptions{ClientOptions: fastRetries()}}
+	checkBounded(t, endpointsAt(addr), o, 0, 10*time.Second)
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
@@ -20,6 +21,7 @@ import (
 // Tables implements storeadapter.Tables over aztables.
 type Tables struct {
 	svc *aztables.ServiceClient
+	callTimeout
 }
 
 var _ storeadapter.Tables = (*Tables)(nil)
@@ -37,6 +39,8 @@ func (t *Tables) client(name string) (*aztables.Client, error) {
 
 // CreateTable creates a table.
 func (t *Tables) CreateTable(ctx context.Context, name string) error {
+	ctx, cancel := t.bound(ctx)
+	defer cancel()
 	if err := storeadapter.ValidateTableName(name); err != nil {
 		return err
 	}
@@ -46,15 +50,19 @@ func (t *Tables) CreateTable(ctx context.Context, name string) error {
 
 // DeleteTable deletes a table.
 func (t *Tables) DeleteTable(ctx context.Context, name string) error {
+	ctx, cancel := t.bound(ctx)
+	defer cancel()
 	if err := storeadapter.ValidateTableName(name); err != nil {
 		return err
 	}
 	_, err := t.svc.DeleteTable(ctx, name, nil)
-	return interpretError("delete table "+name, err)
+	return interpretErrorOn("delete table "+name, err, storeadapter.ErrTableNotFound)
 }
 
 // ListTables returns one page of table names starting with prefix.
 func (t *Tables) ListTables(ctx context.Context, prefix, continuation string) ([]string, string, error) {
+	ctx, cancel := t.bound(ctx)
+	defer cancel()
 	o := &aztables.ListTablesOptions{Top: to.Ptr(int32(storeadapter.MaxPageSize))}
 	if prefix != "" {
 		// Table names are letters and digits, so every name with the
@@ -91,6 +99,8 @@ func deref(s *string) string {
 
 // GetEntity reads one entity.
 func (t *Tables) GetEntity(ctx context.Context, table, pk, rk string) (storeadapter.Entity, error) {
+	ctx, cancel := t.bound(ctx)
+	defer cancel()
 	if err := validateKeys(pk, rk); err != nil {
 		return storeadapter.Entity{}, err
 	}
@@ -99,7 +109,7 @@ func (t *Tables) GetEntity(ctx context.Context, table, pk, rk string) (storeadap
 		return storeadapter.Entity{}, err
 	}
 	var raw *http.Response
-	resp, err := c.GetEntity(runtime.WithCaptureResponse(ctx, &raw), pk, rk, &aztables.GetEntityOptions{Format: fullMetadata})
+	resp, err := c.GetEntity(policy.WithCaptureResponse(ctx, &raw), pk, rk, &aztables.GetEntityOptions{Format: fullMetadata})
 	if err != nil {
 		return storeadapter.Entity{}, interpretError(entityOp("get entity", table, pk, rk), err)
 	}
@@ -150,6 +160,8 @@ func (t *Tables) prepare(table string, e storeadapter.Entity) (*aztables.Client,
 
 // InsertEntity adds an entity.
 func (t *Tables) InsertEntity(ctx context.Context, table string, e storeadapter.Entity) (string, error) {
+	ctx, cancel := t.bound(ctx)
+	defer cancel()
 	c, body, err := t.prepare(table, e)
 	if err != nil {
 		return "", err
@@ -170,6 +182,8 @@ func sdkMode(m storeadapter.UpdateMode) aztables.UpdateMode {
 
 // UpsertEntity inserts or replaces/merges an entity.
 func (t *Tables) UpsertEntity(ctx context.Context, table string, e storeadapter.Entity, mode storeadapter.UpdateMode) (string, error) {
+	ctx, cancel := t.bound(ctx)
+	defer cancel()
 	if err := storeadapter.ValidateMode(mode); err != nil {
 		return "", err
 	}
@@ -186,6 +200,8 @@ func (t *Tables) UpsertEntity(ctx context.Context, table string, e storeadapter.
 
 // UpdateEntity replaces or merges an existing entity under If-Match.
 func (t *Tables) UpdateEntity(ctx context.Context, table string, e storeadapter.Entity, mode storeadapter.UpdateMode, ifMatch string) (string, error) {
+	ctx, cancel := t.bound(ctx)
+	defer cancel()
 	if err := storeadapter.ValidateMode(mode); err != nil {
 		return "", err
 	}
@@ -206,6 +222,8 @@ func (t *Tables) UpdateEntity(ctx context.Context, table string, e storeadapter.
 
 // DeleteEntity deletes an entity under If-Match.
 func (t *Tables) DeleteEntity(ctx context.Context, table, pk, rk, ifMatch string) error {
+	ctx, cancel := t.bound(ctx)
+	defer cancel()
 	if err := validateKeys(pk, rk); err != nil {
 		return err
 	}
@@ -223,6 +241,8 @@ func (t *Tables) DeleteEntity(ctx context.Context, table, pk, rk, ifMatch string
 
 // Query returns one page of entities.
 func (t *Tables) Query(ctx context.Context, table string, q storeadapter.Query) (storeadapter.Page, error) {
+	ctx, cancel := t.bound(ctx)
+	defer cancel()
 	if err := storeadapter.ValidateQuery(q); err != nil {
 		return storeadapter.Page{}, err
 	}
@@ -243,7 +263,7 @@ func (t *Tables) Query(ctx context.Context, table string, q storeadapter.Query) 
 		}
 	}
 	var raw *http.Response
-	resp, err := c.NewListEntitiesPager(o).NextPage(runtime.WithCaptureResponse(ctx, &raw))
+	resp, err := c.NewListEntitiesPager(o).NextPage(policy.WithCaptureResponse(ctx, &raw))
 	if err != nil {
 		return storeadapter.Page{}, interpretError("query "+table, err)
 	}
@@ -299,6 +319,8 @@ var txActions = map[storeadapter.TxAction]aztables.TransactionType{
 
 // Transact runs an entity group transaction.
 func (t *Tables) Transact(ctx context.Context, table string, ops []storeadapter.TableOp) error {
+	ctx, cancel := t.bound(ctx)
+	defer cancel()
 	if err := storeadapter.ValidateTransaction(ops); err != nil {
 		return err
 	}

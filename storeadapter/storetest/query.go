@@ -47,7 +47,7 @@ func (e *env) insertAll(t *testing.T, tbl string, ents []entity) {
 func sortedKeys(ents []entity) []string {
 	s := slices.Clone(ents)
 	slices.SortFunc(s, func(a, b entity) int {
-		return cmp.Or(cmp.Compare(a.PartitionKey, b.PartitionKey), cmp.Compare(a.RowKey, b.RowKey))
+		return cmp.Or(storeadapter.CompareUTF16(a.PartitionKey, b.PartitionKey), storeadapter.CompareUTF16(a.RowKey, b.RowKey))
 	})
 	return keysOf(s)
 }
@@ -273,9 +273,25 @@ func testInvalidQueries(t *testing.T, e *env) {
 		{"And with an invalid operand", storeadapter.Query{Filter: storeadapter.And(storeadapter.PartitionEquals("p"), storeadapter.Compare("N", storeadapter.Eq, 5))}},
 		{"Or with an invalid operand", storeadapter.Query{Filter: storeadapter.Or(storeadapter.Compare("N", storeadapter.Eq, uint(5)), storeadapter.PartitionEquals("p"))}},
 		{"Not of an invalid filter", storeadapter.Query{Filter: storeadapter.Not(storeadapter.Compare("N", storeadapter.Eq, 5))}},
+		// Azure allows at most 15 comparisons in a $filter (Azurite
+		// accepts more: this checks our validation).
+		{"16 comparisons", storeadapter.Query{Filter: comparisons(16)}},
+		{"16 comparisons, nested", storeadapter.Query{Filter: storeadapter.Or(comparisons(8), storeadapter.Not(comparisons(8)))}},
 	}
 	for _, tt := range tests {
 		_, err := e.tb.Query(e.ctx, missing, tt.q)
 		checkErr(t, "Query with "+tt.name, err, storeadapter.ErrInvalidInput)
 	}
+	// 15 comparisons are allowed: the table is missing, not the filter.
+	_, err := e.tb.Query(e.ctx, missing, storeadapter.Query{Filter: storeadapter.Or(comparisons(7), comparisons(8))})
+	checkErr(t, "Query with 15 comparisons", err, storeadapter.ErrTableNotFound)
+}
+
+// comparisons returns a filter of n comparisons joined with and.
+func comparisons(n int) storeadapter.Filter {
+	fs := make([]storeadapter.Filter, n)
+	for i := range fs {
+		fs[i] = storeadapter.Compare("N", storeadapter.Ne, int32(i))
+	}
+	return storeadapter.And(fs...)
 }

@@ -130,9 +130,9 @@ func testQueueCreateDelete(t *testing.T, e *env) {
 	checkNoErr(t, "Delete", q.Delete(e.ctx))
 	checkNoErr(t, "Delete of a deleted queue", q.Delete(e.ctx))
 	_, err := q.Send(e.ctx, "x", storeadapter.SendOptions{})
-	checkErr(t, "Send to a deleted queue", err, storeadapter.ErrNotFound)
+	checkErr(t, "Send to a deleted queue", err, storeadapter.ErrQueueNotFound)
 	_, err = q.ApproximateCount(e.ctx)
-	checkErr(t, "ApproximateCount of a deleted queue", err, storeadapter.ErrNotFound)
+	checkErr(t, "ApproximateCount of a deleted queue", err, storeadapter.ErrQueueNotFound)
 }
 
 func testQueueMissing(t *testing.T, e *env) {
@@ -150,7 +150,7 @@ func testQueueMissing(t *testing.T, e *env) {
 		{"ApproximateCount", second(q.ApproximateCount(e.ctx))},
 	}
 	for _, c := range calls {
-		checkErr(t, c.op+" on a missing queue", c.err, storeadapter.ErrNotFound)
+		checkErr(t, c.op+" on a missing queue", c.err, storeadapter.ErrQueueNotFound)
 	}
 	checkNoErr(t, "Delete of a missing queue", q.Delete(e.ctx))
 }
@@ -206,9 +206,9 @@ func testQueueSendReceiveDelete(t *testing.T, e *env) {
 	e.receiveNone(t, q, "while the message is invisible")
 
 	checkNoErr(t, "DeleteMessage", q.DeleteMessage(e.ctx, m.ID, m.PopReceipt))
-	checkErr(t, "DeleteMessage of a deleted message", q.DeleteMessage(e.ctx, m.ID, m.PopReceipt), storeadapter.ErrNotFound)
+	checkItemNotFound(t, "DeleteMessage of a deleted message", q.DeleteMessage(e.ctx, m.ID, m.PopReceipt))
 	_, err := q.Update(e.ctx, m.ID, m.PopReceipt, m.Text, 0)
-	checkErr(t, "Update of a deleted message", err, storeadapter.ErrNotFound)
+	checkItemNotFound(t, "Update of a deleted message", err)
 	if n := e.count(t, q); n != 0 {
 		t.Errorf("ApproximateCount after delete = %d, want 0", n)
 	}
@@ -275,9 +275,9 @@ func testQueueUpdateReceipts(t *testing.T, e *env) {
 	e.receiveNone(t, q, "after Update with 30 s")
 
 	checkNoErr(t, "DeleteMessage with the newest receipt", q.DeleteMessage(e.ctx, m.ID, rc2.PopReceipt))
-	checkErr(t, "second DeleteMessage", q.DeleteMessage(e.ctx, m.ID, rc2.PopReceipt), storeadapter.ErrNotFound)
+	checkItemNotFound(t, "second DeleteMessage", q.DeleteMessage(e.ctx, m.ID, rc2.PopReceipt))
 	_, err = q.Update(e.ctx, m.ID, rc2.PopReceipt, "two", 0)
-	checkErr(t, "Update of a deleted message", err, storeadapter.ErrNotFound)
+	checkItemNotFound(t, "Update of a deleted message", err)
 }
 
 func testQueueVisibilityTimeout(t *testing.T, e *env) {
@@ -390,7 +390,7 @@ func testQueueTTL(t *testing.T, e *env) {
 	}
 	e.receiveOne(t, q, 30*time.Second, keep.ID, "kept", 1)
 	e.receiveNone(t, q, "after the TTL")
-	checkErr(t, "DeleteMessage of an expired message", q.DeleteMessage(e.ctx, s.ID, s.PopReceipt), storeadapter.ErrNotFound)
+	checkItemNotFound(t, "DeleteMessage of an expired message", q.DeleteMessage(e.ctx, s.ID, s.PopReceipt))
 }
 
 func testQueueNeverExpire(t *testing.T, e *env) {
@@ -468,7 +468,7 @@ func testQueueClear(t *testing.T, e *env) {
 	}
 	e.receiveNone(t, q, "after Clear")
 	if len(m) == 1 {
-		checkErr(t, "DeleteMessage of a cleared message", q.DeleteMessage(e.ctx, m[0].ID, m[0].PopReceipt), storeadapter.ErrNotFound)
+		checkItemNotFound(t, "DeleteMessage of a cleared message", q.DeleteMessage(e.ctx, m[0].ID, m[0].PopReceipt))
 	}
 	checkNoErr(t, "Clear of an empty queue", q.Clear(e.ctx))
 	s := e.send(t, q, "after", storeadapter.SendOptions{})

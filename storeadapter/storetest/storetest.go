@@ -51,6 +51,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) Harness) {
 	}{
 		{"Tables", tableCases()},
 		{"Query", queryCases()},
+		{"Order", orderCases()},
 		{"Filter", filterCases()},
 		{"Transactions", transactionCases()},
 		{"EDM", edmCases()},
@@ -225,8 +226,8 @@ func (e *env) transact(t *testing.T, table string, ops []storeadapter.TableOp) {
 func (e *env) checkGone(t *testing.T, table, pk, rk string) {
 	t.Helper()
 	got, err := e.tb.GetEntity(e.ctx, table, pk, rk)
-	if !errors.Is(err, storeadapter.ErrNotFound) {
-		t.Errorf("GetEntity(%s/%s) = %v, %v; want ErrNotFound", pk, rk, keyOf(got), err)
+	if !errors.Is(err, storeadapter.ErrNotFound) || errors.Is(err, storeadapter.ErrTableNotFound) {
+		t.Errorf("GetEntity(%s/%s) = %v, %v; want ErrNotFound of the entity", pk, rk, keyOf(got), err)
 	}
 }
 
@@ -299,6 +300,20 @@ func checkErr(t *testing.T, what string, err, target error) {
 	t.Helper()
 	if !errors.Is(err, target) {
 		t.Errorf("%s: got error %v, want %v", what, err, target)
+	}
+}
+
+// checkItemNotFound reports an error unless err says the entity, message
+// or blob asked for is missing (ErrNotFound) and not the table, queue or
+// container that holds it (ErrTableNotFound, ErrQueueNotFound,
+// ErrContainerNotFound): callers create what is missing on the latter only.
+func checkItemNotFound(t *testing.T, what string, err error) {
+	t.Helper()
+	checkErr(t, what, err, storeadapter.ErrNotFound)
+	for _, holder := range []error{storeadapter.ErrTableNotFound, storeadapter.ErrQueueNotFound, storeadapter.ErrContainerNotFound} {
+		if errors.Is(err, holder) {
+			t.Errorf("%s: got error %v, want ErrNotFound of the item, not %v", what, err, holder)
+		}
 	}
 }
 

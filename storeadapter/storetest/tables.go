@@ -94,9 +94,9 @@ func testCreateDeleteTable(t *testing.T, e *env) {
 	}
 	deleted = true
 	_, err := e.tb.GetEntity(e.ctx, name, "p", "r")
-	checkErr(t, "GetEntity after DeleteTable", err, storeadapter.ErrNotFound)
+	checkErr(t, "GetEntity after DeleteTable", err, storeadapter.ErrTableNotFound)
 	_, err = e.tb.Query(e.ctx, name, storeadapter.Query{})
-	checkErr(t, "Query after DeleteTable", err, storeadapter.ErrNotFound)
+	checkErr(t, "Query after DeleteTable", err, storeadapter.ErrTableNotFound)
 	if got := e.listTables(t, name); len(got) != 0 {
 		t.Errorf("after DeleteTable, ListTables(%q) = %q, want none", name, got)
 	}
@@ -114,10 +114,10 @@ func testCreateExistingTable(t *testing.T, e *env) {
 }
 
 func testDeleteMissingTable(t *testing.T, e *env) {
-	checkErr(t, "DeleteTable of a missing table", e.tb.DeleteTable(e.ctx, uniqueTableName()), storeadapter.ErrNotFound)
+	checkErr(t, "DeleteTable of a missing table", e.tb.DeleteTable(e.ctx, uniqueTableName()), storeadapter.ErrTableNotFound)
 	name := e.newTable(t)
 	checkNoErr(t, "DeleteTable", e.tb.DeleteTable(e.ctx, name))
-	checkErr(t, "second DeleteTable", e.tb.DeleteTable(e.ctx, name), storeadapter.ErrNotFound)
+	checkErr(t, "second DeleteTable", e.tb.DeleteTable(e.ctx, name), storeadapter.ErrTableNotFound)
 }
 
 func testListTables(t *testing.T, e *env) {
@@ -215,7 +215,7 @@ func testMissingTable(t *testing.T, e *env) {
 		{"Transact", e.tb.Transact(e.ctx, name, []storeadapter.TableOp{{Action: storeadapter.TxUpsertMerge, Entity: ent}})},
 	}
 	for _, c := range calls {
-		checkErr(t, c.op+" on a missing table", c.err, storeadapter.ErrNotFound)
+		checkErr(t, c.op+" on a missing table", c.err, storeadapter.ErrTableNotFound)
 	}
 	// None of those calls created the table.
 	if got := e.listTables(t, name); len(got) != 0 {
@@ -323,11 +323,11 @@ func testInsertExisting(t *testing.T, e *env) {
 func testGetMissing(t *testing.T, e *env) {
 	tbl := e.newTable(t)
 	_, err := e.tb.GetEntity(e.ctx, tbl, "p", "r")
-	checkErr(t, "GetEntity in an empty table", err, storeadapter.ErrNotFound)
+	checkItemNotFound(t, "GetEntity in an empty table", err)
 	e.insert(t, tbl, entity{PartitionKey: "p", RowKey: "r"})
 	for _, k := range [][2]string{{"p", "r2"}, {"p2", "r"}, {"P", "r"}, {"p", "R"}} {
 		_, err := e.tb.GetEntity(e.ctx, tbl, k[0], k[1])
-		checkErr(t, "GetEntity("+k[0]+"/"+k[1]+")", err, storeadapter.ErrNotFound)
+		checkItemNotFound(t, "GetEntity("+k[0]+"/"+k[1]+")", err)
 	}
 }
 
@@ -418,7 +418,7 @@ func testUpdate(t *testing.T, e *env) {
 	for _, ifMatch := range []string{storeadapter.ETagAny, etag3} {
 		for _, mode := range []storeadapter.UpdateMode{storeadapter.Replace, storeadapter.Merge} {
 			_, err := e.tb.UpdateEntity(e.ctx, tbl, entity{PartitionKey: "p", RowKey: "missing"}, mode, ifMatch)
-			checkErr(t, "UpdateEntity of a missing entity", err, storeadapter.ErrNotFound)
+			checkItemNotFound(t, "UpdateEntity of a missing entity", err)
 		}
 	}
 	e.checkGone(t, tbl, "p", "missing")
@@ -435,8 +435,8 @@ func testDelete(t *testing.T, e *env) {
 	e.get(t, tbl, "p", "r") // still there
 	checkNoErr(t, "DeleteEntity with the current ETag", e.tb.DeleteEntity(e.ctx, tbl, "p", "r", etag1))
 	e.checkGone(t, tbl, "p", "r")
-	checkErr(t, "DeleteEntity of a deleted entity", e.tb.DeleteEntity(e.ctx, tbl, "p", "r", storeadapter.ETagAny), storeadapter.ErrNotFound)
-	checkErr(t, "DeleteEntity of a deleted entity with its old ETag", e.tb.DeleteEntity(e.ctx, tbl, "p", "r", etag1), storeadapter.ErrNotFound)
+	checkItemNotFound(t, "DeleteEntity of a deleted entity", e.tb.DeleteEntity(e.ctx, tbl, "p", "r", storeadapter.ETagAny))
+	checkItemNotFound(t, "DeleteEntity of a deleted entity with its old ETag", e.tb.DeleteEntity(e.ctx, tbl, "p", "r", etag1))
 
 	e.insert(t, tbl, entity{PartitionKey: "p", RowKey: "r"})
 	e.insert(t, tbl, entity{PartitionKey: "p", RowKey: "other"})

@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/tablekeeper/tablekeeper/storeadapter"
@@ -104,6 +105,7 @@ func testTxDeleteMissing(t *testing.T, e *env) {
 		op(storeadapter.TxDelete, "r9", nil, storeadapter.ETagAny), // missing
 	})
 	checkTxErr(t, "Transact deleting a missing entity at index 2", err, 2, storeadapter.ErrNotFound)
+	checkItemNotFound(t, "Transact deleting a missing entity", err)
 	e.checkGone(t, tbl, "p", "r0")
 	e.get(t, tbl, "p", "r2")
 }
@@ -118,6 +120,7 @@ func testTxUpdateRequiresExistence(t *testing.T, e *env) {
 				op(action, "missing", props{"V": int32(1)}, ifMatch),
 			})
 			checkTxErr(t, fmt.Sprintf("Transact with action %d on a missing entity", action), err, 1, storeadapter.ErrNotFound)
+			checkItemNotFound(t, fmt.Sprintf("Transact with action %d on a missing entity", action), err)
 			e.checkGone(t, tbl, "p", "missing")
 		}
 	}
@@ -245,6 +248,22 @@ func testTxLimits(t *testing.T, e *env) {
 	}
 	checkErr(t, "Transact of more than 4 MiB", e.tb.Transact(e.ctx, missing, heavy), storeadapter.ErrTooLarge)
 
+	// The limit is on the wire: U+2028 is 3 bytes of UTF-8 but 6 in the
+	// request's JSON (\u2028). Two entities of 31 strings of 16,384 of
+	// them are about 3 MB each as sent; they must be refused before
+	// sending, as Azure answers 413 (Azurite is not the judge here: the
+	// transaction never reaches it).
+	seps := strings.Repeat("\u2028", 16384)
+	var wide []storeadapter.TableOp
+	for _, rk := range []string{"a", "b"} {
+		p := props{}
+		for i := range 31 {
+			p[fmt.Sprintf("S%02d", i)] = seps
+		}
+		wide = append(wide, op(storeadapter.TxUpsertReplace, rk, p, ""))
+	}
+	checkErr(t, "Transact of two entities of 31 × 16,384 U+2028", e.tb.Transact(e.ctx, missing, wide), storeadapter.ErrTooLarge)
+
 	// An invalid operation is named by its index.
 	bad := []struct {
 		name string
@@ -273,5 +292,5 @@ func testTxLimits(t *testing.T, e *env) {
 
 func testTxMissingTable(t *testing.T, e *env) {
 	err := e.tb.Transact(e.ctx, uniqueTableName(), []storeadapter.TableOp{op(storeadapter.TxUpsertReplace, "r", nil, "")})
-	checkErr(t, "Transact on a missing table", err, storeadapter.ErrNotFound)
+	checkErr(t, "Transact on a missing table", err, storeadapter.ErrTableNotFound)
 }
