@@ -346,13 +346,17 @@ func jsonStringSize(s string) int {
 }
 
 // urlPathSize bounds the length of s percent-encoded in a URL path: three
-// bytes for each byte but ASCII letters and digits.
+// bytes for each byte but ASCII letters and digits, six for a quote (it is
+// doubled inside the OData key literal, then encoded).
 func urlPathSize(s string) int {
 	n := 0
 	for i := 0; i < len(s); i++ {
-		if isLetter(s[i]) || isDigit(s[i]) {
+		switch {
+		case isLetter(s[i]) || isDigit(s[i]):
 			n++
-		} else {
+		case s[i] == '\'':
+			n += 6
+		default:
 			n += 3
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -230,6 +231,8 @@ func (o *Options) copy() *Options {
 	if c.CallTimeout == 0 {
 		c.CallTimeout = DefaultCallTimeout
 	}
+	// A new slice: appending to the caller's could write into its array.
+	c.Tables.PerCallPolicies = append(slices.Clone(c.Tables.PerCallPolicies), batchKeyQuotes{})
 	for _, r := range []*policy.RetryOptions{&c.Tables.Retry, &c.Queues.Retry, &c.Blobs.Retry} {
 		if r.TryTimeout == 0 && c.TryTimeout > 0 {
 			r.TryTimeout = c.TryTimeout

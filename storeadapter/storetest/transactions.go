@@ -21,6 +21,7 @@ func transactionCases() []testCase {
 		{"DuplicateRow", testTxDuplicateRow},
 		{"Limits", testTxLimits},
 		{"MissingTable", testTxMissingTable},
+		{"AwkwardKeys", testTxAwkwardKeys},
 	}
 }
 
@@ -293,4 +294,27 @@ func testTxLimits(t *testing.T, e *env) {
 func testTxMissingTable(t *testing.T, e *env) {
 	err := e.tb.Transact(e.ctx, uniqueTableName(), []storeadapter.TableOp{op(storeadapter.TxUpsertReplace, "r", nil, "")})
 	checkErr(t, "Transact on a missing table", err, storeadapter.ErrTableNotFound)
+}
+
+// testTxAwkwardKeys runs every action on keys holding characters that need
+// quoting or escaping in a request URL (a quote is doubled in OData key
+// literals; %, +, spaces and non-ASCII are percent-encoded), in a partition
+// named the same way.
+func testTxAwkwardKeys(t *testing.T, e *env) {
+	tbl := e.newTable(t)
+	const pk = "o'brien & co %20+ é"
+	for _, rk := range []string{"it's", "''", "a%2Fb", "x+y z", "naïve\U0001f600"} {
+		o := func(action storeadapter.TxAction, p props, ifMatch string) []storeadapter.TableOp {
+			return []storeadapter.TableOp{{Action: action, Entity: entity{PartitionKey: pk, RowKey: rk, Properties: p}, IfMatch: ifMatch}}
+		}
+		e.transact(t, tbl, o(storeadapter.TxInsert, props{"V": int32(1)}, ""))
+		e.transact(t, tbl, o(storeadapter.TxUpsertMerge, props{"W": int32(2)}, ""))
+		e.transact(t, tbl, o(storeadapter.TxUpsertReplace, props{"V": int32(3)}, ""))
+		e.transact(t, tbl, o(storeadapter.TxUpdateMerge, props{"W": int32(4)}, storeadapter.ETagAny))
+		current := e.get(t, tbl, pk, rk)
+		checkEntity(t, "key "+rk, entity{PartitionKey: pk, RowKey: rk, Properties: props{"V": int32(3), "W": int32(4)}}, current)
+		e.transact(t, tbl, o(storeadapter.TxUpdateReplace, props{"V": int32(5)}, current.ETag))
+		e.transact(t, tbl, o(storeadapter.TxDelete, nil, e.get(t, tbl, pk, rk).ETag))
+		e.checkGone(t, tbl, pk, rk)
+	}
 }
