@@ -287,9 +287,14 @@ func (m *Main) connect(c *common) (storeadapter.Store, error) {
 	if m.Connect != nil {
 		return m.Connect()
 	}
+	// Say at once when storage is not answering, instead of staying silent
+	// through the SDK's retries; warnings only, plain text.
+	if log, err := cli.NewLogger(m.Stderr, "text", "warn"); err == nil {
+		c.account.Log = log
+	}
 	s, err := c.account.Connect()
 	if err != nil {
-		return nil, err
+		return nil, err // not a typed nil inside the interface
 	}
 	return s, nil
 }

@@ -278,6 +278,7 @@ func (m *Main) run(ctx context.Context, log *slog.Logger) (err error) {
 	if m.Connect != nil {
 		store, err = m.Connect()
 	} else {
+		m.Account.Log = log
 		store, err = m.Account.Connect()
 	}
 	if err != nil {
@@ -299,7 +300,10 @@ func (m *Main) run(ctx context.Context, log *slog.Logger) (err error) {
 	err = store.Queue(m.Queue).Create(cctx)
 	cancelCreate()
 	switch {
-	case err == nil, ctx.Err() != nil:
+	case err == nil:
+	case ctx.Err() != nil:
+		// A signal during start-up: Run sees the cancelled context and
+		// returns at once, so the summary says "shutdown" and the exit is 0.
 	case storeadapter.IsTransient(err):
 		// An outage: the receive loop logs it, retries, and gives up
 		// after -receive-outage.
@@ -307,9 +311,7 @@ func (m *Main) run(ctx context.Context, log *slog.Logger) (err error) {
 	default:
 		return fmt.Errorf("queue %s: %w", m.Queue, err)
 	}
-	if ctx.Err() == nil {
-		err = r.Run(ctx)
-	}
+	err = r.Run(ctx)
 	s := r.Stats()
 	attrs := []any{"reason", s.StopReason, "elapsed", time.Since(start).Round(time.Millisecond),
 		"received", s.Received, "succeeded", s.Succeeded, "retried", s.Retried, "poisoned", s.Poisoned,

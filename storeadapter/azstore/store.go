@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -66,6 +67,16 @@ type Options struct {
 	// DefaultCallTimeout; a negative value leaves calls bounded only by
 	// the caller's context.
 	CallTimeout time.Duration
+
+	// OnTry, if set, is called after every HTTP try of every client: with
+	// nil when the service answered (whatever the status, but 408, 429 and
+	// 5xx), and with an error wrapping storeadapter.ErrUnavailable when the
+	// try failed in a way the SDK retries (no connection, no answer within
+	// TryTimeout, 408, 429, 5xx). It lets a command say at once that
+	// storage is not answering, before the SDK's retries of one call are
+	// spent (8–10 s by default). The error holds no URL. It must be quick
+	// and safe for concurrent use.
+	OnTry func(err error)
 }
 
 // Endpoints are the service URLs of one account, such as
@@ -214,7 +225,7 @@ func newStore(t *aztables.ServiceClient, q *azqueue.ServiceClient, b *service.Cl
 func (o *Options) copy() *Options {
 	c := &Options{Tables: &aztables.ClientOptions{}, Queues: &azqueue.ClientOptions{}, Blobs: &azblob.ClientOptions{}}
 	if o != nil {
-		*c = Options{Tables: c.Tables, Queues: c.Queues, Blobs: c.Blobs, TryTimeout: o.TryTimeout, CallTimeout: o.CallTimeout}
+		*c = Options{Tables: c.Tables, Queues: c.Queues, Blobs: c.Blobs, TryTimeout: o.TryTimeout, CallTimeout: o.CallTimeout, OnTry: o.OnTry}
 		if o.Tables != nil {
 			*c.Tables = *o.Tables
 		}
@@ -231,8 +242,13 @@ func (o *Options) copy() *Options {
 	if c.CallTimeout == 0 {
 		c.CallTimeout = DefaultCallTimeout
 	}
-	// A new slice: appending to the caller's could write into its array.
+	// New slices: appending to the caller's could write into its arrays.
 	c.Tables.PerCallPolicies = append(slices.Clone(c.Tables.PerCallPolicies), batchKeyQuotes{})
+	if c.OnTry != nil {
+		for _, co := range []*policy.ClientOptions{&c.Tables.ClientOptions, &c.Queues.ClientOptions, &c.Blobs.ClientOptions} {
+			co.PerRetryPolicies = append(slices.Clone(co.PerRetryPolicies), tryObserver(c.OnTry))
+		}
+	}
 	for _, r := range []*policy.RetryOptions{&c.Tables.Retry, &c.Queues.Retry, &c.Blobs.Retry} {
 		if r.TryTimeout == 0 && c.TryTimeout > 0 {
 			r.TryTimeout = c.TryTimeout
@@ -269,4 +285,21 @@ func (s *Store) Queue(name string) storeadapter.Queue {
 // Container returns a handle on the named blob container.
 func (s *Store) Container(name string) storeadapter.Blobs {
 	return &Container{name: name, c: s.blobs.NewContainerClient(name), callTimeout: s.timeout}
+}
+
+// tryObserver reports the outcome of every HTTP try to Options.OnTry.
+type tryObserver func(error)
+
+func (f tryObserver) Do(req *policy.Request) (*http.Response, error) {
+	resp, err := req.Next()
+	switch {
+	case errors.Is(err, context.Canceled): // the caller gave up: no news about storage
+	case err != nil:
+		f(interpretError("try", err))
+	case resp.StatusCode == http.StatusRequestTimeout || resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
+		f(fmt.Errorf("azstore: try: %w (HTTP %d)", storeadapter.ErrUnavailable, resp.StatusCode))
+	default:
+		f(nil)
+	}
+	return resp, err
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -246,4 +247,75 @@ func TestClosedPortIsTransient(t *testing.T) {
 	o := &azstore.Options{Tables: &aztables.ClientOptions{ClientOptions: fastRetries()}, Queues: &azqueue.ClientOptions{ClientOptions: fastRetries()},
 		Blobs: &azblob.ClientOptions{ClientOptions: fastRetries()}}
 	checkBounded(t, endpointsAt(addr), o, 0, 10*time.Second)
+}
+
+// TestOnTryHearsEachTry: OnTry hears every failed try of every client as a
+// transient error, while the SDK is still retrying the call, and a nil once
+// the service answers; the caller's options are not changed.
+func TestOnTryHearsEachTry(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	var mu sync.Mutex
+	var heard []error
+	retries := policy.ClientOptions{Retry: policy.RetryOptions{MaxRetries: 2, RetryDelay: time.Millisecond, MaxRetryDelay: time.Millisecond}}
+	o := &azstore.Options{Tables: &aztables.ClientOptions{ClientOptions: retries}, Queues: &azqueue.ClientOptions{ClientOptions: retries},
+		Blobs: &azblob.ClientOptions{ClientOptions: retries}, OnTry: func(err error) {
+			mu.Lock()
+			heard = append(heard, err)
+			mu.Unlock()
+		}}
+	s, err := azstore.NewFromConnectionString(endpointsAt(addr), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.Tables.PerRetryPolicies) != 0 {
+		t.Errorf("the caller's table options gained %d per-retry policies", len(o.Tables.PerRetryPolicies))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, c := range storeCalls {
+		mu.Lock()
+		heard = nil
+		mu.Unlock()
+		if err := c.call(ctx, s); !storeadapter.IsTransient(err) {
+			t.Fatalf("%s on a closed port: %v, want a transient error", c.name, err)
+		}
+		mu.Lock()
+		got := slices.Clone(heard)
+		mu.Unlock()
+		if len(got) != 3 {
+			t.Errorf("%s: OnTry heard %d tries, want 3 (one try and two retries)", c.name, len(got))
+		}
+		for _, err := range got {
+			if !errors.Is(err, storeadapter.ErrUnavailable) || strings.Contains(err.Error(), azurite.Key) {
+				t.Errorf("%s: OnTry heard %v, want ErrUnavailable without secrets", c.name, err)
+			}
+		}
+	}
+
+	// An answer, even an error status such as 404, is news that storage is up.
+	if emulator == nil {
+		t.Skip(azurite.EnvSkip + "=1: the Azurite half of this test skipped on request")
+	}
+	heard = nil
+	up, err := azstore.NewFromConnectionString(emulator.ConnectionString, &azstore.Options{OnTry: func(err error) {
+		mu.Lock()
+		heard = append(heard, err)
+		mu.Unlock()
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := up.Tables().GetEntity(ctx, "NoSuchTable", "p", "r"); !errors.Is(err, storeadapter.ErrTableNotFound) {
+		t.Fatalf("GetEntity on a missing table: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(heard) != 1 || heard[0] != nil {
+		t.Errorf("OnTry heard %v for a 404, want one nil", heard)
+	}
 }

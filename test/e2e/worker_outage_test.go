@@ -3,6 +3,7 @@ package e2e
 import (
 	"net"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -61,6 +62,26 @@ func TestWorkerStorageDownExitsOne(t *testing.T) {
 	}
 	if strings.Contains(out, azurite.Key) {
 		t.Error("the account key appears in the worker's output")
+	}
+}
+
+// TestWorkerSaysAtOnceStorageIsDown: with the SDK's default retries, a
+// failed receive takes 8–10 s to come back; the worker still says within
+// 2 s that storage is not answering, and stops on SIGTERM.
+func TestWorkerSaysAtOnceStorageIsDown(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 60*time.Second)
+	e.environ = childEnvironment(deadEndpoints(t, emulatorConnectionString))
+	w := e.startWorker("down", "-drain")
+	e.poll(2*time.Second, 20*time.Millisecond, "the first failed try to be logged", func() bool {
+		return strings.Contains(w.stderr.String(), `"msg":"storage is not answering; retrying"`)
+	})
+	w.signal(syscall.SIGTERM)
+	if code := w.wait(e.ctx, 20*time.Second); code != 0 {
+		t.Errorf("%s exited with %d after SIGTERM, want 0", w, code)
+	}
+	if out := w.stderr.String(); strings.Contains(out, azurite.Key) || strings.Count(out, "storage is not answering") != 1 {
+		t.Errorf("want one 'not answering' line and no secret:\n%s", out)
 	}
 }
 

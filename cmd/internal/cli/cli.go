@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -53,6 +54,10 @@ type Account struct {
 	// storage call before the error reaches tablekeeper, which has its own
 	// retries per message. Default 3, the SDK's; 0 turns them off.
 	Retries int
+	// Log, if set, hears at once when storage stops answering (the first
+	// failed try, before the SDK's retries are spent) and when it answers
+	// again: see StorageWatch.
+	Log *slog.Logger
 }
 
 // RegisterFlags adds -connection-string and -account to fs; their defaults
@@ -74,8 +79,28 @@ func (a *Account) options() (*azstore.Options, error) {
 	if a.Retries == 0 {
 		co.Retry.MaxRetries = -1 // the SDK reads 0 as "default"
 	}
-	return &azstore.Options{Tables: &aztables.ClientOptions{ClientOptions: co}, Queues: &azqueue.ClientOptions{ClientOptions: co},
-		Blobs: &azblob.ClientOptions{ClientOptions: co}}, nil
+	o := &azstore.Options{Tables: &aztables.ClientOptions{ClientOptions: co}, Queues: &azqueue.ClientOptions{ClientOptions: co},
+		Blobs: &azblob.ClientOptions{ClientOptions: co}}
+	if a.Log != nil {
+		o.OnTry = StorageWatch(a.Log)
+	}
+	return o, nil
+}
+
+// StorageWatch returns an azstore OnTry hook that logs a warning on the
+// first failed try after storage last answered, and a notice when it
+// answers again: one line per change, not one per try, so an outage is
+// visible at once without flooding the log.
+func StorageWatch(log *slog.Logger) func(error) {
+	var failing atomic.Bool
+	return func(err error) {
+		switch {
+		case err != nil && !failing.Swap(true):
+			log.Warn("storage is not answering; retrying", "err", err)
+		case err == nil && failing.Swap(false):
+			log.Info("storage answers again")
+		}
+	}
 }
 
 // Connect returns the store the flags and environment describe.
