@@ -743,7 +743,10 @@ func TestDrainEndsWithInvisibleLeftovers(t *testing.T) {
 	b.cfg.DrainQuiet = 5 * time.Minute
 	logs := b.logTo()
 	start := b.clock.Now()
-	s := b.drain(t, time.Second)
+	// The expiring message is visible for one second, [1m, 1m1s): 7 s
+	// steps of the clock (…, 56 s, 63 s, …) never land in it, so it expires
+	// unseen whatever the runner's poll times are.
+	s := b.drain(t, 7*time.Second)
 	if s.Succeeded != 3 || s.StopReason != "drained" || s.Left != 2 {
 		t.Errorf("stats %+v; want 3 succeeded and a drain that ends with 2 left (one held elsewhere, one expired)", s)
 	}
