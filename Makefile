@@ -23,11 +23,16 @@ $(AZURITE_STAMP): $(AZURITE_DIR)/package.json $(AZURITE_DIR)/package-lock.json
 	cd $(AZURITE_DIR) && npm ci
 	touch $@
 
-## vet: gofmt and go vet must be clean.
+## vet: gofmt, go vet, staticcheck and a tidy go.mod must all be clean.
+## staticcheck runs at a pinned version through the module proxy, so a fresh
+## machine needs nothing installed by hand.
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './test/azurite/node_modules/*')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet ./...
+	go run $(STATICCHECK) ./...
+	@go mod tidy -diff >/dev/null || { echo "go.mod/go.sum are not tidy: run go mod tidy"; go mod tidy -diff; exit 1; }
 
 ## bench: print the localstore benchmark figures recorded in BENCHMARKS.md.
 bench:

@@ -11,48 +11,51 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
 
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
 // codeSentinels maps the service's error codes (tables, queues, blobs) to
-// storeadapter's sentinels.
+// storeadapter's sentinels, by the codes each SDK exports.
 var codeSentinels = map[string]error{
-	"ResourceNotFound":  storeadapter.ErrNotFound,
-	"TableNotFound":     storeadapter.ErrTableNotFound,
-	"QueueNotFound":     storeadapter.ErrQueueNotFound,
-	"MessageNotFound":   storeadapter.ErrNotFound,
-	"BlobNotFound":      storeadapter.ErrNotFound,
-	"ContainerNotFound": storeadapter.ErrContainerNotFound,
+	string(aztables.ResourceNotFound):   storeadapter.ErrNotFound,
+	string(aztables.TableNotFound):      storeadapter.ErrTableNotFound,
+	string(queueerror.QueueNotFound):    storeadapter.ErrQueueNotFound,
+	string(queueerror.MessageNotFound):  storeadapter.ErrNotFound,
+	string(bloberror.BlobNotFound):      storeadapter.ErrNotFound,
+	string(bloberror.ContainerNotFound): storeadapter.ErrContainerNotFound,
 
-	"EntityAlreadyExists":    storeadapter.ErrAlreadyExists,
-	"TableAlreadyExists":     storeadapter.ErrAlreadyExists,
-	"QueueAlreadyExists":     storeadapter.ErrAlreadyExists,
-	"BlobAlreadyExists":      storeadapter.ErrAlreadyExists,
-	"ContainerAlreadyExists": storeadapter.ErrAlreadyExists,
+	string(aztables.EntityAlreadyExists):     storeadapter.ErrAlreadyExists,
+	string(aztables.TableAlreadyExists):      storeadapter.ErrAlreadyExists,
+	string(queueerror.QueueAlreadyExists):    storeadapter.ErrAlreadyExists,
+	string(bloberror.BlobAlreadyExists):      storeadapter.ErrAlreadyExists,
+	string(bloberror.ContainerAlreadyExists): storeadapter.ErrAlreadyExists,
 
-	"UpdateConditionNotSatisfied": storeadapter.ErrPreconditionFailed,
-	"ConditionNotMet":             storeadapter.ErrPreconditionFailed,
+	string(aztables.UpdateConditionNotSatisfied): storeadapter.ErrPreconditionFailed,
+	string(bloberror.ConditionNotMet):            storeadapter.ErrPreconditionFailed,
 
-	"TableBeingDeleted":     storeadapter.ErrTableBeingDeleted,
-	"ContainerBeingDeleted": storeadapter.ErrTableBeingDeleted,
-	"QueueBeingDeleted":     storeadapter.ErrTableBeingDeleted,
+	string(aztables.TableBeingDeleted):      storeadapter.ErrTableBeingDeleted,
+	string(bloberror.ContainerBeingDeleted): storeadapter.ErrTableBeingDeleted,
+	string(queueerror.QueueBeingDeleted):    storeadapter.ErrTableBeingDeleted,
 
-	"PopReceiptMismatch": storeadapter.ErrPopReceiptMismatch,
+	string(queueerror.PopReceiptMismatch): storeadapter.ErrPopReceiptMismatch,
 
-	"EntityTooLarge":        storeadapter.ErrTooLarge,
-	"PropertyValueTooLarge": storeadapter.ErrTooLarge,
-	"RequestBodyTooLarge":   storeadapter.ErrTooLarge,
-	"TooManyProperties":     storeadapter.ErrTooLarge,
+	string(aztables.EntityTooLarge):        storeadapter.ErrTooLarge,
+	string(aztables.PropertyValueTooLarge): storeadapter.ErrTooLarge,
+	string(queueerror.RequestBodyTooLarge): storeadapter.ErrTooLarge,
+	string(aztables.TooManyProperties):     storeadapter.ErrTooLarge,
 
-	"AuthenticationFailed":            storeadapter.ErrForbidden,
-	"AuthorizationFailure":            storeadapter.ErrForbidden,
-	"AuthorizationPermissionMismatch": storeadapter.ErrForbidden,
-	"InsufficientAccountPermissions":  storeadapter.ErrForbidden,
+	string(queueerror.AuthenticationFailed):           storeadapter.ErrForbidden,
+	string(queueerror.AuthorizationFailure):           storeadapter.ErrForbidden,
+	string(bloberror.AuthorizationPermissionMismatch): storeadapter.ErrForbidden,
+	string(queueerror.InsufficientAccountPermissions): storeadapter.ErrForbidden,
 
-	"OperationTimedOut": storeadapter.ErrUnavailable,
-	"ServerBusy":        storeadapter.ErrUnavailable,
-	"InternalError":     storeadapter.ErrUnavailable,
+	string(queueerror.OperationTimedOut): storeadapter.ErrUnavailable,
+	string(queueerror.ServerBusy):        storeadapter.ErrUnavailable,
+	string(queueerror.InternalError):     storeadapter.ErrUnavailable,
 }
 
 // statusSentinels is the fallback when the code is unknown or empty.
