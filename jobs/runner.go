@@ -104,19 +104,24 @@ type Config struct {
 
 	// Drain makes Run return once a receive finds no visible message,
 	// nothing is running, and either the queue's approximate count is 0 or
-	// no message has arrived for DrainQuiet: run-to-completion for
-	// container jobs. Azure's count is "not lower than the actual number":
+	// DrainQuiet has passed since the last activity (see DrainQuiet):
+	// run-to-completion for container jobs. Azure's count is "not lower than the actual number":
 	// it includes messages other workers hold, messages delayed by a retry
 	// backoff, and expired ones until the service collects them, so waiting
 	// for 0 alone could wait forever.
 	Drain bool
 	// DrainQuiet is how long a drain waits, with nothing visible and
-	// nothing running, for the messages the count still holds. Default
-	// twice Visibility: a message another worker holds is either deleted
-	// or visible again within one visibility timeout of that worker's
-	// last renewal, even when the worker crashed; the second timeout is a
-	// margin. Messages delayed longer (a late retry) are left to the next
-	// run, which the count keeps scheduling.
+	// nothing running, for the messages the count still holds. It runs
+	// from the last activity: the last receive that returned messages, or
+	// the last message of this worker that ended retried, released, ack
+	// failed or lease lost (each comes back to the queue), so a job that
+	// ran longer than DrainQuiet and then failed is still retried by the
+	// same drain. Default twice Visibility: a message another worker holds
+	// is either deleted or visible again within one visibility timeout of
+	// that worker's last renewal, even when the worker crashed; the second
+	// timeout is a margin. Messages delayed longer (a retry whose backoff
+	// exceeds DrainQuiet) are left to the next run, which the count keeps
+	// scheduling.
 	DrainQuiet time.Duration
 	// ReceiveOutage is how long receives may fail without one success
 	// before Run gives up and returns an error (a storage outage or a
@@ -225,6 +230,7 @@ type Runner struct {
 		mu                        sync.Mutex
 		stopReason                string
 		left                      int
+		lastActivity              time.Time // see Config.DrainQuiet
 	}
 }
 
@@ -251,10 +257,24 @@ func (r *Runner) Stats() Stats {
 // or waiting for a slot.
 func (r *Runner) Running() int { return int(r.stats.running.Load()) }
 
-// end counts the outcome of one received message.
+// end counts the outcome of one received message. An outcome that brings
+// the message back to the queue restarts the drain's quiet period.
 func (r *Runner) end(o outcome) {
 	r.stats.outcomes[o].Add(1)
 	r.stats.running.Add(-1)
+	if o != succeeded && o != poisoned {
+		r.touch()
+	}
+}
+
+// touch records activity now; see Config.DrainQuiet.
+func (r *Runner) touch() {
+	now := r.cfg.Clock.Now()
+	r.stats.mu.Lock()
+	defer r.stats.mu.Unlock()
+	if now.After(r.stats.lastActivity) {
+		r.stats.lastActivity = now
+	}
 }
 
 // stop records why Run returns.
@@ -355,11 +375,11 @@ func (r *Runner) Run(ctx context.Context) error {
 	// messages, so the next ones start at once and a receive fetches
 	// many messages, not the few slots just freed.
 	capacity := c.Concurrency + min(c.BatchSize/2, c.Concurrency)
-	batch := c.BatchSize         // 1 after a failed receive; see above
-	var lastFailure time.Time    // when a receive last failed
-	failures := 0                // receives failed in a row
-	var failingSince time.Time   // when the first of them started
-	lastArrival := c.Clock.Now() // when a receive last returned a message
+	batch := c.BatchSize       // 1 after a failed receive; see above
+	var lastFailure time.Time  // when a receive last failed
+	failures := 0              // receives failed in a row
+	var failingSince time.Time // when the first of them started
+	r.touch()
 	err := func() error {
 		for stopCtx.Err() == nil {
 			for len(pending) > 0 && len(slots) < c.Concurrency {
@@ -418,7 +438,7 @@ func (r *Runner) Run(ctx context.Context) error {
 					// are visible again within a visibility timeout, so the
 					// drain's quiet period starts again. A failed receive of
 					// one message hid only that one, which cannot be had.
-					lastArrival = c.Clock.Now()
+					r.touch()
 				}
 				batch, lastFailure = 1, c.Clock.Now()
 				// The last try comes when the outage limit is reached.
@@ -431,7 +451,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			failures = 0
 			if len(msgs) == 0 {
 				if c.Drain && held == 0 {
-					if left, ok := r.drained(ctx, lastArrival); ok {
+					if left, ok := r.drained(ctx); ok {
 						r.stop("drained", left)
 						return nil
 					}
@@ -443,7 +463,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			if c.Clock.Now().Sub(lastFailure) >= c.Visibility {
 				batch = min(c.BatchSize, 2*batch)
 			}
-			lastArrival = c.Clock.Now()
+			r.touch()
 			r.stats.received.Add(int64(len(msgs)))
 			r.stats.running.Add(int64(len(msgs)))
 			for _, m := range msgs {
@@ -494,15 +514,17 @@ func (r *Runner) Run(ctx context.Context) error {
 }
 
 // drained reports whether a drain may end now that a receive found nothing
-// and nothing runs: the queue's approximate count is 0, or no message has
-// arrived since lastArrival for DrainQuiet. It returns the count (-1 when
-// it could not be read), and logs why the drain ends.
-func (r *Runner) drained(ctx context.Context, lastArrival time.Time) (int, bool) {
+// and nothing runs: the queue's approximate count is 0, or DrainQuiet has
+// passed since the last activity. It returns the count (-1 when it could
+// not be read), and logs why the drain ends.
+func (r *Runner) drained(ctx context.Context) (int, bool) {
 	c := &r.cfg
 	cctx, cancel := boundedCtx(callTimeout)
 	n, err := c.Queue.ApproximateCount(cctx)
 	cancel()
-	quiet := c.Clock.Now().Sub(lastArrival)
+	r.stats.mu.Lock()
+	quiet := c.Clock.Now().Sub(r.stats.lastActivity)
+	r.stats.mu.Unlock()
 	switch {
 	case err == nil && n == 0:
 		c.Logger.InfoContext(ctx, "queue drained", "queue", c.Queue.Name(), "invisible", 0)

@@ -794,6 +794,32 @@ func TestDrainEndsWithInvisibleLeftovers(t *testing.T) {
 	})
 }
 
+// TestDrainWaitsForOwnRetry: a job that runs longer than DrainQuiet and
+// then fails transiently is retried by the same drain. The quiet period
+// runs from the failure, not from the message's arrival.
+func TestDrainWaitsForOwnRetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var calls atomic.Int32
+		var b *bundle
+		b = setup(t, func(ctx context.Context, job jobs.Job) error {
+			if calls.Add(1) > 1 {
+				return nil
+			}
+			select {
+			case <-b.clock.After(3 * time.Minute):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			return fmt.Errorf("write target: %w", storeadapter.ErrUnavailable)
+		})
+		b.send(t, "op-slow")
+		s := b.drain(t, time.Second)
+		if s.Retried != 1 || s.Succeeded != 1 || s.StopReason != "drained" || s.Left != 0 {
+			t.Errorf("stats %+v; want the retry run by the same drain: 1 retried, 1 succeeded, nothing left", s)
+		}
+	})
+}
+
 // TestReceiveOutageEndsRun: every receive fails. The first failure is
 // logged at once with its backoff, every later one too, and Run returns an
 // error once receives have failed for ReceiveOutage.
