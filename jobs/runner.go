@@ -884,13 +884,19 @@ func leaseEnd(began time.Time, visibility time.Duration, nextVisible time.Time) 
 // keep renews the lease at half the visibility timeout until stopped. Each
 // renewal returns a new pop receipt, which replaces the old one. When the
 // message is gone or another receive took it, the lease is lost and the
-// handler's context is cancelled. A transient failure is retried at the
-// next tick, a quarter timeout later.
+// handler's context is cancelled. A transient failure is retried a quarter
+// timeout later, but never past the lease's end: once the clock reaches
+// it without a successful renewal, the message may be visible and taken
+// by another worker, so the lease is lost too. A pop receipt mismatch
+// right after a failed renewal most likely means that renewal went through
+// and only its reply was lost; the lease is lost either way (the new
+// receipt is unknown), and the log says so.
 func (l *lease) keep(ctx context.Context, cancel context.CancelCauseFunc) {
 	defer close(l.exited)
 	c := &l.r.cfg
 	m := l.h.m
 	wait := c.Visibility / 2
+	var failed error // the last renewal's error, nil when it succeeded
 	for {
 		select {
 		case <-l.stopCh:
@@ -898,9 +904,14 @@ func (l *lease) keep(ctx context.Context, cancel context.CancelCauseFunc) {
 		case <-c.Clock.After(wait):
 		}
 		l.mu.Lock()
-		receipt := l.receipt
+		receipt, until := l.receipt, l.until
 		l.mu.Unlock()
 		began := c.Clock.Now()
+		if !began.Before(until) {
+			l.h.log.WarnContext(ctx, "lease ran out without a successful renewal; cancelling the job", "err", failed)
+			l.lose(cancel)
+			return
+		}
 		uctx, endCall := boundedCtx(max(c.Visibility/4, time.Second))
 		rc, err := c.Queue.Update(uctx, m.ID, receipt, m.Text, c.Visibility)
 		endCall()
@@ -909,18 +920,26 @@ func (l *lease) keep(ctx context.Context, cancel context.CancelCauseFunc) {
 			l.mu.Lock()
 			l.receipt, l.until = rc.PopReceipt, leaseEnd(began, c.Visibility, rc.NextVisible)
 			l.mu.Unlock()
-			wait = c.Visibility / 2
+			wait, failed = c.Visibility/2, nil
 		case errors.Is(err, storeadapter.ErrNotFound) || errors.Is(err, storeadapter.ErrPopReceiptMismatch):
-			l.mu.Lock()
-			l.lost = true
-			l.mu.Unlock()
-			cancel(errLeaseLost)
+			if failed != nil && errors.Is(err, storeadapter.ErrPopReceiptMismatch) {
+				l.h.log.WarnContext(ctx, "lease renewal reply probably lost: the failed renewal went through and changed the pop receipt; the lease is lost", "err", err, "earlier_err", failed)
+			}
+			l.lose(cancel)
 			return
 		default:
-			l.h.log.WarnContext(ctx, "lease renewal failed; retrying", "err", err, "retry_in", c.Visibility/4)
-			wait = c.Visibility / 4
+			wait, failed = min(c.Visibility/4, until.Sub(c.Clock.Now())), err
+			l.h.log.WarnContext(ctx, "lease renewal failed; retrying", "err", err, "retry_in", wait)
 		}
 	}
+}
+
+// lose marks the lease lost and cancels the handler.
+func (l *lease) lose(cancel context.CancelCauseFunc) {
+	l.mu.Lock()
+	l.lost = true
+	l.mu.Unlock()
+	cancel(errLeaseLost)
 }
 
 // stop ends renewal, waits for an in-flight renewal to finish, and returns

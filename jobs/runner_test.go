@@ -204,6 +204,75 @@ func TestLeaseLossCancelsHandler(t *testing.T) {
 	stop()
 }
 
+// cancelled is a handler that blocks until its context ends and records
+// the cause and the clock time.
+type cancelled struct {
+	clock *localstore.FakeClock
+	cause error
+	at    time.Time
+}
+
+func (c *cancelled) Handle(ctx context.Context, job jobs.Job) error {
+	<-ctx.Done()
+	c.cause, c.at = context.Cause(ctx), c.clock.Now()
+	return ctx.Err()
+}
+
+// TestLeaseLapseCancelsHandler: every renewal fails transiently. Once the
+// clock passes the lease's end (30 s) the handler is cancelled: another
+// worker may have the message by then.
+func TestLeaseLapseCancelsHandler(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := &cancelled{}
+		b := setup(t, h.Handle)
+		h.clock = b.clock
+		b.cfg.Queue = &faultyQueue{Queue: b.queue, updates: func(int) (bool, error) { return false, errInjected }}
+		b.cfg.MaxMessages = 1
+		start := b.clock.Now()
+		b.send(t, "op-1")
+		r, errc := b.run(t)
+		if err := b.drive(t, errc, 500*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		if took := h.at.Sub(start); took > 30*time.Second || !strings.Contains(fmt.Sprint(h.cause), "lease") {
+			t.Errorf("handler cancelled after %v with cause %v; want the lease-lost cause at the lease's end, 30 s", took, h.cause)
+		}
+		if s := r.Stats(); s.LeaseLost != 1 {
+			t.Errorf("stats %+v; want the message counted as lease lost", s)
+		}
+	})
+}
+
+// TestLostRenewalReplyLogged: the first renewal goes through but its reply
+// is lost; the next one finds the pop receipt changed. The lease is lost,
+// and the log says the reply was probably lost.
+func TestLostRenewalReplyLogged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := &cancelled{}
+		b := setup(t, h.Handle)
+		h.clock = b.clock
+		b.cfg.Queue = &faultyQueue{Queue: b.queue, updates: func(n int) (bool, error) {
+			if n == 0 {
+				return true, errInjected
+			}
+			return true, nil
+		}}
+		b.cfg.MaxMessages = 1
+		logs := b.logTo()
+		b.send(t, "op-1")
+		r, errc := b.run(t)
+		if err := b.drive(t, errc, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if l := logs.lines("lease renewal reply probably lost"); len(l) != 1 || !strings.Contains(fmt.Sprint(h.cause), "lease") {
+			t.Errorf("%d lines say the renewal reply was probably lost, handler cause %v; want 1 and the lease-lost cause", len(l), h.cause)
+		}
+		if s := r.Stats(); s.LeaseLost != 1 {
+			t.Errorf("stats %+v; want the message counted as lease lost", s)
+		}
+	})
+}
+
 // TestTransientStorageErrorRetried: a table name still being deleted (409,
 // but transient) is retried, not poisoned.
 func TestTransientStorageErrorRetried(t *testing.T) {
@@ -562,11 +631,14 @@ func checkAddsUp(t *testing.T, s jobs.Stats) {
 // the service hid the batch (as Azurite does for a message it cannot
 // render). With flakyAcks, the first update of each message fails, and
 // of each message's deletes the first fails and the second is carried out
-// but answers an error, as when the reply is lost.
+// but answers an error, as when the reply is lost. Otherwise updates, when
+// set, decides each update of a message by its number (0 first): whether
+// it is carried out, and the error it answers.
 type faultyQueue struct {
 	storeadapter.Queue
 	receive   func(msgs []storeadapter.Message) error
 	flakyAcks bool
+	updates   func(n int) (apply bool, err error)
 	mu        sync.Mutex
 	calls     map[string]int // "op id" -> calls so far
 }
@@ -598,7 +670,17 @@ func (q *faultyQueue) Update(ctx context.Context, id, receipt, text string, vis 
 	if q.flakyAcks && q.call("update", id) == 0 {
 		return storeadapter.Receipt{}, errInjected
 	}
-	return q.Queue.Update(ctx, id, receipt, text, vis)
+	if q.updates == nil {
+		return q.Queue.Update(ctx, id, receipt, text, vis)
+	}
+	apply, err := q.updates(q.call("update", id))
+	if apply {
+		rc, uerr := q.Queue.Update(ctx, id, receipt, text, vis)
+		if err == nil {
+			return rc, uerr
+		}
+	}
+	return storeadapter.Receipt{}, err
 }
 
 func (q *faultyQueue) DeleteMessage(ctx context.Context, id, receipt string) error {
