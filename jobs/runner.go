@@ -735,6 +735,14 @@ func (r *Runner) process(ctx context.Context, h *held) outcome {
 	default:
 		reason = fmt.Sprintf("dequeue count %d reached the maximum %d; last error: %v", m.DequeueCount, c.MaxDequeueCount, err)
 	}
+	// Move writes the record and sends the poison message before it
+	// deletes the original: confirm the lease first (see confirmLease).
+	receipt, until, lerr := r.confirmLease(m, receipt, until)
+	if lerr != nil {
+		o := ackOutcome(lerr)
+		log.WarnContext(ctx, "could not confirm the lease before poisoning; not poisoned, the message will be delivered again", "outcome", o, "err", err, "lease_err", lerr)
+		return o
+	}
 	if perr := r.acknowledge(until, func(ctx context.Context, _ bool) error { return c.Poison.Move(ctx, f, receipt, reason) }); perr != nil {
 		o := ackOutcome(perr)
 		log.ErrorContext(ctx, "could not move the message to the poison queue; it will be delivered again", "outcome", o, "err", err, "poison_err", perr)
@@ -742,6 +750,29 @@ func (r *Runner) process(ctx context.Context, h *held) outcome {
 	}
 	log.WarnContext(ctx, "job poisoned", "reason", reason)
 	return poisoned
+}
+
+// confirmLease renews a message's lease right before it is poisoned and
+// returns the new receipt and lease end. The keeper notices a lost lease
+// only at its next renewal, and Move parks the message before its last
+// step, the delete, can find the receipt stale: without this check, a
+// message whose lease lapsed unnoticed would be poisoned while it is live
+// on another worker. An error wrapping ErrNotFound or
+// ErrPopReceiptMismatch means the lease is lost (also on a retry: a try
+// whose reply was lost changed the receipt, and the new one is unknown).
+func (r *Runner) confirmLease(m storeadapter.Message, receipt string, until time.Time) (string, time.Time, error) {
+	c := &r.cfg
+	began := c.Clock.Now()
+	var rc storeadapter.Receipt
+	err := r.acknowledge(until, func(ctx context.Context, _ bool) error {
+		var err error
+		rc, err = c.Queue.Update(ctx, m.ID, receipt, m.Text, c.Visibility)
+		return err
+	})
+	if err != nil {
+		return receipt, until, err
+	}
+	return rc.PopReceipt, leaseEnd(began, c.Visibility, rc.NextVisible), nil
 }
 
 // succeed deletes the message of a job that succeeded, then drops its

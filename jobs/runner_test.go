@@ -273,6 +273,43 @@ func TestLostRenewalReplyLogged(t *testing.T) {
 	})
 }
 
+// TestPoisonConfirmsLease: the job fails permanently after its lease was
+// taken by another worker, unnoticed so far (no renewal was due). The
+// message must not be poisoned: it is live on the other worker.
+func TestPoisonConfirmsLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var b *bundle
+		b = setup(t, func(ctx context.Context, job jobs.Job) error {
+			// Another worker's receive changes the pop receipt; the
+			// message stays hidden for it.
+			if _, err := b.queue.Update(ctx, job.Message.ID, job.Message.PopReceipt, job.Message.Text, time.Hour); err != nil {
+				t.Errorf("taking the lease: %v", err)
+			}
+			return jobs.Permanentf("bad args")
+		})
+		pq := b.store.Queue("work-poison")
+		mover := poison.New(poison.Config{Tables: b.store.Tables(), Source: b.queue, Poison: pq,
+			Blobs: b.store.Container("work-poison"), Now: b.clock.Now, Host: "w1"})
+		b.cfg.Poison, b.cfg.MaxMessages = mover, 1
+		b.send(t, "op-1")
+		r, errc := b.run(t)
+		if err := b.drive(t, errc, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if s := r.Stats(); s.LeaseLost != 1 || s.Poisoned != 0 {
+			t.Errorf("stats %+v; want the message counted as lease lost, not poisoned", s)
+		}
+		recs, err := mover.List(context.Background(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, _ := pq.ApproximateCount(context.Background())
+		if len(recs) != 0 || n != 0 {
+			t.Errorf("%d poison records (%+v) and %d poison messages; want none for a message another worker holds", len(recs), recs, n)
+		}
+	})
+}
+
 // TestTransientStorageErrorRetried: a table name still being deleted (409,
 // but transient) is retried, not poisoned.
 func TestTransientStorageErrorRetried(t *testing.T) {

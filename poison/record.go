@@ -310,6 +310,16 @@ func (m *Mover) upsertMerge(ctx context.Context, e storeadapter.Entity) error {
 // id). After step 2 the redelivered original is poisoned again and a
 // second poison message appears; List shows records, one per message id,
 // and Requeue, Delete and Purge remove every poison message of that id.
+//
+// The caller must hold the message's lease for the whole call: steps 1
+// and 2 park the message before step 3 can find the receipt stale, so a
+// Move after a lapsed lease would poison a message that is live on another
+// worker. The order cannot change (deleting first would lose the message
+// on a crash), so the caller confirms the lease right before Move with one
+// UpdateMessage of the newest receipt that keeps the message hidden, takes
+// the new receipt, and does not poison on ErrPopReceiptMismatch or
+// ErrNotFound; the jobs runner does. Poisoning is rare: one call more is
+// cheap.
 func (m *Mover) Move(ctx context.Context, f Failure, popReceipt, reason string) error {
 	if m.err != nil {
 		return m.err
