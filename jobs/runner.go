@@ -182,7 +182,7 @@ func (c *Config) Validate() error {
 // Stats count what a runner did. Read them with Runner.Stats. Every
 // received message ends in exactly one outcome, so once Run has returned,
 // Received = Succeeded + Retried + Poisoned + LeaseLost + Released +
-// AckFailed.
+// AckFailed + Abandoned.
 type Stats struct {
 	Received  int64 // messages received
 	Succeeded int64 // the job succeeded and the message is deleted
@@ -195,6 +195,12 @@ type Stats struct {
 	// processing panicked): each reappears when its lease runs out and runs
 	// again.
 	AckFailed int64
+	// Abandoned counts messages whose handlers ignored the cancellation at
+	// the end of the shutdown grace period and still ran when Run returned.
+	// Their leases are renewed while the handlers run (and the process
+	// lives); then each message is deleted or reappears. How they end is
+	// not counted: the counts are final once Run has returned.
+	Abandoned int64
 	// ReceiveFailures counts failed receive calls (not messages).
 	ReceiveFailures int64
 	// StopReason says why Run returned: "drained", "max messages", "max
@@ -216,6 +222,7 @@ const (
 	leaseLost
 	released
 	ackFailed
+	abandoned
 	numOutcomes
 )
 
@@ -231,6 +238,7 @@ type Runner struct {
 		stopReason                string
 		left                      int
 		lastActivity              time.Time // see Config.DrainQuiet
+		final                     bool      // set by abandon: outcomes are counted no more
 	}
 }
 
@@ -249,7 +257,7 @@ func (r *Runner) Stats() Stats {
 	defer r.stats.mu.Unlock()
 	return Stats{Received: r.stats.received.Load(), Succeeded: o[succeeded].Load(), Retried: o[retried].Load(),
 		Poisoned: o[poisoned].Load(), LeaseLost: o[leaseLost].Load(), Released: o[released].Load(),
-		AckFailed: o[ackFailed].Load(), ReceiveFailures: r.stats.receiveFailures.Load(),
+		AckFailed: o[ackFailed].Load(), Abandoned: o[abandoned].Load(), ReceiveFailures: r.stats.receiveFailures.Load(),
 		StopReason: r.stats.stopReason, Left: r.stats.left}
 }
 
@@ -260,11 +268,28 @@ func (r *Runner) Running() int { return int(r.stats.running.Load()) }
 // end counts the outcome of one received message. An outcome that brings
 // the message back to the queue restarts the drain's quiet period.
 func (r *Runner) end(o outcome) {
-	r.stats.outcomes[o].Add(1)
-	r.stats.running.Add(-1)
-	if o != succeeded && o != poisoned {
+	r.stats.mu.Lock()
+	final := r.stats.final
+	if !final {
+		r.stats.outcomes[o].Add(1)
+		r.stats.running.Add(-1)
+	}
+	r.stats.mu.Unlock()
+	if !final && o != succeeded && o != poisoned {
 		r.touch()
 	}
+}
+
+// abandon counts the messages still held, whose handlers ignored their
+// cancellation, as abandoned, and stops counting outcomes. It returns how
+// many there were.
+func (r *Runner) abandon() int64 {
+	r.stats.mu.Lock()
+	defer r.stats.mu.Unlock()
+	n := r.stats.running.Swap(0)
+	r.stats.outcomes[abandoned].Add(n)
+	r.stats.final = true
+	return n
 }
 
 // touch records activity now; see Config.DrainQuiet.
@@ -505,9 +530,9 @@ func (r *Runner) Run(ctx context.Context) error {
 		select {
 		case <-finished:
 		case <-c.Clock.After(abandonAfter):
-			// A handler that ignores its context is left behind; its
-			// message reappears once its lease lapses.
-			c.Logger.ErrorContext(ctx, "jobs ignored cancellation; leaving them behind", "running", len(slots))
+			// A handler that ignores its context is left behind and its
+			// message counted as abandoned; see Stats.Abandoned.
+			c.Logger.ErrorContext(ctx, "jobs ignored cancellation; leaving them behind", "abandoned", r.abandon())
 		}
 	}
 	return err
@@ -596,7 +621,7 @@ func ackOutcome(err error) outcome {
 
 // String names an outcome as Stats and the logs do.
 func (o outcome) String() string {
-	return [...]string{"succeeded", "retried", "poisoned", "lease lost", "released", "ack failed"}[o]
+	return [...]string{"succeeded", "retried", "poisoned", "lease lost", "released", "ack failed", "abandoned"}[o]
 }
 
 // held is a received message whose lease is kept from the moment it

@@ -545,6 +545,38 @@ func TestShutdownLetsRunningJobFinish(t *testing.T) {
 	}
 }
 
+// TestAbandonedJobsCounted: a handler ignores cancellation at shutdown.
+// Run gives up on it after the grace period and returns with every
+// received message in one outcome: the ignored one counts as abandoned.
+func TestAbandonedJobsCounted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		started, release := make(chan struct{}), make(chan struct{})
+		b := setup(t, func(ctx context.Context, job jobs.Job) error {
+			close(started)
+			<-release
+			return nil
+		})
+		b.send(t, "op-stubborn")
+		r, stop := b.start(t)
+		<-started
+		errc := make(chan error, 1)
+		go func() { errc <- stop() }()
+		if err := b.drive(t, errc, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		s := r.Stats()
+		checkAddsUp(t, s)
+		if s.Abandoned != 1 || s.StopReason != "shutdown" {
+			t.Errorf("stats %+v; want the running job counted as abandoned", s)
+		}
+		close(release) // the handler ends late: the final counts stay
+		synctest.Wait()
+		if late := r.Stats(); late != s {
+			t.Errorf("stats changed after Run returned: %+v, then %+v", s, late)
+		}
+	})
+}
+
 // waitFor polls cond (the runner works in other goroutines) for up to 5 s.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
@@ -659,7 +691,7 @@ func (b *bundle) drain(t *testing.T, step time.Duration) jobs.Stats {
 // checkAddsUp checks that every received message ended in one outcome.
 func checkAddsUp(t *testing.T, s jobs.Stats) {
 	t.Helper()
-	if sum := s.Succeeded + s.Retried + s.Poisoned + s.LeaseLost + s.Released + s.AckFailed; sum != s.Received {
+	if sum := s.Succeeded + s.Retried + s.Poisoned + s.LeaseLost + s.Released + s.AckFailed + s.Abandoned; sum != s.Received {
 		t.Errorf("stats %+v: outcomes add up to %d, but %d messages were received", s, sum, s.Received)
 	}
 }
