@@ -104,19 +104,24 @@ type Config struct {
 
 	// Drain makes Run return once a receive finds no visible message,
 	// nothing is running, and either the queue's approximate count is 0 or
-	// no message has arrived for DrainQuiet: run-to-completion for
-	// container jobs. Azure's count is "not lower than the actual number":
+	// DrainQuiet has passed since the last activity (see DrainQuiet):
+	// run-to-completion for container jobs. Azure's count is "not lower than the actual number":
 	// it includes messages other workers hold, messages delayed by a retry
 	// backoff, and expired ones until the service collects them, so waiting
 	// for 0 alone could wait forever.
 	Drain bool
 	// DrainQuiet is how long a drain waits, with nothing visible and
-	// nothing running, for the messages the count still holds. Default
-	// twice Visibility: a message another worker holds is either deleted
-	// or visible again within one visibility timeout of that worker's
-	// last renewal, even when the worker crashed; the second timeout is a
-	// margin. Messages delayed longer (a late retry) are left to the next
-	// run, which the count keeps scheduling.
+	// nothing running, for the messages the count still holds. It runs
+	// from the last activity: the last receive that returned messages, or
+	// the last message of this worker that ended retried, released, ack
+	// failed or lease lost (each comes back to the queue), so a job that
+	// ran longer than DrainQuiet and then failed is still retried by the
+	// same drain. Default twice Visibility: a message another worker holds
+	// is either deleted or visible again within one visibility timeout of
+	// that worker's last renewal, even when the worker crashed; the second
+	// timeout is a margin. Messages delayed longer (a retry whose backoff
+	// exceeds DrainQuiet) are left to the next run, which the count keeps
+	// scheduling.
 	DrainQuiet time.Duration
 	// ReceiveOutage is how long receives may fail without one success
 	// before Run gives up and returns an error (a storage outage or a
@@ -177,7 +182,7 @@ func (c *Config) Validate() error {
 // Stats count what a runner did. Read them with Runner.Stats. Every
 // received message ends in exactly one outcome, so once Run has returned,
 // Received = Succeeded + Retried + Poisoned + LeaseLost + Released +
-// AckFailed.
+// AckFailed + Abandoned.
 type Stats struct {
 	Received  int64 // messages received
 	Succeeded int64 // the job succeeded and the message is deleted
@@ -190,6 +195,12 @@ type Stats struct {
 	// processing panicked): each reappears when its lease runs out and runs
 	// again.
 	AckFailed int64
+	// Abandoned counts messages whose handlers ignored the cancellation at
+	// the end of the shutdown grace period and still ran when Run returned.
+	// Their leases are renewed while the handlers run (and the process
+	// lives); then each message is deleted or reappears. How they end is
+	// not counted: the counts are final once Run has returned.
+	Abandoned int64
 	// ReceiveFailures counts failed receive calls (not messages).
 	ReceiveFailures int64
 	// StopReason says why Run returned: "drained", "max messages", "max
@@ -211,6 +222,7 @@ const (
 	leaseLost
 	released
 	ackFailed
+	abandoned
 	numOutcomes
 )
 
@@ -225,6 +237,8 @@ type Runner struct {
 		mu                        sync.Mutex
 		stopReason                string
 		left                      int
+		lastActivity              time.Time // see Config.DrainQuiet
+		final                     bool      // set by abandon: outcomes are counted no more
 	}
 }
 
@@ -243,7 +257,7 @@ func (r *Runner) Stats() Stats {
 	defer r.stats.mu.Unlock()
 	return Stats{Received: r.stats.received.Load(), Succeeded: o[succeeded].Load(), Retried: o[retried].Load(),
 		Poisoned: o[poisoned].Load(), LeaseLost: o[leaseLost].Load(), Released: o[released].Load(),
-		AckFailed: o[ackFailed].Load(), ReceiveFailures: r.stats.receiveFailures.Load(),
+		AckFailed: o[ackFailed].Load(), Abandoned: o[abandoned].Load(), ReceiveFailures: r.stats.receiveFailures.Load(),
 		StopReason: r.stats.stopReason, Left: r.stats.left}
 }
 
@@ -251,10 +265,41 @@ func (r *Runner) Stats() Stats {
 // or waiting for a slot.
 func (r *Runner) Running() int { return int(r.stats.running.Load()) }
 
-// end counts the outcome of one received message.
+// end counts the outcome of one received message. An outcome that brings
+// the message back to the queue restarts the drain's quiet period.
 func (r *Runner) end(o outcome) {
-	r.stats.outcomes[o].Add(1)
-	r.stats.running.Add(-1)
+	r.stats.mu.Lock()
+	final := r.stats.final
+	if !final {
+		r.stats.outcomes[o].Add(1)
+		r.stats.running.Add(-1)
+	}
+	r.stats.mu.Unlock()
+	if !final && o != succeeded && o != poisoned {
+		r.touch()
+	}
+}
+
+// abandon counts the messages still held, whose handlers ignored their
+// cancellation, as abandoned, and stops counting outcomes. It returns how
+// many there were.
+func (r *Runner) abandon() int64 {
+	r.stats.mu.Lock()
+	defer r.stats.mu.Unlock()
+	n := r.stats.running.Swap(0)
+	r.stats.outcomes[abandoned].Add(n)
+	r.stats.final = true
+	return n
+}
+
+// touch records activity now; see Config.DrainQuiet.
+func (r *Runner) touch() {
+	now := r.cfg.Clock.Now()
+	r.stats.mu.Lock()
+	defer r.stats.mu.Unlock()
+	if now.After(r.stats.lastActivity) {
+		r.stats.lastActivity = now
+	}
 }
 
 // stop records why Run returns.
@@ -355,11 +400,11 @@ func (r *Runner) Run(ctx context.Context) error {
 	// messages, so the next ones start at once and a receive fetches
 	// many messages, not the few slots just freed.
 	capacity := c.Concurrency + min(c.BatchSize/2, c.Concurrency)
-	batch := c.BatchSize         // 1 after a failed receive; see above
-	var lastFailure time.Time    // when a receive last failed
-	failures := 0                // receives failed in a row
-	var failingSince time.Time   // when the first of them started
-	lastArrival := c.Clock.Now() // when a receive last returned a message
+	batch := c.BatchSize       // 1 after a failed receive; see above
+	var lastFailure time.Time  // when a receive last failed
+	failures := 0              // receives failed in a row
+	var failingSince time.Time // when the first of them started
+	r.touch()
 	err := func() error {
 		for stopCtx.Err() == nil {
 			for len(pending) > 0 && len(slots) < c.Concurrency {
@@ -418,7 +463,7 @@ func (r *Runner) Run(ctx context.Context) error {
 					// are visible again within a visibility timeout, so the
 					// drain's quiet period starts again. A failed receive of
 					// one message hid only that one, which cannot be had.
-					lastArrival = c.Clock.Now()
+					r.touch()
 				}
 				batch, lastFailure = 1, c.Clock.Now()
 				// The last try comes when the outage limit is reached.
@@ -431,7 +476,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			failures = 0
 			if len(msgs) == 0 {
 				if c.Drain && held == 0 {
-					if left, ok := r.drained(ctx, lastArrival); ok {
+					if left, ok := r.drained(ctx); ok {
 						r.stop("drained", left)
 						return nil
 					}
@@ -443,7 +488,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			if c.Clock.Now().Sub(lastFailure) >= c.Visibility {
 				batch = min(c.BatchSize, 2*batch)
 			}
-			lastArrival = c.Clock.Now()
+			r.touch()
 			r.stats.received.Add(int64(len(msgs)))
 			r.stats.running.Add(int64(len(msgs)))
 			for _, m := range msgs {
@@ -485,24 +530,26 @@ func (r *Runner) Run(ctx context.Context) error {
 		select {
 		case <-finished:
 		case <-c.Clock.After(abandonAfter):
-			// A handler that ignores its context is left behind; its
-			// message reappears once its lease lapses.
-			c.Logger.ErrorContext(ctx, "jobs ignored cancellation; leaving them behind", "running", len(slots))
+			// A handler that ignores its context is left behind and its
+			// message counted as abandoned; see Stats.Abandoned.
+			c.Logger.ErrorContext(ctx, "jobs ignored cancellation; leaving them behind", "abandoned", r.abandon())
 		}
 	}
 	return err
 }
 
 // drained reports whether a drain may end now that a receive found nothing
-// and nothing runs: the queue's approximate count is 0, or no message has
-// arrived since lastArrival for DrainQuiet. It returns the count (-1 when
-// it could not be read), and logs why the drain ends.
-func (r *Runner) drained(ctx context.Context, lastArrival time.Time) (int, bool) {
+// and nothing runs: the queue's approximate count is 0, or DrainQuiet has
+// passed since the last activity. It returns the count (-1 when it could
+// not be read), and logs why the drain ends.
+func (r *Runner) drained(ctx context.Context) (int, bool) {
 	c := &r.cfg
 	cctx, cancel := boundedCtx(callTimeout)
 	n, err := c.Queue.ApproximateCount(cctx)
 	cancel()
-	quiet := c.Clock.Now().Sub(lastArrival)
+	r.stats.mu.Lock()
+	quiet := c.Clock.Now().Sub(r.stats.lastActivity)
+	r.stats.mu.Unlock()
 	switch {
 	case err == nil && n == 0:
 		c.Logger.InfoContext(ctx, "queue drained", "queue", c.Queue.Name(), "invisible", 0)
@@ -574,7 +621,7 @@ func ackOutcome(err error) outcome {
 
 // String names an outcome as Stats and the logs do.
 func (o outcome) String() string {
-	return [...]string{"succeeded", "retried", "poisoned", "lease lost", "released", "ack failed"}[o]
+	return [...]string{"succeeded", "retried", "poisoned", "lease lost", "released", "ack failed", "abandoned"}[o]
 }
 
 // held is a received message whose lease is kept from the moment it
@@ -713,6 +760,14 @@ func (r *Runner) process(ctx context.Context, h *held) outcome {
 	default:
 		reason = fmt.Sprintf("dequeue count %d reached the maximum %d; last error: %v", m.DequeueCount, c.MaxDequeueCount, err)
 	}
+	// Move writes the record and sends the poison message before it
+	// deletes the original: confirm the lease first (see confirmLease).
+	receipt, until, lerr := r.confirmLease(m, receipt, until)
+	if lerr != nil {
+		o := ackOutcome(lerr)
+		log.WarnContext(ctx, "could not confirm the lease before poisoning; not poisoned, the message will be delivered again", "outcome", o, "err", err, "lease_err", lerr)
+		return o
+	}
 	if perr := r.acknowledge(until, func(ctx context.Context, _ bool) error { return c.Poison.Move(ctx, f, receipt, reason) }); perr != nil {
 		o := ackOutcome(perr)
 		log.ErrorContext(ctx, "could not move the message to the poison queue; it will be delivered again", "outcome", o, "err", err, "poison_err", perr)
@@ -720,6 +775,29 @@ func (r *Runner) process(ctx context.Context, h *held) outcome {
 	}
 	log.WarnContext(ctx, "job poisoned", "reason", reason)
 	return poisoned
+}
+
+// confirmLease renews a message's lease right before it is poisoned and
+// returns the new receipt and lease end. The keeper notices a lost lease
+// only at its next renewal, and Move parks the message before its last
+// step, the delete, can find the receipt stale: without this check, a
+// message whose lease lapsed unnoticed would be poisoned while it is live
+// on another worker. An error wrapping ErrNotFound or
+// ErrPopReceiptMismatch means the lease is lost (also on a retry: a try
+// whose reply was lost changed the receipt, and the new one is unknown).
+func (r *Runner) confirmLease(m storeadapter.Message, receipt string, until time.Time) (string, time.Time, error) {
+	c := &r.cfg
+	began := c.Clock.Now()
+	var rc storeadapter.Receipt
+	err := r.acknowledge(until, func(ctx context.Context, _ bool) error {
+		var err error
+		rc, err = c.Queue.Update(ctx, m.ID, receipt, m.Text, c.Visibility)
+		return err
+	})
+	if err != nil {
+		return receipt, until, err
+	}
+	return rc.PopReceipt, leaseEnd(began, c.Visibility, rc.NextVisible), nil
 }
 
 // succeed deletes the message of a job that succeeded, then drops its
@@ -862,13 +940,19 @@ func leaseEnd(began time.Time, visibility time.Duration, nextVisible time.Time) 
 // keep renews the lease at half the visibility timeout until stopped. Each
 // renewal returns a new pop receipt, which replaces the old one. When the
 // message is gone or another receive took it, the lease is lost and the
-// handler's context is cancelled. A transient failure is retried at the
-// next tick, a quarter timeout later.
+// handler's context is cancelled. A transient failure is retried a quarter
+// timeout later, but never past the lease's end: once the clock reaches
+// it without a successful renewal, the message may be visible and taken
+// by another worker, so the lease is lost too. A pop receipt mismatch
+// right after a failed renewal most likely means that renewal went through
+// and only its reply was lost; the lease is lost either way (the new
+// receipt is unknown), and the log says so.
 func (l *lease) keep(ctx context.Context, cancel context.CancelCauseFunc) {
 	defer close(l.exited)
 	c := &l.r.cfg
 	m := l.h.m
 	wait := c.Visibility / 2
+	var failed error // the last renewal's error, nil when it succeeded
 	for {
 		select {
 		case <-l.stopCh:
@@ -876,9 +960,14 @@ func (l *lease) keep(ctx context.Context, cancel context.CancelCauseFunc) {
 		case <-c.Clock.After(wait):
 		}
 		l.mu.Lock()
-		receipt := l.receipt
+		receipt, until := l.receipt, l.until
 		l.mu.Unlock()
 		began := c.Clock.Now()
+		if !began.Before(until) {
+			l.h.log.WarnContext(ctx, "lease ran out without a successful renewal; cancelling the job", "err", failed)
+			l.lose(cancel)
+			return
+		}
 		uctx, endCall := boundedCtx(max(c.Visibility/4, time.Second))
 		rc, err := c.Queue.Update(uctx, m.ID, receipt, m.Text, c.Visibility)
 		endCall()
@@ -887,18 +976,26 @@ func (l *lease) keep(ctx context.Context, cancel context.CancelCauseFunc) {
 			l.mu.Lock()
 			l.receipt, l.until = rc.PopReceipt, leaseEnd(began, c.Visibility, rc.NextVisible)
 			l.mu.Unlock()
-			wait = c.Visibility / 2
+			wait, failed = c.Visibility/2, nil
 		case errors.Is(err, storeadapter.ErrNotFound) || errors.Is(err, storeadapter.ErrPopReceiptMismatch):
-			l.mu.Lock()
-			l.lost = true
-			l.mu.Unlock()
-			cancel(errLeaseLost)
+			if failed != nil && errors.Is(err, storeadapter.ErrPopReceiptMismatch) {
+				l.h.log.WarnContext(ctx, "lease renewal reply probably lost: the failed renewal went through and changed the pop receipt; the lease is lost", "err", err, "earlier_err", failed)
+			}
+			l.lose(cancel)
 			return
 		default:
-			l.h.log.WarnContext(ctx, "lease renewal failed; retrying", "err", err, "retry_in", c.Visibility/4)
-			wait = c.Visibility / 4
+			wait, failed = min(c.Visibility/4, until.Sub(c.Clock.Now())), err
+			l.h.log.WarnContext(ctx, "lease renewal failed; retrying", "err", err, "retry_in", wait)
 		}
 	}
+}
+
+// lose marks the lease lost and cancels the handler.
+func (l *lease) lose(cancel context.CancelCauseFunc) {
+	l.mu.Lock()
+	l.lost = true
+	l.mu.Unlock()
+	cancel(errLeaseLost)
 }
 
 // stop ends renewal, waits for an in-flight renewal to finish, and returns

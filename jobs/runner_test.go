@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/tablekeeper/tablekeeper/jobs"
@@ -203,6 +204,112 @@ func TestLeaseLossCancelsHandler(t *testing.T) {
 	stop()
 }
 
+// cancelled is a handler that blocks until its context ends and records
+// the cause and the clock time.
+type cancelled struct {
+	clock *localstore.FakeClock
+	cause error
+	at    time.Time
+}
+
+func (c *cancelled) Handle(ctx context.Context, job jobs.Job) error {
+	<-ctx.Done()
+	c.cause, c.at = context.Cause(ctx), c.clock.Now()
+	return ctx.Err()
+}
+
+// TestLeaseLapseCancelsHandler: every renewal fails transiently. Once the
+// clock passes the lease's end (30 s) the handler is cancelled: another
+// worker may have the message by then.
+func TestLeaseLapseCancelsHandler(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := &cancelled{}
+		b := setup(t, h.Handle)
+		h.clock = b.clock
+		b.cfg.Queue = &faultyQueue{Queue: b.queue, updates: func(int) (bool, error) { return false, errInjected }}
+		b.cfg.MaxMessages = 1
+		start := b.clock.Now()
+		b.send(t, "op-1")
+		r, errc := b.run(t)
+		if err := b.drive(t, errc, 500*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		if took := h.at.Sub(start); took > 30*time.Second || !strings.Contains(fmt.Sprint(h.cause), "lease") {
+			t.Errorf("handler cancelled after %v with cause %v; want the lease-lost cause at the lease's end, 30 s", took, h.cause)
+		}
+		if s := r.Stats(); s.LeaseLost != 1 {
+			t.Errorf("stats %+v; want the message counted as lease lost", s)
+		}
+	})
+}
+
+// TestLostRenewalReplyLogged: the first renewal goes through but its reply
+// is lost; the next one finds the pop receipt changed. The lease is lost,
+// and the log says the reply was probably lost.
+func TestLostRenewalReplyLogged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := &cancelled{}
+		b := setup(t, h.Handle)
+		h.clock = b.clock
+		b.cfg.Queue = &faultyQueue{Queue: b.queue, updates: func(n int) (bool, error) {
+			if n == 0 {
+				return true, errInjected
+			}
+			return true, nil
+		}}
+		b.cfg.MaxMessages = 1
+		logs := b.logTo()
+		b.send(t, "op-1")
+		r, errc := b.run(t)
+		if err := b.drive(t, errc, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if l := logs.lines("lease renewal reply probably lost"); len(l) != 1 || !strings.Contains(fmt.Sprint(h.cause), "lease") {
+			t.Errorf("%d lines say the renewal reply was probably lost, handler cause %v; want 1 and the lease-lost cause", len(l), h.cause)
+		}
+		if s := r.Stats(); s.LeaseLost != 1 {
+			t.Errorf("stats %+v; want the message counted as lease lost", s)
+		}
+	})
+}
+
+// TestPoisonConfirmsLease: the job fails permanently after its lease was
+// taken by another worker, unnoticed so far (no renewal was due). The
+// message must not be poisoned: it is live on the other worker.
+func TestPoisonConfirmsLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var b *bundle
+		b = setup(t, func(ctx context.Context, job jobs.Job) error {
+			// Another worker's receive changes the pop receipt; the
+			// message stays hidden for it.
+			if _, err := b.queue.Update(ctx, job.Message.ID, job.Message.PopReceipt, job.Message.Text, time.Hour); err != nil {
+				t.Errorf("taking the lease: %v", err)
+			}
+			return jobs.Permanentf("bad args")
+		})
+		pq := b.store.Queue("work-poison")
+		mover := poison.New(poison.Config{Tables: b.store.Tables(), Source: b.queue, Poison: pq,
+			Blobs: b.store.Container("work-poison"), Now: b.clock.Now, Host: "w1"})
+		b.cfg.Poison, b.cfg.MaxMessages = mover, 1
+		b.send(t, "op-1")
+		r, errc := b.run(t)
+		if err := b.drive(t, errc, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if s := r.Stats(); s.LeaseLost != 1 || s.Poisoned != 0 {
+			t.Errorf("stats %+v; want the message counted as lease lost, not poisoned", s)
+		}
+		recs, err := mover.List(context.Background(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, _ := pq.ApproximateCount(context.Background())
+		if len(recs) != 0 || n != 0 {
+			t.Errorf("%d poison records (%+v) and %d poison messages; want none for a message another worker holds", len(recs), recs, n)
+		}
+	})
+}
+
 // TestTransientStorageErrorRetried: a table name still being deleted (409,
 // but transient) is retried, not poisoned.
 func TestTransientStorageErrorRetried(t *testing.T) {
@@ -236,26 +343,30 @@ func TestForbiddenRetried(t *testing.T) {
 // TestSuccessAfterRetryForgetsFailures: a message that fails once and then
 // succeeds has its failure record dropped.
 func TestSuccessAfterRetryForgetsFailures(t *testing.T) {
-	var calls atomic.Int32
-	b := setup(t, func(ctx context.Context, job jobs.Job) error {
-		if calls.Add(1) == 1 {
-			return errors.New("storage hiccup")
+	synctest.Test(t, func(t *testing.T) {
+		var calls atomic.Int32
+		b := setup(t, func(ctx context.Context, job jobs.Job) error {
+			if calls.Add(1) == 1 {
+				return errors.New("storage hiccup")
+			}
+			return nil
+		})
+		b.cfg.IdleMax = time.Second
+		b.send(t, "op-1")
+		r, stop := b.start(t)
+		defer stop()
+		synctest.Wait()
+		if s := r.Stats(); s.Retried != 1 {
+			t.Fatalf("stats %+v; want the first delivery retried", s)
 		}
-		return nil
+		b.advanceUntil(t, 100*time.Millisecond, 100*time.Second, func() bool { return r.Stats().Succeeded == 1 })
+		synctest.Wait()
+		b.poison.mu.Lock()
+		defer b.poison.mu.Unlock()
+		if b.poison.forgotten != 1 {
+			t.Errorf("failure record forgotten %d times; want 1", b.poison.forgotten)
+		}
 	})
-	b.cfg.IdleMax = time.Second
-	b.send(t, "op-1")
-	r, stop := b.start(t)
-	defer stop()
-	waitFor(t, func() bool { return r.Stats().Retried == 1 })
-	for i := 0; r.Stats().Succeeded == 0; i++ {
-		if i == 1000 {
-			t.Fatal("the retried message did not come back within 100 s of clock time")
-		}
-		b.clock.Advance(100 * time.Millisecond)
-		time.Sleep(time.Millisecond)
-	}
-	waitFor(t, func() bool { b.poison.mu.Lock(); defer b.poison.mu.Unlock(); return b.poison.forgotten == 1 })
 }
 
 // TestMaxMessages stops after exactly MaxMessages, even below half a batch.
@@ -287,40 +398,46 @@ func TestMaxMessages(t *testing.T) {
 // back only after a delay that grows with its dequeue count, then is
 // poisoned at the threshold with every attempt recorded.
 func TestRetryBackoffGrows(t *testing.T) {
-	b := setup(t, func(ctx context.Context, job jobs.Job) error { return errors.New("storage hiccup") })
-	b.cfg.MaxDequeueCount = 3
-	b.cfg.IdleMax = time.Second // so a poll follows every clock step below
-	b.send(t, "op-1")
-	r, stop := b.start(t)
-	defer stop()
-	for x := int64(1); x < 3; x++ {
-		// The clock stands still between the failure and this point.
-		waitFor(t, func() bool { return r.Stats().Retried == x })
-		nominal := float64(time.Second) * float64(int64(1)<<x-1)
-		lo := time.Duration(0.8 * nominal).Truncate(time.Second) // the queue keeps whole seconds
-		if lo >= time.Second {
-			b.clock.Advance(lo - time.Millisecond)
-			if msgs, _ := b.queue.Peek(context.Background(), 1); len(msgs) != 0 {
-				t.Fatalf("after failure %d the message came back before %v", x, lo)
+	synctest.Test(t, func(t *testing.T) {
+		b := setup(t, func(ctx context.Context, job jobs.Job) error { return errors.New("storage hiccup") })
+		b.cfg.MaxDequeueCount = 3
+		b.cfg.IdleMax = time.Second // so a poll follows every clock step below
+		b.send(t, "op-1")
+		r, stop := b.start(t)
+		defer stop()
+		for x := int64(1); x < 3; x++ {
+			// The clock stands still between the failure and this point.
+			synctest.Wait()
+			if s := r.Stats(); s.Retried != x {
+				t.Fatalf("stats %+v; want %d retried", s, x)
 			}
-		} else if msgs, _ := b.queue.Peek(context.Background(), 1); len(msgs) != 0 {
-			t.Fatalf("after failure %d the message is visible at once; want a delay", x)
+			nominal := float64(time.Second) * float64(int64(1)<<x-1)
+			lo := time.Duration(0.8 * nominal).Truncate(time.Second) // the queue keeps whole seconds
+			if lo >= time.Second {
+				b.clock.Advance(lo - time.Millisecond)
+				if msgs, _ := b.queue.Peek(context.Background(), 1); len(msgs) != 0 {
+					t.Fatalf("after failure %d the message came back before %v", x, lo)
+				}
+			} else if msgs, _ := b.queue.Peek(context.Background(), 1); len(msgs) != 0 {
+				t.Fatalf("after failure %d the message is visible at once; want a delay", x)
+			}
+			// Step until the runner polls it again.
+			b.advanceUntil(t, 100*time.Millisecond, 10*time.Second, func() bool { return r.Stats().Received > x })
+			if elapsed := b.clock.Now().Sub(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)); elapsed > 10*time.Second {
+				t.Fatalf("message took %v of clock time to come back after failure %d", elapsed, x)
+			}
 		}
-		for r.Stats().Received == x { // step until the runner polls it again
-			b.clock.Advance(100 * time.Millisecond)
-			time.Sleep(time.Millisecond)
+		synctest.Wait()
+		if s := r.Stats(); s.Poisoned != 1 {
+			t.Fatalf("stats %+v; want the third delivery poisoned", s)
 		}
-		if elapsed := b.clock.Now().Sub(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)); elapsed > 10*time.Second {
-			t.Fatalf("message took %v of clock time to come back after failure %d", elapsed, x)
+		if got := len(b.poison.attempts); got != 2 {
+			t.Fatalf("%d attempts recorded before poisoning; want 2", got)
 		}
-	}
-	waitFor(t, func() bool { return r.Stats().Poisoned == 1 })
-	if got := len(b.poison.attempts); got != 2 {
-		t.Fatalf("%d attempts recorded before poisoning; want 2", got)
-	}
-	if reasons := b.poison.reasons(); !strings.Contains(reasons[0], "dequeue count 3") || !strings.Contains(reasons[0], "storage hiccup") {
-		t.Fatalf("poison reason %q should give the dequeue count and the last error", reasons[0])
-	}
+		if reasons := b.poison.reasons(); !strings.Contains(reasons[0], "dequeue count 3") || !strings.Contains(reasons[0], "storage hiccup") {
+			t.Fatalf("poison reason %q should give the dequeue count and the last error", reasons[0])
+		}
+	})
 }
 
 // TestRetryDelay checks the formula's bounds and growth.
@@ -428,6 +545,38 @@ func TestShutdownLetsRunningJobFinish(t *testing.T) {
 	}
 }
 
+// TestAbandonedJobsCounted: a handler ignores cancellation at shutdown.
+// Run gives up on it after the grace period and returns with every
+// received message in one outcome: the ignored one counts as abandoned.
+func TestAbandonedJobsCounted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		started, release := make(chan struct{}), make(chan struct{})
+		b := setup(t, func(ctx context.Context, job jobs.Job) error {
+			close(started)
+			<-release
+			return nil
+		})
+		b.send(t, "op-stubborn")
+		r, stop := b.start(t)
+		<-started
+		errc := make(chan error, 1)
+		go func() { errc <- stop() }()
+		if err := b.drive(t, errc, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		s := r.Stats()
+		checkAddsUp(t, s)
+		if s.Abandoned != 1 || s.StopReason != "shutdown" {
+			t.Errorf("stats %+v; want the running job counted as abandoned", s)
+		}
+		close(release) // the handler ends late: the final counts stay
+		synctest.Wait()
+		if late := r.Stats(); late != s {
+			t.Errorf("stats changed after Run returned: %+v, then %+v", s, late)
+		}
+	})
+}
+
 // waitFor polls cond (the runner works in other goroutines) for up to 5 s.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
@@ -486,25 +635,42 @@ func (b *bundle) run(t *testing.T) (*jobs.Runner, <-chan error) {
 	return r, errc
 }
 
-// drive moves the fake clock on in steps (the runner waits on it for
-// backoffs, retries and leases) until Run's error arrives on errc, and
-// returns it. It fails the test if Run has not returned within 10 s of
-// real time or 3 h of clock time.
-func (b *bundle) drive(t *testing.T, r *jobs.Runner, errc <-chan error, step time.Duration) error {
+// advanceUntil moves the fake clock on in steps until cond holds. Before
+// each look at cond it waits until every goroutine of the bubble is blocked
+// (synctest.Wait): the clock never moves while the runner works, so every
+// run of a test sees the same clock times. It fails the test once limit of
+// clock time has passed (a runner stuck on anything but the clock gets
+// there at once). Call it inside synctest.Test.
+func (b *bundle) advanceUntil(t *testing.T, step, limit time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
 	for moved := time.Duration(0); ; moved += step {
-		select {
-		case err := <-errc:
-			return err
-		default:
+		synctest.Wait()
+		if cond() {
+			return
 		}
-		if time.Now().After(deadline) || moved > 3*time.Hour {
-			t.Fatalf("Run did not return within 10 s (%v of clock time); stats %+v", moved, r.Stats())
+		if moved >= limit {
+			t.Fatalf("condition not reached within %v of clock time", limit)
 		}
 		b.clock.Advance(step)
-		time.Sleep(time.Millisecond) // let the runner's goroutines take the step
 	}
+}
+
+// drive moves the fake clock on in steps (the runner waits on it for
+// backoffs, retries and leases) until Run's error arrives on errc, and
+// returns it; see advanceUntil. It fails the test if Run has not returned
+// within 3 h of clock time.
+func (b *bundle) drive(t *testing.T, errc <-chan error, step time.Duration) error {
+	t.Helper()
+	var err error
+	b.advanceUntil(t, step, 3*time.Hour, func() bool {
+		select {
+		case err = <-errc:
+			return true
+		default:
+			return false
+		}
+	})
+	return err
 }
 
 // drain runs a runner on b.cfg (with Drain) to its end, driving the clock,
@@ -514,7 +680,7 @@ func (b *bundle) drain(t *testing.T, step time.Duration) jobs.Stats {
 	t.Helper()
 	b.cfg.Drain = true
 	r, errc := b.run(t)
-	if err := b.drive(t, r, errc, step); err != nil {
+	if err := b.drive(t, errc, step); err != nil {
 		t.Fatal(err)
 	}
 	s := r.Stats()
@@ -525,7 +691,7 @@ func (b *bundle) drain(t *testing.T, step time.Duration) jobs.Stats {
 // checkAddsUp checks that every received message ended in one outcome.
 func checkAddsUp(t *testing.T, s jobs.Stats) {
 	t.Helper()
-	if sum := s.Succeeded + s.Retried + s.Poisoned + s.LeaseLost + s.Released + s.AckFailed; sum != s.Received {
+	if sum := s.Succeeded + s.Retried + s.Poisoned + s.LeaseLost + s.Released + s.AckFailed + s.Abandoned; sum != s.Received {
 		t.Errorf("stats %+v: outcomes add up to %d, but %d messages were received", s, sum, s.Received)
 	}
 }
@@ -534,11 +700,14 @@ func checkAddsUp(t *testing.T, s jobs.Stats) {
 // the service hid the batch (as Azurite does for a message it cannot
 // render). With flakyAcks, the first update of each message fails, and
 // of each message's deletes the first fails and the second is carried out
-// but answers an error, as when the reply is lost.
+// but answers an error, as when the reply is lost. Otherwise updates, when
+// set, decides each update of a message by its number (0 first): whether
+// it is carried out, and the error it answers.
 type faultyQueue struct {
 	storeadapter.Queue
 	receive   func(msgs []storeadapter.Message) error
 	flakyAcks bool
+	updates   func(n int) (apply bool, err error)
 	mu        sync.Mutex
 	calls     map[string]int // "op id" -> calls so far
 }
@@ -570,7 +739,17 @@ func (q *faultyQueue) Update(ctx context.Context, id, receipt, text string, vis 
 	if q.flakyAcks && q.call("update", id) == 0 {
 		return storeadapter.Receipt{}, errInjected
 	}
-	return q.Queue.Update(ctx, id, receipt, text, vis)
+	if q.updates == nil {
+		return q.Queue.Update(ctx, id, receipt, text, vis)
+	}
+	apply, err := q.updates(q.call("update", id))
+	if apply {
+		rc, uerr := q.Queue.Update(ctx, id, receipt, text, vis)
+		if err == nil {
+			return rc, uerr
+		}
+	}
+	return storeadapter.Receipt{}, err
 }
 
 func (q *faultyQueue) DeleteMessage(ctx context.Context, id, receipt string) error {
@@ -593,30 +772,32 @@ func (q *faultyQueue) DeleteMessage(ctx context.Context, id, receipt string) err
 // retried; its 404 means done, so the message counts as succeeded, and a
 // failure record that cannot be dropped at once is dropped on a retry.
 func TestLostDeleteReplyCountsSucceeded(t *testing.T) {
-	var calls atomic.Int32
-	b := setup(t, func(ctx context.Context, job jobs.Job) error {
-		if calls.Add(1) == 1 {
-			return fmt.Errorf("read source: %w", storeadapter.ErrUnavailable)
+	synctest.Test(t, func(t *testing.T) {
+		var calls atomic.Int32
+		b := setup(t, func(ctx context.Context, job jobs.Job) error {
+			if calls.Add(1) == 1 {
+				return fmt.Errorf("read source: %w", storeadapter.ErrUnavailable)
+			}
+			return nil
+		})
+		b.cfg.Queue = &faultyQueue{Queue: b.queue, flakyAcks: true}
+		b.poison.forgetFaults = 1
+		logs := b.logTo()
+		b.send(t, "op-1")
+		s := b.drain(t, 100*time.Millisecond)
+		if s.Succeeded != 1 || s.Retried != 1 || s.AckFailed != 0 {
+			t.Errorf("stats %+v; want 1 retried, then 1 succeeded although the delete's reply was lost", s)
 		}
-		return nil
+		if n, _ := b.queue.ApproximateCount(context.Background()); n != 0 {
+			t.Errorf("%d messages left; want 0", n)
+		}
+		if b.poison.forgotten != 1 {
+			t.Errorf("failure record forgotten %d times; want 1 (the first try failed)", b.poison.forgotten)
+		}
+		if l := logs.lines("job done but"); len(l) != 0 {
+			t.Errorf("logged %v; the delete was retried and went through", l)
+		}
 	})
-	b.cfg.Queue = &faultyQueue{Queue: b.queue, flakyAcks: true}
-	b.poison.forgetFaults = 1
-	logs := b.logTo()
-	b.send(t, "op-1")
-	s := b.drain(t, 100*time.Millisecond)
-	if s.Succeeded != 1 || s.Retried != 1 || s.AckFailed != 0 {
-		t.Errorf("stats %+v; want 1 retried, then 1 succeeded although the delete's reply was lost", s)
-	}
-	if n, _ := b.queue.ApproximateCount(context.Background()); n != 0 {
-		t.Errorf("%d messages left; want 0", n)
-	}
-	if b.poison.forgotten != 1 {
-		t.Errorf("failure record forgotten %d times; want 1 (the first try failed)", b.poison.forgotten)
-	}
-	if l := logs.lines("job done but"); len(l) != 0 {
-		t.Errorf("logged %v; the delete was retried and went through", l)
-	}
 }
 
 // TestOutcomesAddUpUnderFaults fails the first update and delete of every
@@ -624,30 +805,32 @@ func TestLostDeleteReplyCountsSucceeded(t *testing.T) {
 // message ends in exactly one outcome: each good message succeeds once, each failing one is
 // poisoned once, and the queue ends empty.
 func TestOutcomesAddUpUnderFaults(t *testing.T) {
-	b := setup(t, func(ctx context.Context, job jobs.Job) error {
-		switch {
-		case strings.HasPrefix(job.ID, "flaky"):
-			return fmt.Errorf("target: %w", storeadapter.ErrUnavailable)
-		case strings.HasPrefix(job.ID, "bad"):
-			return jobs.Permanentf("bad args")
+	synctest.Test(t, func(t *testing.T) {
+		b := setup(t, func(ctx context.Context, job jobs.Job) error {
+			switch {
+			case strings.HasPrefix(job.ID, "flaky"):
+				return fmt.Errorf("target: %w", storeadapter.ErrUnavailable)
+			case strings.HasPrefix(job.ID, "bad"):
+				return jobs.Permanentf("bad args")
+			}
+			return nil
+		})
+		b.cfg.Queue = &faultyQueue{Queue: b.queue, flakyAcks: true}
+		b.cfg.MaxDequeueCount = 3
+		want := map[string]int{"ok": 20, "flaky": 5, "bad": 5}
+		for prefix, k := range want {
+			for i := range k {
+				b.send(t, fmt.Sprintf("%s-%d", prefix, i))
+			}
 		}
-		return nil
+		s := b.drain(t, 500*time.Millisecond)
+		if s.Succeeded != int64(want["ok"]) || s.Poisoned != int64(want["flaky"]+want["bad"]) {
+			t.Errorf("stats %+v; want %d succeeded and %d poisoned", s, want["ok"], want["flaky"]+want["bad"])
+		}
+		if left, _ := b.queue.ApproximateCount(context.Background()); left != 0 || s.StopReason != "drained" || s.Left != 0 {
+			t.Errorf("%d messages left, stop reason %q, Left %d; want an empty, drained queue", left, s.StopReason, s.Left)
+		}
 	})
-	b.cfg.Queue = &faultyQueue{Queue: b.queue, flakyAcks: true}
-	b.cfg.MaxDequeueCount = 3
-	want := map[string]int{"ok": 20, "flaky": 5, "bad": 5}
-	for prefix, k := range want {
-		for i := range k {
-			b.send(t, fmt.Sprintf("%s-%d", prefix, i))
-		}
-	}
-	s := b.drain(t, 500*time.Millisecond)
-	if s.Succeeded != int64(want["ok"]) || s.Poisoned != int64(want["flaky"]+want["bad"]) {
-		t.Errorf("stats %+v; want %d succeeded and %d poisoned", s, want["ok"], want["flaky"]+want["bad"])
-	}
-	if left, _ := b.queue.ApproximateCount(context.Background()); left != 0 || s.StopReason != "drained" || s.Left != 0 {
-		t.Errorf("%d messages left, stop reason %q, Left %d; want an empty, drained queue", left, s.StopReason, s.Left)
-	}
 }
 
 // TestOverDeliveredPoisonKeepsContext: a message past the maximum dequeue
@@ -693,104 +876,136 @@ const badText = "bad-message"
 // failure with its backoff and shrinks the batch, so the other messages
 // still run and the drain ends.
 func TestReceiveBatchShrinksPastBadMessage(t *testing.T) {
-	b := setup(t, func(ctx context.Context, job jobs.Job) error { return nil })
-	for i := range 20 {
-		b.send(t, fmt.Sprintf("op-%d", i))
-		if i == 3 {
-			if _, err := b.queue.Send(context.Background(), badText, storeadapter.SendOptions{}); err != nil {
-				t.Fatal(err)
+	synctest.Test(t, func(t *testing.T) {
+		b := setup(t, func(ctx context.Context, job jobs.Job) error { return nil })
+		for i := range 20 {
+			b.send(t, fmt.Sprintf("op-%d", i))
+			if i == 3 {
+				if _, err := b.queue.Send(context.Background(), badText, storeadapter.SendOptions{}); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
-	}
-	b.cfg.Queue = &faultyQueue{Queue: b.queue, receive: func(msgs []storeadapter.Message) error {
-		for _, m := range msgs {
-			if m.Text == badText {
-				return fmt.Errorf("receive: 500 InternalError: %w", storeadapter.ErrUnavailable)
+		b.cfg.Queue = &faultyQueue{Queue: b.queue, receive: func(msgs []storeadapter.Message) error {
+			for _, m := range msgs {
+				if m.Text == badText {
+					return fmt.Errorf("receive: 500 InternalError: %w", storeadapter.ErrUnavailable)
+				}
 			}
+			return nil
+		}}
+		logs := b.logTo()
+		s := b.drain(t, 500*time.Millisecond)
+		if s.Succeeded != 20 || s.StopReason != "drained" || s.Left != 1 {
+			t.Errorf("stats %+v; want the 20 good messages succeeded and a drain that ends with the bad one left", s)
 		}
-		return nil
-	}}
-	logs := b.logTo()
-	s := b.drain(t, 500*time.Millisecond)
-	if s.Succeeded != 20 || s.StopReason != "drained" || s.Left != 1 {
-		t.Errorf("stats %+v; want the 20 good messages succeeded and a drain that ends with the bad one left", s)
-	}
-	failed := logs.lines("receive failed")
-	if int64(len(failed)) != s.ReceiveFailures || len(failed) == 0 {
-		t.Fatalf("%d receive failures logged, %d counted; want every one logged", len(failed), s.ReceiveFailures)
-	}
-	if failed[0]["retry_in"] == nil || failed[0]["next_batch"] == nil {
-		t.Errorf("receive failure line %v lacks retry_in or next_batch", failed[0])
-	}
+		failed := logs.lines("receive failed")
+		if int64(len(failed)) != s.ReceiveFailures || len(failed) == 0 {
+			t.Fatalf("%d receive failures logged, %d counted; want every one logged", len(failed), s.ReceiveFailures)
+		}
+		if failed[0]["retry_in"] == nil || failed[0]["next_batch"] == nil {
+			t.Errorf("receive failure line %v lacks retry_in or next_batch", failed[0])
+		}
+	})
 }
 
 // TestDrainEndsWithInvisibleLeftovers: the count still holds a message
 // another worker keeps and an expired one; the drain ends once nothing has
 // been visible for DrainQuiet and says how many were left.
 func TestDrainEndsWithInvisibleLeftovers(t *testing.T) {
-	b := setup(t, func(ctx context.Context, job jobs.Job) error { return nil })
-	ctx := context.Background()
-	b.send(t, "op-elsewhere")
-	if msgs, err := b.queue.Receive(ctx, 1, 24*time.Hour); err != nil || len(msgs) != 1 {
-		t.Fatalf("receive: %d, %v", len(msgs), err)
-	}
-	if _, err := b.queue.Send(ctx, "expiring", storeadapter.SendOptions{VisibilityDelay: time.Minute, TTL: time.Minute + time.Second}); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 3 {
-		b.send(t, fmt.Sprintf("op-%d", i))
-	}
-	b.cfg.DrainQuiet = 5 * time.Minute
-	logs := b.logTo()
-	start := b.clock.Now()
-	// The expiring message is visible for one second, [1m, 1m1s): 7 s
-	// steps of the clock (…, 56 s, 63 s, …) never land in it, so it expires
-	// unseen whatever the runner's poll times are.
-	s := b.drain(t, 7*time.Second)
-	if s.Succeeded != 3 || s.StopReason != "drained" || s.Left != 2 {
-		t.Errorf("stats %+v; want 3 succeeded and a drain that ends with 2 left (one held elsewhere, one expired)", s)
-	}
-	if took := b.clock.Now().Sub(start); took < 5*time.Minute || took > 6*time.Minute {
-		t.Errorf("the drain ended after %v of clock time; want the quiet period, 5 min", took)
-	}
-	if l := logs.lines("queue drained"); len(l) != 1 || l[0]["invisible"] != 2.0 {
-		t.Errorf("drain lines %v; want one saying 2 invisible", l)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		b := setup(t, func(ctx context.Context, job jobs.Job) error { return nil })
+		ctx := context.Background()
+		b.send(t, "op-elsewhere")
+		if msgs, err := b.queue.Receive(ctx, 1, 24*time.Hour); err != nil || len(msgs) != 1 {
+			t.Fatalf("receive: %d, %v", len(msgs), err)
+		}
+		if _, err := b.queue.Send(ctx, "expiring", storeadapter.SendOptions{VisibilityDelay: time.Minute, TTL: time.Minute + time.Second}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 {
+			b.send(t, fmt.Sprintf("op-%d", i))
+		}
+		b.cfg.DrainQuiet = 5 * time.Minute
+		logs := b.logTo()
+		start := b.clock.Now()
+		// The expiring message is visible for one second, [1m, 1m1s): 7 s
+		// steps of the clock (…, 56 s, 63 s, …) never land in it, so it expires
+		// unseen whatever the runner's poll times are.
+		s := b.drain(t, 7*time.Second)
+		if s.Succeeded != 3 || s.StopReason != "drained" || s.Left != 2 {
+			t.Errorf("stats %+v; want 3 succeeded and a drain that ends with 2 left (one held elsewhere, one expired)", s)
+		}
+		if took := b.clock.Now().Sub(start); took < 5*time.Minute || took > 6*time.Minute {
+			t.Errorf("the drain ended after %v of clock time; want the quiet period, 5 min", took)
+		}
+		if l := logs.lines("queue drained"); len(l) != 1 || l[0]["invisible"] != 2.0 {
+			t.Errorf("drain lines %v; want one saying 2 invisible", l)
+		}
+	})
+}
+
+// TestDrainWaitsForOwnRetry: a job that runs longer than DrainQuiet and
+// then fails transiently is retried by the same drain. The quiet period
+// runs from the failure, not from the message's arrival.
+func TestDrainWaitsForOwnRetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var calls atomic.Int32
+		var b *bundle
+		b = setup(t, func(ctx context.Context, job jobs.Job) error {
+			if calls.Add(1) > 1 {
+				return nil
+			}
+			select {
+			case <-b.clock.After(3 * time.Minute):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			return fmt.Errorf("write target: %w", storeadapter.ErrUnavailable)
+		})
+		b.send(t, "op-slow")
+		s := b.drain(t, time.Second)
+		if s.Retried != 1 || s.Succeeded != 1 || s.StopReason != "drained" || s.Left != 0 {
+			t.Errorf("stats %+v; want the retry run by the same drain: 1 retried, 1 succeeded, nothing left", s)
+		}
+	})
 }
 
 // TestReceiveOutageEndsRun: every receive fails. The first failure is
 // logged at once with its backoff, every later one too, and Run returns an
 // error once receives have failed for ReceiveOutage.
 func TestReceiveOutageEndsRun(t *testing.T) {
-	clock := localstore.NewFakeClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
-	store := localstore.New(localstore.Options{Now: clock.Now, Fault: func(op string) error {
-		if op == "Receive" {
-			return fmt.Errorf("dial tcp 127.0.0.1:1: connection refused: %w", storeadapter.ErrUnavailable)
+	synctest.Test(t, func(t *testing.T) {
+		clock := localstore.NewFakeClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
+		store := localstore.New(localstore.Options{Now: clock.Now, Fault: func(op string) error {
+			if op == "Receive" {
+				return fmt.Errorf("dial tcp 127.0.0.1:1: connection refused: %w", storeadapter.ErrUnavailable)
+			}
+			return nil
+		}})
+		b := setup(t, func(ctx context.Context, job jobs.Job) error { return nil })
+		q := store.Queue("work")
+		if err := q.Create(context.Background()); err != nil {
+			t.Fatal(err)
 		}
-		return nil
-	}})
-	b := setup(t, func(ctx context.Context, job jobs.Job) error { return nil })
-	q := store.Queue("work")
-	if err := q.Create(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	b.clock, b.cfg.Clock, b.cfg.Queue, b.cfg.Drain, b.cfg.ReceiveOutage = clock, clock, q, true, time.Minute
-	logs := b.logTo()
-	r, errc := b.run(t)
-	waitFor(t, func() bool { return len(logs.lines("receive failed")) == 1 }) // the clock has not moved
-	if l := logs.lines("receive failed")[0]; l["retry_in"] == nil || !strings.Contains(fmt.Sprint(l["err"]), "connection refused") {
-		t.Errorf("first receive failure line %v; want the error and retry_in", l)
-	}
-	err := b.drive(t, r, errc, time.Second)
-	if err == nil || !strings.Contains(err.Error(), "in a row for 1m") {
-		t.Errorf("Run = %v; want an error saying receives failed for 1m", err)
-	}
-	if took := clock.Now().Sub(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)); took > time.Minute+time.Second {
-		t.Errorf("Run ended after %v of failing receives; want about the 1m limit", took)
-	}
-	if s := r.Stats(); s.StopReason != "receive failing" || int(s.ReceiveFailures) != len(logs.lines("receive failed"))+1 {
-		t.Errorf("stats %+v with %d failure lines; want stop reason \"receive failing\" and every failure but the last (reported by Run) logged", s, len(logs.lines("receive failed")))
-	}
+		b.clock, b.cfg.Clock, b.cfg.Queue, b.cfg.Drain, b.cfg.ReceiveOutage = clock, clock, q, true, time.Minute
+		logs := b.logTo()
+		r, errc := b.run(t)
+		waitFor(t, func() bool { return len(logs.lines("receive failed")) == 1 }) // the clock has not moved
+		if l := logs.lines("receive failed")[0]; l["retry_in"] == nil || !strings.Contains(fmt.Sprint(l["err"]), "connection refused") {
+			t.Errorf("first receive failure line %v; want the error and retry_in", l)
+		}
+		err := b.drive(t, errc, time.Second)
+		if err == nil || !strings.Contains(err.Error(), "in a row for 1m") {
+			t.Errorf("Run = %v; want an error saying receives failed for 1m", err)
+		}
+		if took := clock.Now().Sub(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)); took > time.Minute+time.Second {
+			t.Errorf("Run ended after %v of failing receives; want about the 1m limit", took)
+		}
+		if s := r.Stats(); s.StopReason != "receive failing" || int(s.ReceiveFailures) != len(logs.lines("receive failed"))+1 {
+			t.Errorf("stats %+v with %d failure lines; want stop reason \"receive failing\" and every failure but the last (reported by Run) logged", s, len(logs.lines("receive failed")))
+		}
+	})
 }
 
 // TestSetResultLogged: what a handler reports with SetResult appears on its

@@ -24,7 +24,8 @@
 //     second time lands on the same record.
 //   - An original too large for a string property or for the poison
 //     message is stored as the blob "<message id>.txt" in the container
-//     QueueName(q), and referred to as "<container>/<blob>".
+//     QueueName(q), and referred to as "<container>/<blob>" (the record's
+//     OriginalRef, with the blob's ETag in OriginalETag).
 //
 // # The poison message format
 //

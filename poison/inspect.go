@@ -408,10 +408,14 @@ func (m *Mover) markSwept(ctx context.Context, etags map[string]string) error {
 // with its blob and its poison-queue messages. It returns an error wrapping
 // storeadapter.ErrNotFound when there is no record.
 //
-// It removes the poison messages first, then the blob, then the record
-// (unconditionally), so a crash at any point leaves the record in place
-// and running Delete again finishes the job. A poison message hidden by the
-// pass of a concurrent Requeue, Delete or Purge is missed and outlives the
+// It removes the poison messages first, then the record (unconditionally),
+// then the blob, conditional on the ETag the record names: a redelivered
+// original poisoned again meanwhile has rewritten the blob before its
+// record, and that record keeps its blob. A crash before the record's
+// delete leaves the record in place and running Delete again finishes the
+// job; a crash after it leaves a blob nothing refers to, which the next
+// Move of that message id overwrites. A poison message hidden by the pass
+// of a concurrent Requeue, Delete or Purge is missed and outlives the
 // record: run operator commands one at a time.
 func (m *Mover) Delete(ctx context.Context, id string) error {
 	if m.err != nil {
@@ -420,27 +424,35 @@ func (m *Mover) Delete(ctx context.Context, id string) error {
 	if err := checkID(id); err != nil {
 		return fmt.Errorf("poison: delete: %w", err)
 	}
-	if _, err := m.get(ctx, id); err != nil {
+	e, err := m.get(ctx, id)
+	if err != nil {
 		return fmt.Errorf("poison: delete %s: %w", id, err)
 	}
 	if _, _, err := m.sweep(ctx, func(mid string) bool { return mid == id }); err != nil {
 		return fmt.Errorf("poison: delete %s: %w", id, err)
 	}
-	if err := m.deleteBlob(ctx, id); err != nil {
+	err = m.cfg.Tables.DeleteEntity(ctx, m.cfg.Table, id, recordRowKey, storeadapter.ETagAny)
+	if err != nil && !errors.Is(err, storeadapter.ErrNotFound) {
 		return fmt.Errorf("poison: delete %s: %w", id, err)
 	}
-	err := m.cfg.Tables.DeleteEntity(ctx, m.cfg.Table, id, recordRowKey, storeadapter.ETagAny)
-	if err != nil && !errors.Is(err, storeadapter.ErrNotFound) {
+	if err := m.deleteBlob(ctx, e); err != nil {
 		return fmt.Errorf("poison: delete %s: %w", id, err)
 	}
 	return nil
 }
 
-// deleteBlob deletes a message's original blob if there is one.
-func (m *Mover) deleteBlob(ctx context.Context, id string) error {
-	err := m.cfg.Blobs.Delete(ctx, blobName(id), storeadapter.ETagAny)
-	if err != nil && !errors.Is(err, storeadapter.ErrNotFound) {
-		return fmt.Errorf("delete blob %s: %w", blobName(id), err)
+// deleteBlob deletes the original blob of a removed record, if it refers
+// to one: only the version the record names (any version in records
+// written before OriginalETag was kept). A blob rewritten since belongs to
+// a newer Move of the same message, whose record is written after it.
+func (m *Mover) deleteBlob(ctx context.Context, e entry) error {
+	if e.rec.OriginalRef == "" {
+		return nil
+	}
+	name := blobName(e.rec.MessageID)
+	err := m.cfg.Blobs.Delete(ctx, name, cmp.Or(e.blobETag, storeadapter.ETagAny))
+	if err != nil && !errors.Is(err, storeadapter.ErrNotFound) && !errors.Is(err, storeadapter.ErrPreconditionFailed) {
+		return fmt.Errorf("delete blob %s: %w", name, err)
 	}
 	return nil
 }
@@ -493,10 +505,11 @@ type PurgeResult struct {
 // alone.
 //
 // Like Delete it removes the poison messages (one pass for all), then each
-// blob, then each record last, so a crash leaves the records for the next
-// Purge; checkpoints go after their records. A record's delete is
-// conditional on the ETag read: one that changed meanwhile (a newer
-// attempt, a requeue) is kept and not counted. Run it alone: a Requeue
+// record, then its blob (only the version the record names; see Delete),
+// so a crash leaves the records not yet deleted for the next Purge;
+// checkpoints go after their records. A record's delete is conditional on
+// the ETag read: one that changed meanwhile (a newer attempt, a requeue, a
+// new Move) is kept with its blob and not counted. Run it alone: a Requeue
 // working on the same records may find their blobs gone, and a poison
 // message hidden by the pass of a concurrent Requeue, Delete or Purge is
 // missed and outlives its record.
@@ -575,16 +588,15 @@ func (m *Mover) Purge(ctx context.Context, o PurgeOptions) (PurgeResult, error) 
 	var removed []entry
 	for i, e := range sel {
 		id := e.rec.MessageID
-		if ids[id] {
-			if err := m.deleteBlob(ctx, id); err != nil {
-				return res, fmt.Errorf("poison: purge %s: %w", id, err)
-			}
-		}
 		err := m.cfg.Tables.DeleteEntity(ctx, m.cfg.Table, id, recordRowKey, e.etag)
 		switch {
 		case err == nil:
 			removed = append(removed, e)
 			res.Records = append(res.Records, e.rec)
+			if err := m.deleteBlob(ctx, e); err != nil {
+				sortNewest(res.Records)
+				return res, fmt.Errorf("poison: purge %s: %w", id, err)
+			}
 		case errors.Is(err, storeadapter.ErrPreconditionFailed) || errors.Is(err, storeadapter.ErrNotFound):
 			liveOps[e.rec.OpID] = true // changed meanwhile: it stays
 		default:

@@ -1139,3 +1139,64 @@ func TestRequeueSaysWhyAndTakesAGroup(t *testing.T) {
 		t.Errorf("skipped = %v, %v", skipped, err)
 	}
 }
+
+// hookTables runs hook once, before the first record write (UpsertEntity)
+// it sees after hook is set.
+type hookTables struct {
+	storeadapter.Tables
+	hook func()
+}
+
+func (h *hookTables) UpsertEntity(ctx context.Context, table string, e storeadapter.Entity, mode storeadapter.UpdateMode) (string, error) {
+	if hook := h.hook; hook != nil {
+		h.hook = nil
+		hook()
+	}
+	return h.Tables.UpsertEntity(ctx, table, e, mode)
+}
+
+// TestRemoveKeepsBlobOfRepoisonedOriginal: a redelivered original is
+// poisoned again while an operator removes its record; Move has rewritten
+// the blob and not yet the record when Purge or Delete runs. The record
+// Move then writes must still find its original.
+func TestRemoveKeepsBlobOfRepoisonedOriginal(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		remove func(b *bundle, id string) error
+	}{
+		{"purge", func(b *bundle, _ string) error { _, err := b.m.Purge(b.ctx, PurgeOptions{}); return err }},
+		{"delete", func(b *bundle, id string) error { return b.m.Delete(b.ctx, id) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := setup(t)
+			tables := &hookTables{Tables: b.store.Tables()}
+			b.m = New(Config{Tables: tables, Source: b.src, Poison: b.poison, Blobs: b.blobs, Now: b.clock.Now, Host: "ops-host"})
+			text := strings.Repeat("0123456789abcdef", 60*1024/16) // goes to a blob
+			msg := b.deliver(t, text)
+			if err := b.m.Move(b.ctx, b.failure(msg, "blobsync", "x"), msg.PopReceipt, "permanent: bad args"); err != nil {
+				t.Fatal(err)
+			}
+			// Had the first move's delete been lost, the original would
+			// come back and be poisoned again: a copy stands in for it.
+			b.clock.Advance(time.Minute)
+			again := b.deliver(t, text)
+			f := b.failure(again, "blobsync", "x")
+			f.MessageID = msg.ID
+			tables.hook = func() {
+				if err := tc.remove(b, msg.ID); err != nil {
+					t.Errorf("%s: %v", tc.name, err)
+				}
+			}
+			if err := b.m.Move(b.ctx, f, again.PopReceipt, "permanent: bad args"); err != nil {
+				t.Fatal(err)
+			}
+			rec, err := b.m.Show(b.ctx, msg.ID)
+			if err != nil {
+				t.Fatalf("Show after the second move: %v", err)
+			}
+			if rec.Original != text {
+				t.Errorf("the record's original has %d bytes; want the %d of the blob", len(rec.Original), len(text))
+			}
+		})
+	}
+}

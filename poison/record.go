@@ -35,6 +35,7 @@ const (
 	propHost              = "Host"
 	propOriginal          = "Original"
 	propOriginalRef       = "OriginalRef"
+	propOriginalETag      = "OriginalETag"
 	propRequeuingAt       = "RequeuingAt"
 	propRequeuedAt        = "RequeuedAt"
 	propRequeuedBy        = "RequeuedBy"
@@ -96,6 +97,7 @@ type entry struct {
 	rec         Record
 	etag        string
 	hasOriginal bool      // the Original property is present
+	blobETag    string    // the ETag of the blob OriginalRef names; "" in records older than OriginalETag
 	requeuingAt time.Time // when a Requeue claimed it
 	swept       bool      // a requeue removed its poison messages
 }
@@ -153,7 +155,7 @@ func decodeEntry(e storeadapter.Entity) entry {
 	}
 	_, hasOriginal := p[propOriginal]
 	swept, _ := p[propSwept].(bool)
-	return entry{rec: r, etag: e.ETag, hasOriginal: hasOriginal, requeuingAt: tm(propRequeuingAt), swept: swept}
+	return entry{rec: r, etag: e.ETag, hasOriginal: hasOriginal, blobETag: str(propOriginalETag), requeuingAt: tm(propRequeuingAt), swept: swept}
 }
 
 // isAttemptName reports whether name is an attempt property: "Attempt"
@@ -292,7 +294,8 @@ func (m *Mover) upsertMerge(ctx context.Context, e storeadapter.Entity) error {
 //     Original when it fits a string property, and in the blob
 //     "<message id>.txt" (written first, the container created if missing)
 //     when it does not fit the property or the poison message, with
-//     OriginalRef "<container>/<blob>".
+//     OriginalRef "<container>/<blob>" and OriginalETag, the blob's ETag
+//     (Delete and Purge remove only that version of the blob).
 //  2. Send the poison message (see the package documentation) to the
 //     poison queue, creating the queue if missing. It never expires.
 //  3. Delete the original from the work queue with popReceipt. A message
@@ -310,6 +313,16 @@ func (m *Mover) upsertMerge(ctx context.Context, e storeadapter.Entity) error {
 // id). After step 2 the redelivered original is poisoned again and a
 // second poison message appears; List shows records, one per message id,
 // and Requeue, Delete and Purge remove every poison message of that id.
+//
+// The caller must hold the message's lease for the whole call: steps 1
+// and 2 park the message before step 3 can find the receipt stale, so a
+// Move after a lapsed lease would poison a message that is live on another
+// worker. The order cannot change (deleting first would lose the message
+// on a crash), so the caller confirms the lease right before Move with one
+// UpdateMessage of the newest receipt that keeps the message hidden, takes
+// the new receipt, and does not poison on ErrPopReceiptMismatch or
+// ErrNotFound; the jobs runner does. Poisoning is rare: one call more is
+// cheap.
 func (m *Mover) Move(ctx context.Context, f Failure, popReceipt, reason string) error {
 	if m.err != nil {
 		return m.err
@@ -346,9 +359,9 @@ func (m *Mover) Move(ctx context.Context, f Failure, popReceipt, reason string) 
 			return err
 		}
 	}
-	ref := ""
+	ref, blobETag := "", ""
 	if !fits || len(text) > storeadapter.MaxMessageBytes {
-		if ref, err = m.putOriginal(ctx, f.MessageID, f.Text); err != nil {
+		if ref, blobETag, err = m.putOriginal(ctx, f.MessageID, f.Text); err != nil {
 			return wrap("store original", err)
 		}
 		if text, err = encodeMessage(s, "", ref); err != nil {
@@ -366,6 +379,7 @@ func (m *Mover) Move(ctx context.Context, f Failure, popReceipt, reason string) 
 	}
 	if ref != "" {
 		props[propOriginalRef] = ref
+		props[propOriginalETag] = blobETag
 	}
 	if err := m.upsertMerge(ctx, storeadapter.Entity{PartitionKey: f.MessageID, RowKey: recordRowKey, Properties: props}); err != nil {
 		return wrap("write record", err)
@@ -405,21 +419,22 @@ func sendCreatingID(ctx context.Context, q storeadapter.Queue, text string, o st
 func blobName(messageID string) string { return messageID + ".txt" }
 
 // putOriginal writes an original to its blob, creating the container when
-// it is missing, and returns its reference "<container>/<blob>". Writing
-// the same original twice leaves the same blob.
-func (m *Mover) putOriginal(ctx context.Context, messageID, text string) (string, error) {
+// it is missing, and returns its reference "<container>/<blob>" and its
+// ETag. Writing the same original twice leaves the same content under a
+// new ETag.
+func (m *Mover) putOriginal(ctx context.Context, messageID, text string) (ref, etag string, err error) {
 	name := blobName(messageID)
 	o := storeadapter.PutOptions{ContentType: originalContentType}
-	_, err := m.cfg.Blobs.Put(ctx, name, []byte(text), o)
+	etag, err = m.cfg.Blobs.Put(ctx, name, []byte(text), o)
 	if errors.Is(err, storeadapter.ErrNotFound) {
 		if err = m.cfg.Blobs.Create(ctx); err == nil {
-			_, err = m.cfg.Blobs.Put(ctx, name, []byte(text), o)
+			etag, err = m.cfg.Blobs.Put(ctx, name, []byte(text), o)
 		}
 	}
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
-	return m.cfg.Blobs.Name() + "/" + name, nil
+	return m.cfg.Blobs.Name() + "/" + name, etag, nil
 }
 
 // original returns a record's original text: the Original property when

@@ -128,7 +128,7 @@ func (m *Main) ParseFlags(args []string) error {
 	durationVar(fs, &r.RetryBase, "retry-base", jobs.DefaultRetryBase, "retry delay base z: rand(0.8z,1.2z)*(2^x-1) after delivery x")
 	durationVar(fs, &r.RetryMax, "retry-max", jobs.DefaultRetryMax, "longest retry delay")
 	durationVar(fs, &r.IdleMax, "idle-max", jobs.DefaultIdleMax, "longest wait between polls of an empty queue")
-	fs.BoolVar(&r.Drain, "drain", false, "run to completion: exit 0 once nothing is visible, nothing runs, and the queue's count is 0 or nothing arrived for -drain-quiet")
+	fs.BoolVar(&r.Drain, "drain", false, "run to completion: exit 0 once nothing is visible, nothing runs, and the queue's count is 0 or nothing arrived or came back for -drain-quiet")
 	durationVar(fs, &r.DrainQuiet, "drain-quiet", 0, "with -drain, how long to wait for invisible messages the count still holds (0: twice -visibility)")
 	fs.IntVar(&r.MaxMessages, "max-messages", 0, "exit after this many messages (0: no limit)")
 	durationVar(fs, &r.MaxDuration, "max-duration", 0, "exit after this long (0: no limit)")
@@ -315,7 +315,7 @@ func (m *Main) run(ctx context.Context, log *slog.Logger) (err error) {
 	s := r.Stats()
 	attrs := []any{"reason", s.StopReason, "elapsed", time.Since(start).Round(time.Millisecond),
 		"received", s.Received, "succeeded", s.Succeeded, "retried", s.Retried, "poisoned", s.Poisoned,
-		"lease_lost", s.LeaseLost, "released", s.Released, "ack_failed", s.AckFailed, "receive_failures", s.ReceiveFailures}
+		"lease_lost", s.LeaseLost, "released", s.Released, "ack_failed", s.AckFailed, "abandoned", s.Abandoned, "receive_failures", s.ReceiveFailures}
 	if s.StopReason == "drained" {
 		attrs = append(attrs, "left_invisible", s.Left)
 	}
