@@ -595,6 +595,24 @@ func total(calls map[string]int64) int64 {
 	return n
 }
 
+// checkMoved checks that the source table is empty and that the copy of
+// each row of partition Sales holds the Version want gives.
+func (b *archiveBundle) checkMoved(t *testing.T, copyOf func(b *archiveBundle, rk string) (storeadapter.Entity, error), want map[string]int64) {
+	t.Helper()
+	for rk, v := range want {
+		got, err := copyOf(b, rk)
+		if err != nil {
+			t.Fatalf("copy of %s: %v", rk, err)
+		}
+		if got.Properties["Version"] != v {
+			t.Errorf("copy of %s holds Version %v, want %d", rk, got.Properties["Version"], v)
+		}
+	}
+	if left := keys(b.all(t, "Employees")); len(left) != 0 {
+		t.Errorf("source holds %v, want nothing", left)
+	}
+}
+
 // TestArchiveReplacesDifferingCopies prepares target copies for a range
 // of five rows, each holding Version 1 in the source: row 1's copy holds
 // other content (Version 0), row 2's the same content, row 3 has none.
@@ -655,18 +673,7 @@ func TestArchiveReplacesDifferingCopies(t *testing.T) {
 			if err := b.run(t, "op-1", c.args); err != nil {
 				t.Fatal(err)
 			}
-			for rk, want := range map[string]int64{"1": 1, "2": 1, "3": 1, "4": 5, "5": 9} {
-				got, err := c.copyOf(b, rk)
-				if err != nil {
-					t.Fatalf("copy of %s: %v", rk, err)
-				}
-				if got.Properties["Version"] != want {
-					t.Errorf("copy of %s holds Version %v, want %d", rk, got.Properties["Version"], want)
-				}
-			}
-			if left := keys(b.all(t, "Employees")); len(left) != 0 {
-				t.Errorf("source holds %v, want nothing", left)
-			}
+			b.checkMoved(t, c.copyOf, map[string]int64{"1": 1, "2": 1, "3": 1, "4": 5, "5": 9})
 		})
 	}
 }
@@ -699,16 +706,7 @@ func TestArchiveRecreatedEntity(t *testing.T) {
 			if strings.Contains(args, "toBlob") {
 				copyOf = blobCopy
 			}
-			got, err := copyOf(b, "7")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got.Properties["Version"] != int64(3) {
-				t.Errorf("archive holds Version %v, want 3 (the re-created entity)", got.Properties["Version"])
-			}
-			if left := keys(b.all(t, "Employees")); len(left) != 0 {
-				t.Errorf("source holds %v, want nothing", left)
-			}
+			b.checkMoved(t, copyOf, map[string]int64{"7": 3}) // the re-created entity
 		})
 	}
 }
@@ -866,22 +864,12 @@ func TestArchiveCopyChangedBeforeReplace(t *testing.T) {
 				if err := b.run(t, "op-A", c.args); err != nil {
 					t.Fatalf("mover A: %v", err)
 				}
+				want := map[string]int64{}
 				for _, rk := range c.rows {
-					want := int64(1)
-					if rk == c.hot {
-						want = last
-					}
-					got, err := c.copyOf(b, rk)
-					if err != nil {
-						t.Fatalf("copy of %s: %v", rk, err)
-					}
-					if got.Properties["Version"] != want {
-						t.Errorf("copy of %s holds Version %v, want %d", rk, got.Properties["Version"], want)
-					}
+					want[rk] = 1
 				}
-				if left := keys(b.all(t, "Employees")); len(left) != 0 {
-					t.Errorf("source holds %v, want nothing", left)
-				}
+				want[c.hot] = last
+				b.checkMoved(t, c.copyOf, want)
 			})
 		}
 	}
