@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/tablekeeper/tablekeeper/idempotent"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
@@ -148,24 +147,26 @@ func (a *ArchiveArgs) blobTarget() (container, prefix string, err error) {
 }
 
 // blobName is the blob an entity is archived to:
-// <prefix>/<table>/<pk>/<rk>.json, keys path-escaped.
+// <prefix>/<table>/<pk>/<rk>.json, each key escaped by blobKey.
 func blobName(prefix, table, pk, rk string) string {
-	name := table + "/" + url.PathEscape(pk) + "/" + url.PathEscape(rk) + ".json"
+	name := table + "/" + blobKey(pk) + "/" + blobKey(rk) + ".json"
 	if prefix != "" {
 		name = prefix + "/" + name
 	}
 	return name
 }
 
-// SourceTimestampProperty is the property (Edm.DateTime) every archived
-// copy carries besides the source's own: the Timestamp of the source
-// version it copies. Azure sets an entity's Timestamp on every write (its
-// ETag derives from it), so it grows with each version and orders them.
-// The archive uses it to fence its target writes; an application reading
-// the archive sees it as one extra property (in a blob copy's JSON too).
-// A copy without it (written by hand or by an older tablekeeper) counts as
-// older than any version.
-const SourceTimestampProperty = "TablekeeperSourceTimestamp"
+// blobKey escapes a key for a blob name: url.PathEscape, and a final dot
+// written %2E. So no path segment is "." or ".." or ends with a dot, which
+// URL handling on the way to Azure would resolve or drop (PathEscape keeps
+// dots), and url.PathUnescape gives the key back.
+func blobKey(key string) string {
+	s := url.PathEscape(key)
+	if dots, ok := strings.CutSuffix(s, "."); ok {
+		s = dots + "%2E"
+	}
+	return s
+}
 
 // errKeptChanging marks an entity (or a target copy) that other writers
 // changed in every round of a move: the move is retried later.
@@ -173,72 +174,123 @@ var errKeptChanging = errors.New("kept changing while being moved; retrying late
 
 // Archiver moves entities from one table to another table or to blobs, as
 // the eventually consistent transactions pattern describes. It is the
-// handler of the "archive" kind.
+// handler of the "archive" kind. A copy holds exactly the source's
+// properties. Its writes are fenced without a clock and without an extra
+// property: by content, by re-reading the source, and by making every write
+// to an existing copy conditional on the ETag the copy was read with.
+// Nothing depends on the order of Timestamps (Azure does not document it,
+// Azurite's goes backwards within a millisecond, and a re-created entity
+// may get an older one than its deleted predecessor had).
 //
-// One entity, in this order:
+// One entity, by a mover holding the version v (properties) with ETag e it
+// read:
 //
-//  1. Read the source entity, its ETag and its Timestamp (its version).
-//  2. Write the copy at the target, fenced by version: the copy carries
-//     SourceTimestampProperty. Insert it (If-None-Match for a blob); if a
-//     copy exists, read it and compare: a copy of the same or a newer
-//     version stays as it is (we hold a stale or an equal version); an
-//     older one is replaced with If-Match of its ETag (a lost race re-reads
-//     it, a bounded number of times).
-//  3. Delete the source with If-Match of the ETag read in 1.
+//  1. Read the source entity: v and e.
+//  2. Insert the copy of v (If-None-Match for a blob); inserted: go to 3.
+//     If a copy exists, read it (its content c, its ETag t):
+//     a. c has exactly v's properties (names, EDM types, values): write v
+//     again, If-Match t (this changes no content, only the copy's ETag;
+//     see below why), and go to 3.
+//     b. Otherwise read the source again. Still at e: replace the copy
+//     with v, If-Match t, and go to 3. At another ETag: start 2 again
+//     with that version. Gone: done, the copy stays as it is (whoever
+//     deleted the source saw its own content there, or the application
+//     deleted it).
+//     A conditional write that fails (412, or the copy vanished) reads the
+//     copy again and repeats a or b.
+//  3. Delete the source with If-Match e. 412: start again from 1. 404:
+//     done.
 //  4. (The runner) delete the message.
 //
-// Two rules make every interleaving converge. A copy's version never goes
-// down: it is only inserted where none exists or replaced, conditionally,
-// by a newer one. And a source is only deleted (step 3) by a mover holding
-// its current version, after that mover saw a copy of at least that
-// version at the target. So when the source is gone, the copy holds the
-// last version the source had.
+// Every round above is bounded by MaxConflicts. Two rules make every
+// interleaving converge. (i) A copy that exists is only written If-Match
+// the ETag its writer read it with, and either with the content it held
+// then (2a) or by a mover that confirmed, after that read, that the source
+// still has its version (2b). (ii) A source is only deleted, If-Match e, by
+// a mover that itself wrote v to the copy after reading e. Say M deletes
+// the source at e. M's write changed the copy's ETag, so any later write
+// to the copy was planned on a read made after M's write. Its writer keeps
+// the content it read (2a), or confirmed the source after that read:
+// while the source was still at e (it holds v as well), or after M's
+// delete, when only a re-created source, a newer version, can be found.
+// So the copy holds v when the source goes, and only a newer generation of
+// the entity replaces it. A stale mover, holding a version older than e,
+// cannot confirm the source at its version once M has read e, and a
+// replace it planned on a copy read before M's write fails on that write.
 //
-// Crash positions: before 2 nothing changed. After 2 the target holds a copy
-// and the source is intact: a redelivery reads the source again (the same
-// version: its copy is there, step 2 writes nothing; or a newer one: step 2
-// replaces the copy) and deletes the source. After 3 the source is gone and
-// the target holds it: a redelivery finds no source and a present target,
-// which means done. If the source changed between 1 and 3, the delete fails
-// with 412 and the move starts again from 1, so a concurrent update is
-// never lost. A source missing with no copy at the target was never there:
-// a permanent error.
+// Why 2a writes instead of deleting the source at once: content can come
+// back (v1 {Status: a}, v2 {b}, v3 {a}). Say A holds v2, has read a copy
+// {a} of v1 (its mover's delete lost to v2) and confirmed the source at
+// v2; the application writes v3 and B, finding {a} at the target, deletes
+// the source. A's replace would still match the copy's ETag and put v2
+// over the last version. B's write in 2a makes it fail; A reads the copy
+// again, finds other content and the source gone: done, v3 archived.
+//
+// Crash positions: before 2 nothing changed. After 2 the copy holds v and
+// the source is intact: a redelivery reads the source again (v: 2a; or a
+// newer version: 2b replaces the copy) and deletes it. After 3 the source
+// is gone and the target holds it: a redelivery finds no source and a
+// present copy, which means done. If the source changed between 1 and 3,
+// the delete fails with 412 and the move starts again from 1, so a
+// concurrent update is never lost. A source missing with no copy at the
+// target was never there: a permanent error.
 //
 // Two movers of one entity (a duplicate message, overlapping ranges, a
-// redelivery after a lost lease): if A read version 1 and stalls while the
-// application writes version 2 and B moves version 2 and deletes the
-// source, A then finds B's newer copy in step 2 and leaves it, and its
-// delete finds the source gone (404): done, version 2 archived. If A and B
-// hold the same version, the second finds the copy and writes nothing, and
-// one delete wins while the other gets 404. A mover whose delete gets 412
-// re-reads and moves the newer version, replacing the older copy.
+// redelivery after a lost lease):
+//   - A reads v1 and stalls; the application writes v2; B moves v2 and
+//     deletes the source; A resumes. A's insert finds B's copy, whose
+//     content is not v1; A reads the source, finds it gone and leaves the
+//     copy: v2 archived. If A stalls in 2b instead, between confirming the
+//     source at v1 and its replace, v2 and B's write of it come after A's
+//     read of the copy: B's write changes the copy's ETag, A's replace
+//     fails (412), and A reads the copy again and ends as above.
+//   - A and B hold the same version: each finds its own content or writes
+//     it; one delete wins, the other gets 404.
+//   - A's delete fails with 412 (the application wrote a newer version):
+//     A moves the newer version, replacing its own older copy in 2b.
+//   - Delete and re-create: the source was moved at v2 and the application
+//     creates it again (v3). A mover of v3 finds v2 at the target, confirms
+//     the source at v3, replaces the copy and deletes the source: v3
+//     archived. A stale mover of v2 finds either v2 there (it rewrites it,
+//     then its delete fails with 412 against v3 and it starts over with v3)
+//     or v3 (it re-reads the source and finds v3 or nothing).
 //
 // A RowKey range runs the same steps per page of the query, in entity group
-// transactions of up to 100 entities: one transaction inserts the batch's
-// copies (when some exist, their versions are read with one query over the
-// batch's keys and one transaction inserts the missing copies and replaces
-// the older ones, If-Match); another deletes the batch from the source with
-// each entity's ETag. When that delete fails because rows changed or
-// vanished (the whole transaction rolled back), one query reads the batch's
-// current ETags: vanished rows were moved by another mover, unchanged rows
-// are deleted again in one transaction, and each changed row is moved on
-// its own as above. A row that keeps changing does not hold the range back:
-// the range moves every other row, then the job fails (transient) naming
-// the rows that would not settle, and its redelivery finds only those left.
-// After each page the continuation token is checkpointed under the
-// operation id, so a redelivered range resumes there; rows before the
-// token were moved already, and any step re-run on a moved row is a no-op.
-// No checkpoint is saved past a row that would not settle, so a redelivery
-// rescans it. The checkpoint is cleared when the range is done; a crash
-// after that rescans the range and finds nothing left to move.
+// transactions of up to 100 entities. One transaction inserts the batch's
+// copies. When some exist (or a write lost a race), one query reads the
+// target rows of the batch's key span: missing copies are inserted again,
+// copies holding their row's content are written again (2a), and when some
+// differ, one query of the source rows of the span confirms their ETags:
+// rows still at the version read get their copy replaced (2b), rows whose
+// source changed are moved one by one from their new version, rows whose
+// source is gone are done. One transaction makes those writes (a bounded
+// number of rounds on 412 or 409). Another transaction deletes the written
+// rows from the source, each If-Match its ETag. When that delete fails
+// because rows changed or vanished (the whole transaction rolled back),
+// one query reads the batch's current versions: vanished rows were moved
+// by another mover, unchanged rows are deleted again in one transaction,
+// and each changed row is moved on its own as above. A row that keeps
+// changing does not hold the range back: the range moves every other row,
+// then the job fails (transient) naming the rows that would not settle, and
+// its redelivery finds only those left. After each page the continuation
+// token is checkpointed under the operation id, so a redelivered range
+// resumes there; rows before the token were moved already, and any step
+// re-run on a moved row is a no-op. No checkpoint is saved past a row that
+// would not settle, so a redelivery rescans it. The checkpoint is cleared
+// when the range is done; a crash after that rescans the range and finds
+// nothing left to move.
+//
+// A blob target runs the same protocol per entity: Put If-None-Match *,
+// then Get (content and the blob's ETag) and Put If-Match that ETag; the
+// source deletes of a range still go in transactions.
 type Archiver struct {
 	Store storeadapter.Store
 	// Checkpoints keep range positions across redeliveries.
 	Checkpoints idempotent.Checkpoints
-	// MaxConflicts bounds how often one entity is re-read after a
-	// concurrent update, and how often one target write is retried after
-	// losing a race to another mover, before the entity is reported as
-	// changing and the job is retried later. Default 5.
+	// MaxConflicts bounds how often one entity is moved again after a
+	// concurrent update, and how often one copy is read again after a
+	// conditional write lost to another mover, before the entity is
+	// reported as changing and the job is retried later. Default 5.
 	MaxConflicts int
 }
 
@@ -256,7 +308,7 @@ func (a *Archiver) Handle(ctx context.Context, job Job) error {
 	mv := a.mover(args)
 	var err error
 	if args.RK != nil {
-		err = mv.one(ctx, *args.RK)
+		err = mv.one(ctx, *args.RK, nil)
 	} else {
 		err = mv.rangeMove(ctx, job.ID)
 	}
@@ -301,26 +353,40 @@ func (a *Archiver) mover(args ArchiveArgs) *mover {
 	return m
 }
 
-// one moves one entity (steps 1–3).
-func (m *mover) one(ctx context.Context, rk string) error {
+// one moves one entity (steps 1–3), starting from the version e when it
+// is known (nil: read it first).
+func (m *mover) one(ctx context.Context, rk string, e *storeadapter.Entity) error {
 	t := m.a.Store.Tables()
 	for range m.rounds {
-		e, err := t.GetEntity(ctx, m.args.Table, m.pk, rk)
-		if errors.Is(err, storeadapter.ErrNotFound) {
-			moved, err := m.target.has(ctx, m.pk, rk)
-			switch {
-			case err != nil:
-				return fmt.Errorf("archive: check target for %s/%s: %w", m.pk, rk, err)
-			case moved:
-				return nil
+		if e == nil {
+			got, err := t.GetEntity(ctx, m.args.Table, m.pk, rk)
+			if errors.Is(err, storeadapter.ErrNotFound) {
+				moved, err := m.target.has(ctx, m.pk, rk)
+				switch {
+				case err != nil:
+					return fmt.Errorf("archive: check target for %s/%s: %w", m.pk, rk, err)
+				case moved:
+					return nil
+				}
+				return Permanentf("archive: %s %s/%s does not exist and %s holds no copy", m.args.Table, m.pk, rk, m.target)
 			}
-			return Permanentf("archive: %s %s/%s does not exist and %s holds no copy", m.args.Table, m.pk, rk, m.target)
+			if err != nil {
+				return fmt.Errorf("archive: read %s %s/%s: %w", m.args.Table, m.pk, rk, err)
+			}
+			e = &got
 		}
+		out, err := m.target.write(ctx, []storeadapter.Entity{*e}, m.sources)
 		if err != nil {
-			return fmt.Errorf("archive: read %s %s/%s: %w", m.args.Table, m.pk, rk, err)
-		}
-		if err := m.target.put(ctx, []storeadapter.Entity{e}); err != nil {
 			return fmt.Errorf("archive: write %s/%s to %s: %w", m.pk, rk, m.target, err)
+		}
+		switch out[0].fate {
+		case gone:
+			return nil
+		case contested:
+			return fmt.Errorf("archive: the copy of %s/%s at %s %w", m.pk, rk, m.target, errKeptChanging)
+		case superseded:
+			e = &out[0].next
+			continue
 		}
 		err = idempotent.DeleteIfMatch(ctx, t, m.args.Table, m.pk, rk, e.ETag)
 		if !errors.Is(err, storeadapter.ErrPreconditionFailed) {
@@ -330,9 +396,15 @@ func (m *mover) one(ctx context.Context, rk string) error {
 			m.moved++
 			return nil
 		}
-		// The source changed since it was read: copy the new version.
+		e = nil // the source changed since it was read: move the new version
 	}
 	return fmt.Errorf("archive: %s %s/%s %w", m.args.Table, m.pk, rk, errKeptChanging)
+}
+
+// sources reads the current versions of source entities of one partition
+// (see rowsOf).
+func (m *mover) sources(ctx context.Context, es []storeadapter.Entity) (map[string]storeadapter.Entity, error) {
+	return rowsOf(ctx, m.a.Store.Tables(), m.args.Table, es)
 }
 
 // checkpointStep names the range checkpoint of an operation.
@@ -402,7 +474,7 @@ func quoteKeys(keys []string, max int) string {
 func (m *mover) movePage(ctx context.Context, entities []storeadapter.Entity) (unsettled []string, err error) {
 	ops := make([]storeadapter.TableOp, len(entities))
 	for i, e := range entities {
-		ops[i] = storeadapter.TableOp{Action: storeadapter.TxInsert, Entity: archived(e)} // sized as written
+		ops[i] = storeadapter.TableOp{Action: storeadapter.TxInsert, Entity: e} // sized as written
 	}
 	for _, batch := range idempotent.Batches(ops) {
 		if err := ctx.Err(); err != nil {
@@ -410,18 +482,30 @@ func (m *mover) movePage(ctx context.Context, entities []storeadapter.Entity) (u
 		}
 		es := entities[:len(batch)] // Batches keeps one partition's order
 		entities = entities[len(batch):]
-		if err := m.target.put(ctx, es); err != nil {
+		out, err := m.target.write(ctx, es, m.sources)
+		if err != nil {
 			return nil, fmt.Errorf("archive: write %d entities to %s: %w", len(es), m.target, err)
 		}
-		changed, err := m.deleteMoved(ctx, es)
-		if err != nil {
-			return nil, fmt.Errorf("archive: delete %d moved entities from %s: %w", len(es), m.args.Table, err)
+		var written, changed []storeadapter.Entity
+		for i, o := range out {
+			switch o.fate {
+			case copied:
+				written = append(written, es[i])
+			case superseded:
+				changed = append(changed, o.next)
+			case contested:
+				unsettled = append(unsettled, es[i].RowKey)
+			}
 		}
-		for _, rk := range changed {
-			err := m.one(ctx, rk)
+		updated, err := m.deleteMoved(ctx, written)
+		if err != nil {
+			return nil, fmt.Errorf("archive: delete %d moved entities from %s: %w", len(written), m.args.Table, err)
+		}
+		for _, e := range append(changed, updated...) {
+			err := m.one(ctx, e.RowKey, &e)
 			switch {
 			case errors.Is(err, errKeptChanging):
-				unsettled = append(unsettled, rk)
+				unsettled = append(unsettled, e.RowKey)
 			case err != nil && !IsPermanent(err):
 				return nil, err
 			}
@@ -430,14 +514,14 @@ func (m *mover) movePage(ctx context.Context, entities []storeadapter.Entity) (u
 	return unsettled, nil
 }
 
-// deleteMoved deletes a batch of moved entities from the source, each with
-// the ETag it was read with, in transactions. When rows changed or vanished
-// since they were read (the transaction rolled back), one query reads the
-// batch's current ETags: a vanished row was moved by another mover (whose
-// copy is at least as new), a changed row is returned to be moved again on
-// its own, and the unchanged rows are deleted in a new transaction. Each
-// round drops at least the row that failed, so it ends.
-func (m *mover) deleteMoved(ctx context.Context, es []storeadapter.Entity) (changed []string, err error) {
+// deleteMoved deletes moved entities from the source, each with the ETag
+// it was read with, in transactions. When rows changed or vanished since
+// they were read (the transaction rolled back), one query reads the rows'
+// current versions: a vanished row was moved by another mover, a changed
+// row's new version is returned to be moved on its own, and the unchanged
+// rows are deleted in a new transaction. Each round drops at least the row
+// that failed, so it ends.
+func (m *mover) deleteMoved(ctx context.Context, es []storeadapter.Entity) (changed []storeadapter.Entity, err error) {
 	t := m.a.Store.Tables()
 	for len(es) > 0 {
 		deletes := make([]storeadapter.TableOp, len(es))
@@ -451,7 +535,7 @@ func (m *mover) deleteMoved(ctx context.Context, es []storeadapter.Entity) (chan
 			}
 			return changed, txErr
 		}
-		current, err := rowsOf(ctx, t, m.args.Table, es, []string{})
+		current, err := rowsOf(ctx, t, m.args.Table, es)
 		if err != nil {
 			return changed, err
 		}
@@ -460,7 +544,7 @@ func (m *mover) deleteMoved(ctx context.Context, es []storeadapter.Entity) (chan
 			switch cur, ok := current[e.RowKey]; {
 			case !ok: // moved by another mover
 			case cur.ETag != e.ETag:
-				changed = append(changed, e.RowKey)
+				changed = append(changed, cur)
 			default:
 				kept = append(kept, e)
 			}
@@ -482,9 +566,8 @@ func raced(err error) bool {
 }
 
 // rowsOf reads, with one query (paged), the entities of a table whose keys
-// lie in the span of es's RowKeys (one partition), by RowKey, with the
-// properties sel (none when empty).
-func rowsOf(ctx context.Context, t storeadapter.Tables, table string, es []storeadapter.Entity, sel []string) (map[string]storeadapter.Entity, error) {
+// lie in the span of es's RowKeys (one partition), by RowKey.
+func rowsOf(ctx context.Context, t storeadapter.Tables, table string, es []storeadapter.Entity) (map[string]storeadapter.Entity, error) {
 	lo, hi := es[0].RowKey, es[0].RowKey
 	for _, e := range es[1:] {
 		if storeadapter.LessUTF16(e.RowKey, lo) {
@@ -494,7 +577,7 @@ func rowsOf(ctx context.Context, t storeadapter.Tables, table string, es []store
 			hi = e.RowKey
 		}
 	}
-	q := storeadapter.Query{Select: sel, Filter: storeadapter.And(storeadapter.PartitionEquals(es[0].PartitionKey),
+	q := storeadapter.Query{Filter: storeadapter.And(storeadapter.PartitionEquals(es[0].PartitionKey),
 		storeadapter.Compare("RowKey", storeadapter.Ge, lo), storeadapter.Compare("RowKey", storeadapter.Le, hi))}
 	rows := make(map[string]storeadapter.Entity, len(es))
 	for {
@@ -511,33 +594,68 @@ func rowsOf(ctx context.Context, t storeadapter.Tables, table string, es []store
 	}
 }
 
-// archived returns the copy of a source entity to write at the target: its
-// properties plus SourceTimestampProperty, its version.
-func archived(e storeadapter.Entity) storeadapter.Entity {
-	c := e.Clone()
-	if c.Properties == nil {
-		c.Properties = make(map[string]any, 1)
+// holds reports whether a copy's properties are exactly those of the
+// source version e: the same names, EDM types and values.
+func holds(props map[string]any, e storeadapter.Entity) bool {
+	if len(props) != len(e.Properties) {
+		return false
 	}
-	c.Properties[SourceTimestampProperty] = e.Timestamp
-	return c
+	for name, v := range e.Properties {
+		if c, ok := props[name]; !ok || !storeadapter.Equal(v, c) {
+			return false
+		}
+	}
+	return true
 }
 
-// newer reports whether the source entity e is a newer version than the
-// one a target copy with properties props records (a copy without a
-// version is older than any).
-func newer(e storeadapter.Entity, props map[string]any) bool {
-	v, _ := props[SourceTimestampProperty].(time.Time)
-	return v.Before(e.Timestamp)
+// fate is what writing the copy of one source version came to.
+type fate uint8
+
+const (
+	// copied: the copy holds the version's content, written by this mover
+	// after it read the version; delete the source with If-Match.
+	copied fate = iota
+	// superseded: the copy held other content and the source holds another
+	// version now (placement.next); move that one.
+	superseded
+	// gone: the copy held other content and the source is gone; the copy
+	// stays as it is and nothing is left to do.
+	gone
+	// contested: other movers changed the copy in every round.
+	contested
+)
+
+// placement is the fate of one source version's copy.
+type placement struct {
+	fate fate
+	next storeadapter.Entity // the source's current version when superseded
 }
+
+// confirm decides, by the source's current versions, what happens to a
+// version e whose copy holds other content: ok when the source still has
+// e's ETag (replace the copy), else its placement.
+func confirm(e storeadapter.Entity, current map[string]storeadapter.Entity) (o placement, ok bool) {
+	cur, found := current[e.RowKey]
+	switch {
+	case !found:
+		return placement{fate: gone}, false
+	case cur.ETag != e.ETag:
+		return placement{fate: superseded, next: cur}, false
+	}
+	return placement{}, true
+}
+
+// sourceReader reads the current versions of source entities by RowKey
+// (missing: gone).
+type sourceReader func(ctx context.Context, es []storeadapter.Entity) (map[string]storeadapter.Entity, error)
 
 // archiveTarget is where moved entities go.
 type archiveTarget interface {
-	// put writes the copies (see archived) of source entities of one
-	// partition (at most 100), fenced by version: it inserts missing copies
-	// and replaces older ones conditionally, and leaves a copy of the same
-	// or a newer version alone. It returns an error wrapping
-	// errKeptChanging when other movers won every round.
-	put(ctx context.Context, es []storeadapter.Entity) error
+	// write makes the copies of source versions of one partition (at most
+	// 100) hold their content, fenced as the Archiver describes (step 2),
+	// reading the source with src when a copy holds other content. It
+	// returns each version's placement, in the order of es.
+	write(ctx context.Context, es []storeadapter.Entity, src sourceReader) ([]placement, error)
 	// has reports whether the target holds the entity.
 	has(ctx context.Context, pk, rk string) (bool, error)
 	String() string
@@ -551,40 +669,77 @@ type tableTarget struct {
 
 func (tt tableTarget) String() string { return "table " + tt.table }
 
-// put inserts the copies in one transaction (creating the table on first
-// use). When some exist, or a copy changed or vanished since read, it
-// reads the copies' versions with one query and writes, in one
-// transaction, the missing copies (insert) and the older ones (replace,
-// If-Match), until that transaction succeeds or is empty.
-func (tt tableTarget) put(ctx context.Context, es []storeadapter.Entity) error {
+// write inserts the copies in one transaction (creating the table on first
+// use). When some exist, or a write lost a race, it reads the copies of the
+// rows still pending with one query and, when some hold other content, the
+// sources of those with one more; then it writes in one transaction the
+// missing copies (insert) and, If-Match each copy's ETag, the copies that
+// hold their row's content and the confirmed ones, until that transaction
+// succeeds or is empty.
+func (tt tableTarget) write(ctx context.Context, es []storeadapter.Entity, src sourceReader) ([]placement, error) {
+	out := make([]placement, len(es))
 	ops := make([]storeadapter.TableOp, len(es))
+	pending := make([]int, len(es)) // the index in es of each op
 	for i, e := range es {
-		ops[i] = storeadapter.TableOp{Action: storeadapter.TxInsert, Entity: archived(e)}
+		ops[i], pending[i] = storeadapter.TableOp{Action: storeadapter.TxInsert, Entity: e}, i
 	}
 	err := idempotent.Transact(ctx, tt.t, tt.table, ops)
 	for round := 0; raced(err); round++ {
 		if round == tt.rounds {
-			return fmt.Errorf("copies %w", errKeptChanging)
+			for _, i := range pending {
+				out[i].fate = contested
+			}
+			return out, nil
 		}
-		copies, rerr := rowsOf(ctx, tt.t, tt.table, es, []string{SourceTimestampProperty})
+		copies, rerr := rowsOf(ctx, tt.t, tt.table, pick(es, pending))
 		if rerr != nil {
-			return rerr
+			return nil, rerr
 		}
+		var next, differ []int
 		ops = ops[:0]
-		for _, e := range es {
-			switch c, ok := copies[e.RowKey]; {
+		for _, i := range pending {
+			switch c, ok := copies[es[i].RowKey]; {
 			case !ok:
-				ops = append(ops, storeadapter.TableOp{Action: storeadapter.TxInsert, Entity: archived(e)})
-			case newer(e, c.Properties):
-				ops = append(ops, storeadapter.TableOp{Action: storeadapter.TxUpdateReplace, Entity: archived(e), IfMatch: c.ETag})
+				ops = append(ops, storeadapter.TableOp{Action: storeadapter.TxInsert, Entity: es[i]})
+				next = append(next, i)
+			case holds(c.Properties, es[i]):
+				ops = append(ops, storeadapter.TableOp{Action: storeadapter.TxUpdateReplace, Entity: es[i], IfMatch: c.ETag})
+				next = append(next, i)
+			default:
+				differ = append(differ, i)
+			}
+		}
+		if len(differ) > 0 {
+			current, serr := src(ctx, pick(es, differ))
+			if serr != nil {
+				return nil, serr
+			}
+			for _, i := range differ {
+				o, ok := confirm(es[i], current)
+				if !ok {
+					out[i] = o
+					continue
+				}
+				ops = append(ops, storeadapter.TableOp{Action: storeadapter.TxUpdateReplace, Entity: es[i], IfMatch: copies[es[i].RowKey].ETag})
+				next = append(next, i)
 			}
 		}
 		if len(ops) == 0 {
-			return nil // every copy holds this version or a newer one
+			return out, nil
 		}
+		pending = next
 		err = tt.t.Transact(ctx, tt.table, ops)
 	}
-	return err
+	return out, err
+}
+
+// pick returns the entities of es at the indexes idx.
+func pick(es []storeadapter.Entity, idx []int) []storeadapter.Entity {
+	out := make([]storeadapter.Entity, len(idx))
+	for j, i := range idx {
+		out[j] = es[i]
+	}
+	return out
 }
 
 func (tt tableTarget) has(ctx context.Context, pk, rk string) (bool, error) {
@@ -606,23 +761,28 @@ func (bt blobTarget) String() string { return "container " + bt.b.Name() }
 
 func (bt blobTarget) name(pk, rk string) string { return blobName(bt.prefix, bt.table, pk, rk) }
 
-func (bt blobTarget) put(ctx context.Context, es []storeadapter.Entity) error {
-	for _, e := range es {
-		if err := bt.putOne(ctx, e); err != nil {
-			return err
+func (bt blobTarget) write(ctx context.Context, es []storeadapter.Entity, src sourceReader) ([]placement, error) {
+	out := make([]placement, len(es))
+	for i, e := range es {
+		o, err := bt.writeOne(ctx, e, src)
+		if err != nil {
+			return nil, err
 		}
+		out[i] = o
 	}
-	return nil
+	return out, nil
 }
 
-// putOne writes one copy with If-None-Match (creating the container on
-// first use). When a blob exists, it reads it: a copy of the same or a
-// newer version stays; an older one is replaced with If-Match of its ETag.
-func (bt blobTarget) putOne(ctx context.Context, e storeadapter.Entity) error {
+// writeOne writes one copy with If-None-Match (creating the container on
+// first use). When a blob exists, it reads it (content and ETag): when it
+// holds e's properties, or it does not and src confirms the source still at
+// e's ETag, it writes the copy If-Match the blob's ETag, and reads again
+// when that write loses a race.
+func (bt blobTarget) writeOne(ctx context.Context, e storeadapter.Entity, src sourceReader) (placement, error) {
 	name := bt.name(e.PartitionKey, e.RowKey)
-	data, err := storeadapter.MarshalEntityJSON(archived(e))
+	data, err := storeadapter.MarshalEntityJSON(e)
 	if err != nil {
-		return err
+		return placement{}, err
 	}
 	put := func(ctx context.Context, o storeadapter.PutOptions) error {
 		o.ContentType = "application/json"
@@ -633,31 +793,28 @@ func (bt blobTarget) putOne(ctx context.Context, e storeadapter.Entity) error {
 	err = idempotent.CreateOnMissing(ctx, bt.b.Create, insert)
 	for round := 0; raced(err); round++ {
 		if round == bt.rounds {
-			return fmt.Errorf("blob %s %w", name, errKeptChanging)
+			return placement{fate: contested}, nil
 		}
 		old, props, gerr := bt.b.Get(ctx, name)
 		switch {
 		case errors.Is(gerr, storeadapter.ErrNotFound) && !idempotent.Missing(gerr):
 			err = insert(ctx) // deleted since
+			continue
 		case gerr != nil:
-			return gerr
-		case !newer(e, blobProperties(old)):
-			return nil // the copy holds this version or a newer one
-		default:
-			err = put(ctx, storeadapter.PutOptions{IfMatch: props.ETag})
+			return placement{}, gerr
 		}
+		if c, cerr := storeadapter.UnmarshalEntityJSON(old, ""); cerr != nil || !holds(c.Properties, e) {
+			current, serr := src(ctx, []storeadapter.Entity{e})
+			if serr != nil {
+				return placement{}, serr
+			}
+			if o, ok := confirm(e, current); !ok {
+				return o, nil
+			}
+		}
+		err = put(ctx, storeadapter.PutOptions{IfMatch: props.ETag})
 	}
-	return err
-}
-
-// blobProperties returns the properties of a blob copy, or none when it is
-// not an entity's JSON (such a blob counts as the oldest copy).
-func blobProperties(data []byte) map[string]any {
-	e, err := storeadapter.UnmarshalEntityJSON(data, "")
-	if err != nil {
-		return nil
-	}
-	return e.Properties
+	return placement{}, err
 }
 
 func (bt blobTarget) has(ctx context.Context, pk, rk string) (bool, error) {
