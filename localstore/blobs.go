@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -25,18 +26,38 @@ type Container struct {
 
 type containerState struct {
 	blobs *btree.BTreeG[*blob] // by name
+	// staged holds each blob's uncommitted blocks by ID, apart from its
+	// content, as on Azure: CommitBlocks, Put and Delete discard them.
+	staged map[string]map[string][]byte
 }
 
+// blob is a committed blob. Its blocks are never changed in place (a write
+// makes a new blob), so readers may share them.
 type blob struct {
 	name        string
-	data        []byte
+	blocks      []block // the content, in order; Put makes one block without an ID
+	size        int64
 	etag        string
 	contentType string
 	modified    time.Time
 }
 
+type block struct {
+	id   string
+	data []byte
+}
+
 func (b *blob) props() storeadapter.BlobProps {
-	return storeadapter.BlobProps{Name: b.name, ETag: b.etag, Size: int64(len(b.data)), ContentType: b.contentType, LastModified: b.modified}
+	return storeadapter.BlobProps{Name: b.name, ETag: b.etag, Size: b.size, ContentType: b.contentType, LastModified: b.modified}
+}
+
+// content returns a copy of the blob's bytes.
+func (b *blob) content() []byte {
+	data := make([]byte, 0, b.size)
+	for _, bl := range b.blocks {
+		data = append(data, bl.data...)
+	}
+	return data
 }
 
 // matches reports whether an If-Match condition holds for b: ETagAny, or
@@ -82,29 +103,125 @@ func (c *Container) Create(ctx context.Context) error {
 	c.s.blobsMu.Lock()
 	defer c.s.blobsMu.Unlock()
 	if c.s.containers[c.name] == nil {
-		c.s.containers[c.name] = &containerState{blobs: btree.NewG(16, func(a, b *blob) bool { return storeadapter.LessUTF16(a.name, b.name) })}
+		c.s.containers[c.name] = &containerState{
+			blobs:  btree.NewG(16, func(a, b *blob) bool { return storeadapter.LessUTF16(a.name, b.name) }),
+			staged: make(map[string]map[string][]byte),
+		}
 	}
 	return nil
 }
 
 // Put writes a whole blob, honouring If-Match and If-None-Match "*".
 func (c *Container) Put(ctx context.Context, name string, data []byte, o storeadapter.PutOptions) (string, error) {
+	if err := storeadapter.ValidatePutOptions(o); err != nil {
+		return "", err
+	}
 	var etag string
 	err := c.with(ctx, "PutBlob", name, func(st *containerState) error {
-		if err := storeadapter.ValidatePutOptions(o); err != nil {
+		if err := precondition("put", st, name, o); err != nil {
 			return err
 		}
-		old, exists := st.blobs.Get(&blob{name: name})
-		switch {
-		case o.IfNoneMatchAny && exists:
-			return fmt.Errorf("localstore: put blob %s: %w", name, storeadapter.ErrAlreadyExists)
-		case o.IfMatch != "" && (!exists || !old.matches(o.IfMatch)):
-			return fmt.Errorf("localstore: put blob %s: %w", name, storeadapter.ErrPreconditionFailed)
+		var blocks []block
+		if len(data) > 0 {
+			blocks = []block{{data: bytes.Clone(data)}}
 		}
-		b := &blob{name: name, data: bytes.Clone(data), etag: `"0x` + strings.ToUpper(c.s.next()) + `"`,
-			contentType: cmp.Or(o.ContentType, "application/octet-stream"), modified: c.s.time().Truncate(time.Second)}
-		st.blobs.ReplaceOrInsert(b)
-		etag = b.etag
+		etag = c.store(st, name, blocks, o.ContentType)
+		return nil
+	})
+	return etag, err
+}
+
+// precondition checks a write's condition against the blob's current state.
+func precondition(verb string, st *containerState, name string, o storeadapter.PutOptions) error {
+	old, exists := st.blobs.Get(&blob{name: name})
+	switch {
+	case o.IfNoneMatchAny && exists:
+		return fmt.Errorf("localstore: %s blob %s: %w", verb, name, storeadapter.ErrAlreadyExists)
+	case o.IfMatch != "" && (!exists || !old.matches(o.IfMatch)):
+		return fmt.Errorf("localstore: %s blob %s: %w", verb, name, storeadapter.ErrPreconditionFailed)
+	}
+	return nil
+}
+
+// store makes blocks the blob's content under a new ETag, discards the
+// blob's staged blocks, and returns the ETag.
+func (c *Container) store(st *containerState, name string, blocks []block, contentType string) string {
+	b := &blob{name: name, blocks: blocks, etag: `"0x` + strings.ToUpper(c.s.next()) + `"`,
+		contentType: cmp.Or(contentType, "application/octet-stream"), modified: c.s.time().Truncate(time.Second)}
+	for _, bl := range blocks {
+		b.size += int64(len(bl.data))
+	}
+	st.blobs.ReplaceOrInsert(b)
+	delete(st.staged, name)
+	return b.etag
+}
+
+// StageBlock keeps a copy of one block for a later CommitBlocks.
+func (c *Container) StageBlock(ctx context.Context, name, blockID string, data []byte) error {
+	if err := storeadapter.ValidateStageBlock(blockID, len(data)); err != nil {
+		return err
+	}
+	return c.with(ctx, "PutBlock", name, func(st *containerState) error {
+		staged := st.staged[name]
+		for id := range staged {
+			if len(id) != len(blockID) {
+				// Azure answers 400 InvalidBlobOrBlock.
+				return fmt.Errorf("localstore: stage block %q of blob %s: %w: the blob has staged blocks with IDs of %d characters, this one has %d",
+					blockID, name, storeadapter.ErrInvalidInput, len(id), len(blockID))
+			}
+			break
+		}
+		if _, again := staged[blockID]; !again && len(staged) == storeadapter.MaxUncommittedBlocks {
+			return fmt.Errorf("localstore: stage block %q of blob %s: %w: the blob already has %d uncommitted blocks",
+				blockID, name, storeadapter.ErrTooLarge, storeadapter.MaxUncommittedBlocks)
+		}
+		if staged == nil {
+			staged = make(map[string][]byte)
+			st.staged[name] = staged
+		}
+		staged[blockID] = bytes.Clone(data)
+		return nil
+	})
+}
+
+// CommitBlocks makes the blob consist of the named blocks: each the one
+// most recently staged under its ID, or else the blob's own block of that
+// ID, as Put Block List's "latest" list does.
+func (c *Container) CommitBlocks(ctx context.Context, name string, blockIDs []string, o storeadapter.PutOptions) (string, error) {
+	if err := storeadapter.ValidateBlockList(blockIDs); err != nil {
+		return "", err
+	}
+	if err := storeadapter.ValidatePutOptions(o); err != nil {
+		return "", err
+	}
+	var etag string
+	err := c.with(ctx, "PutBlockList", name, func(st *containerState) error {
+		if err := precondition("commit", st, name, o); err != nil {
+			return err
+		}
+		staged := st.staged[name]
+		var committed map[string][]byte // the blob's own blocks, made when needed
+		blocks := make([]block, len(blockIDs))
+		for i, id := range blockIDs {
+			data, ok := staged[id]
+			if !ok && committed == nil {
+				committed = make(map[string][]byte)
+				if old, exists := st.blobs.Get(&blob{name: name}); exists {
+					for _, bl := range old.blocks {
+						committed[bl.id] = bl.data
+					}
+				}
+			}
+			if !ok {
+				data, ok = committed[id]
+			}
+			if !ok {
+				// Azure answers 400 InvalidBlockList.
+				return fmt.Errorf("localstore: commit blob %s: %w: block %d (%q) was never staged", name, storeadapter.ErrInvalidInput, i, id)
+			}
+			blocks[i] = block{id: id, data: data}
+		}
+		etag = c.store(st, name, blocks, o.ContentType)
 		return nil
 	})
 	return etag, err
@@ -117,11 +234,33 @@ func (c *Container) Get(ctx context.Context, name string) ([]byte, storeadapter.
 	err := c.with(ctx, "GetBlob", name, func(st *containerState) error {
 		b, err := getBlob(st, name)
 		if err == nil {
-			data, p = bytes.Clone(b.data), b.props()
+			data, p = b.content(), b.props()
 		}
 		return err
 	})
 	return data, p, err
+}
+
+// Open returns a reader over the blob's blocks as they are now: a later
+// write makes a new blob and does not disturb the reader.
+func (c *Container) Open(ctx context.Context, name string) (io.ReadCloser, storeadapter.BlobProps, error) {
+	var readers []io.Reader
+	var p storeadapter.BlobProps
+	err := c.with(ctx, "GetBlob", name, func(st *containerState) error {
+		b, err := getBlob(st, name)
+		if err != nil {
+			return err
+		}
+		for _, bl := range b.blocks {
+			readers = append(readers, bytes.NewReader(bl.data))
+		}
+		p = b.props()
+		return nil
+	})
+	if err != nil {
+		return nil, storeadapter.BlobProps{}, err
+	}
+	return io.NopCloser(io.MultiReader(readers...)), p, nil
 }
 
 func getBlob(st *containerState, name string) (*blob, error) {
@@ -156,6 +295,7 @@ func (c *Container) Delete(ctx context.Context, name, ifMatch string) error {
 			return fmt.Errorf("localstore: delete blob %s: %w", name, storeadapter.ErrPreconditionFailed)
 		}
 		st.blobs.Delete(b)
+		delete(st.staged, name)
 		return nil
 	})
 }

@@ -2,6 +2,7 @@ package storeadapter
 
 import (
 	"context"
+	"io"
 	"time"
 )
 
@@ -34,10 +35,41 @@ type Blobs interface {
 	// List returns one page (at most 5,000) of blobs whose names start with
 	// prefix, in name order, and the marker of the next page ("" at the end).
 	List(ctx context.Context, prefix, marker string) (BlobPage, error)
+
+	// StageBlock uploads one block of a blob for a later CommitBlocks;
+	// nothing about the blob changes until then. blockID is base64 of at
+	// most 64 bytes (see ValidateBlockID), and every block staged for one
+	// blob must have an ID of the same length: a different length is
+	// ErrInvalidInput, and so is an ID or an empty block refused by
+	// validation; more than MaxBlockBytes is ErrTooLarge. Staging an ID
+	// again replaces that block. A blob holds at most MaxUncommittedBlocks
+	// staged blocks (ErrTooLarge beyond). data is not kept after the call
+	// returns. Uncommitted blocks expire after a week on Azure.
+	StageBlock(ctx context.Context, name, blockID string, data []byte) error
+	// CommitBlocks makes the blob consist of the named blocks, in order,
+	// and returns its new ETag: the commit is what makes the blob (or its
+	// new content) visible, so a writer that stops before it leaves
+	// nothing half-written. Each ID names the block most recently staged
+	// under it, or else the block of that ID the blob already holds, so a
+	// commit repeated after a lost answer, or a run that stages the same
+	// IDs again and commits, gives the same blob. Staged blocks the list
+	// leaves out are discarded. An ID neither staged nor in the blob, IDs
+	// of different lengths, or more than MaxBlocks IDs are ErrInvalidInput
+	// or ErrTooLarge; no IDs make an empty blob. o works as in Put:
+	// ErrAlreadyExists with IfNoneMatchAny on an existing blob,
+	// ErrPreconditionFailed with an IfMatch that does not hold; a failed
+	// commit keeps the staged blocks.
+	CommitBlocks(ctx context.Context, name string, blockIDs []string, o PutOptions) (etag string, err error)
+	// Open starts reading a blob: its properties come at once, its content
+	// streams from the returned reader, which the caller must close. It
+	// returns ErrNotFound if the blob does not exist. A read error after
+	// Open wraps ErrUnavailable when the transfer failed and can be retried
+	// by opening again.
+	Open(ctx context.Context, name string) (io.ReadCloser, BlobProps, error)
 }
 
-// PutOptions are Put's conditions and content settings. The zero value
-// overwrites unconditionally.
+// PutOptions are the conditions and content settings of Put and
+// CommitBlocks. The zero value overwrites unconditionally.
 type PutOptions struct {
 	// ContentType is stored with the blob; "" stores
 	// "application/octet-stream".

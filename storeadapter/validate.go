@@ -1,6 +1,7 @@
 package storeadapter
 
 import (
+	"encoding/base64"
 	"math"
 	"regexp"
 	"strings"
@@ -24,7 +25,11 @@ const (
 	MaxReceiveCount      = 32      // messages in one receive
 	MaxVisibility        = 7 * 24 * time.Hour
 	MaxBlobNameChars     = 1024
-	MaxBlobPathSegments  = 254 // "/"-separated parts of a blob name
+	MaxBlobPathSegments  = 254        // "/"-separated parts of a blob name
+	MaxBlockBytes        = 4000 << 20 // one staged block (service version 2019-12-12 on)
+	MaxBlocks            = 50000      // blocks in one committed blob
+	MaxUncommittedBlocks = 100000     // blocks staged for one blob and not yet committed
+	MaxBlockIDBytes      = 64         // a block ID before base64 encoding
 )
 
 var (
@@ -129,6 +134,55 @@ func ValidateBlobName(name string) error {
 func ValidatePutOptions(o PutOptions) error {
 	if o.IfMatch != "" && o.IfNoneMatchAny {
 		return invalid("put options", "IfMatch and IfNoneMatchAny cannot be combined: a write takes one condition")
+	}
+	return nil
+}
+
+// ValidateBlockID checks a block ID: standard base64 (with its padding) of
+// 1 to 64 bytes, as Put Block requires. That the IDs of one blob share a
+// length is checked by ValidateBlockList and, across calls, by the store.
+func ValidateBlockID(id string) error {
+	raw, err := base64.StdEncoding.Strict().DecodeString(id)
+	switch {
+	case id == "":
+		return invalid("block ID", "must not be empty")
+	case err != nil:
+		return invalid("block ID", "%q must be standard base64 with padding: %v", id, err)
+	case len(raw) > MaxBlockIDBytes:
+		return invalid("block ID", "%q must encode at most %d bytes, got %d", id, MaxBlockIDBytes, len(raw))
+	}
+	return nil
+}
+
+// ValidateStageBlock checks a block to stage: its ID and a size of 1 byte
+// to MaxBlockBytes. An empty blob needs no block: commit an empty list.
+func ValidateStageBlock(id string, size int) error {
+	if err := ValidateBlockID(id); err != nil {
+		return err
+	}
+	switch {
+	case size == 0:
+		return invalid("block "+id, "must hold at least 1 byte (commit no blocks for an empty blob)")
+	case int64(size) > MaxBlockBytes:
+		return tooLarge("block "+id, "%d bytes exceeds %d (4000 MiB)", size, MaxBlockBytes)
+	}
+	return nil
+}
+
+// ValidateBlockList checks the IDs of a commit: at most MaxBlocks, each a
+// valid ID, all of one length (Azure answers 400 InvalidBlockList to a
+// list that mixes lengths).
+func ValidateBlockList(ids []string) error {
+	if len(ids) > MaxBlocks {
+		return tooLarge("block list", "at most %d blocks, got %d", MaxBlocks, len(ids))
+	}
+	for i, id := range ids {
+		if err := ValidateBlockID(id); err != nil {
+			return err
+		}
+		if len(id) != len(ids[0]) {
+			return invalid("block list", "ID %d (%q) is %d characters long, ID 0 (%q) %d: the IDs of one blob must have one length", i, id, len(id), ids[0], len(ids[0]))
+		}
 	}
 	return nil
 }

@@ -5,13 +5,16 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
@@ -71,6 +74,19 @@ func (c *Container) Put(ctx context.Context, name string, data []byte, o storead
 	if err := storeadapter.ValidatePutOptions(o); err != nil {
 		return "", err
 	}
+	headers, conditions := writeOptions(o)
+	resp, err := c.c.NewBlockBlobClient(name).Upload(ctx, streaming.NopCloser(bytes.NewReader(data)), &blockblob.UploadOptions{
+		HTTPHeaders: headers, AccessConditions: conditions,
+	})
+	if err != nil {
+		return "", interpretError(c.op("put", name), err)
+	}
+	return string(deref((*string)(resp.ETag))), nil
+}
+
+// writeOptions translates a write's PutOptions (already validated) into
+// the SDK's content headers and access conditions.
+func writeOptions(o storeadapter.PutOptions) (*blob.HTTPHeaders, *blob.AccessConditions) {
 	mac := &blob.ModifiedAccessConditions{}
 	if o.IfMatch != "" {
 		mac.IfMatch = to.Ptr(azcore.ETag(o.IfMatch))
@@ -78,14 +94,107 @@ func (c *Container) Put(ctx context.Context, name string, data []byte, o storead
 	if o.IfNoneMatchAny {
 		mac.IfNoneMatch = to.Ptr(azcore.ETagAny)
 	}
-	resp, err := c.c.NewBlockBlobClient(name).Upload(ctx, streaming.NopCloser(bytes.NewReader(data)), &blockblob.UploadOptions{
-		HTTPHeaders:      &blob.HTTPHeaders{BlobContentType: to.Ptr(cmp.Or(o.ContentType, "application/octet-stream"))},
-		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: mac},
+	return &blob.HTTPHeaders{BlobContentType: to.Ptr(cmp.Or(o.ContentType, "application/octet-stream"))},
+		&blob.AccessConditions{ModifiedAccessConditions: mac}
+}
+
+// StageBlock uploads one block (Put Block).
+func (c *Container) StageBlock(ctx context.Context, name, blockID string, data []byte) error {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	if err := c.validate(name); err != nil {
+		return err
+	}
+	if err := storeadapter.ValidateStageBlock(blockID, len(data)); err != nil {
+		return err
+	}
+	_, err := c.c.NewBlockBlobClient(name).StageBlock(ctx, blockID, streaming.NopCloser(bytes.NewReader(data)), nil)
+	if bloberror.HasCode(err, bloberror.BlockCountExceedsLimit) {
+		// A 409 that is no conflict: the blob holds 100,000 uncommitted blocks.
+		return fmt.Errorf("azstore: %s: %w: more than %d uncommitted blocks (HTTP 409 %s)",
+			c.op("stage block "+blockID+" of", name), storeadapter.ErrTooLarge, storeadapter.MaxUncommittedBlocks, bloberror.BlockCountExceedsLimit)
+	}
+	return interpretError(c.op("stage block "+blockID+" of", name), err)
+}
+
+// CommitBlocks commits a block list (Put Block List, every ID looked up in
+// the "latest" list: staged first, then committed).
+func (c *Container) CommitBlocks(ctx context.Context, name string, blockIDs []string, o storeadapter.PutOptions) (string, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	if err := c.validate(name); err != nil {
+		return "", err
+	}
+	if err := storeadapter.ValidateBlockList(blockIDs); err != nil {
+		return "", err
+	}
+	if err := storeadapter.ValidatePutOptions(o); err != nil {
+		return "", err
+	}
+	headers, conditions := writeOptions(o)
+	resp, err := c.c.NewBlockBlobClient(name).CommitBlockList(ctx, blockIDs, &blockblob.CommitBlockListOptions{
+		HTTPHeaders: headers, AccessConditions: conditions,
 	})
 	if err != nil {
-		return "", interpretError(c.op("put", name), err)
+		// An unknown block ID is 400 InvalidBlockList: ErrInvalidInput.
+		return "", interpretError(c.op("commit", name), err)
 	}
 	return string(deref((*string)(resp.ETag))), nil
+}
+
+// Open starts a download. The call timeout bounds the wait for the
+// service's answer; the body then streams for as long as the caller
+// reads, each HTTP try bounded by the try timeout. A read that fails is
+// resumed from where it stopped (a ranged Get under If-Match of the ETag
+// Open returned, so a blob replaced meanwhile fails the read with
+// ErrPreconditionFailed rather than mixing two versions).
+func (c *Container) Open(ctx context.Context, name string) (io.ReadCloser, storeadapter.BlobProps, error) {
+	if err := c.validate(name); err != nil {
+		return nil, storeadapter.BlobProps{}, err
+	}
+	// Not c.bound: its deadline would also end the body's transfer.
+	ctx, cancel := context.WithCancel(ctx)
+	expired := func() bool { return false }
+	if c.callTimeout > 0 {
+		t := time.AfterFunc(time.Duration(c.callTimeout), cancel)
+		expired = func() bool { return !t.Stop() }
+	}
+	op := c.op("open", name)
+	resp, err := c.c.NewBlobClient(name).DownloadStream(ctx, nil)
+	if expired() { // the timer cancelled the call, or will end the body
+		if err == nil {
+			resp.Body.Close()
+		}
+		err = context.DeadlineExceeded
+	}
+	if err != nil {
+		cancel()
+		return nil, storeadapter.BlobProps{}, interpretError(op, err)
+	}
+	r := &blobReader{r: resp.NewRetryReader(ctx, nil), cancel: cancel, op: op}
+	return r, storeadapter.BlobProps{Name: name, ETag: deref((*string)(resp.ETag)), Size: derefInt(resp.ContentLength),
+		ContentType: deref(resp.ContentType), LastModified: tm(resp.LastModified)}, nil
+}
+
+// blobReader is the body Open returns: its errors are translated, and
+// Close ends the download's context.
+type blobReader struct {
+	r      io.ReadCloser
+	cancel context.CancelFunc
+	op     string
+}
+
+func (r *blobReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if err != nil && err != io.EOF {
+		err = interpretError(r.op, err)
+	}
+	return n, err
+}
+
+func (r *blobReader) Close() error {
+	defer r.cancel()
+	return interpretError(r.op, r.r.Close())
 }
 
 // Get reads a whole blob.

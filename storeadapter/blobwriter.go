@@ -1,0 +1,142 @@
+package storeadapter
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+)
+
+// DefaultBlockSize is the block size of a BlobWriter whose options leave it
+// zero: large enough that a blob of 50,000 blocks may hold 195 GiB, small
+// enough to keep in memory.
+const DefaultBlockSize = 4 << 20
+
+// BlobWriterOptions configure a BlobWriter.
+type BlobWriterOptions struct {
+	// BlockSize is the size of every staged block but the last, and the
+	// memory the writer holds: 1 byte to MaxBlockBytes, 0 meaning
+	// DefaultBlockSize. The blob can hold MaxBlocks blocks of it.
+	BlockSize int
+	// Put holds the content type and the condition of the commit, as in
+	// Blobs.Put: with IfNoneMatchAny, Commit fails with ErrAlreadyExists if
+	// the blob exists by then.
+	Put PutOptions
+}
+
+// BlobWriter writes a blob of any size through Blobs.StageBlock and
+// Blobs.CommitBlocks, holding at most one block in memory. Nothing is
+// visible until Commit: a writer that fails or is abandoned leaves the
+// blob as it was (its staged blocks expire on their own).
+//
+// Block IDs are base64 of the block's zero-padded sequence number, the
+// same for every run, so a run repeated after a crash stages the same IDs,
+// replaces what the earlier run staged, and commits only its own blocks.
+//
+// Errors are sticky: after a failed Write or Commit every call returns the
+// same error; start again with a new writer. A BlobWriter is not safe for
+// concurrent use.
+type BlobWriter struct {
+	ctx   context.Context
+	b     Blobs
+	name  string
+	o     BlobWriterOptions
+	buf   []byte   // the block being filled; cap is the block size once allocated
+	ids   []string // staged so far, in order
+	size  int64
+	err   error
+	etag  string
+	block int
+}
+
+// NewBlobWriter returns a writer of the named blob. Invalid options or an
+// invalid name surface as ErrInvalidInput from the first Write or Commit,
+// before any call to b.
+func NewBlobWriter(ctx context.Context, b Blobs, name string, o BlobWriterOptions) *BlobWriter {
+	w := &BlobWriter{ctx: ctx, b: b, name: name, o: o, block: o.BlockSize}
+	if w.block == 0 {
+		w.block = DefaultBlockSize
+	}
+	switch {
+	case o.BlockSize < 0 || int64(o.BlockSize) > MaxBlockBytes:
+		w.err = invalid("block size", "must be 1-%d bytes (0 means %d), got %d", MaxBlockBytes, DefaultBlockSize, o.BlockSize)
+	default:
+		if err := ValidateBlobName(name); err != nil {
+			w.err = err
+		} else if err := ValidatePutOptions(o.Put); err != nil {
+			w.err = err
+		}
+	}
+	return w
+}
+
+// Write buffers p, staging each block as it fills. It returns len(p), or
+// the bytes taken before the error that stopped it (from validation or
+// StageBlock).
+func (w *BlobWriter) Write(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 && w.err == nil {
+		if len(w.buf) == 0 && len(p) >= w.block {
+			// A whole block straight from the caller's slice: no copy.
+			w.stage(p[:w.block])
+			if w.err == nil {
+				n, p = n+w.block, p[w.block:]
+			}
+			continue
+		}
+		if w.buf == nil {
+			w.buf = make([]byte, 0, w.block)
+		}
+		c := min(len(p), w.block-len(w.buf))
+		w.buf = append(w.buf, p[:c]...)
+		n, p = n+c, p[c:]
+		if len(w.buf) == w.block {
+			w.stage(w.buf)
+			w.buf = w.buf[:0]
+		}
+	}
+	return n, w.err
+}
+
+// stage stages one block under the next ID, recording any error.
+func (w *BlobWriter) stage(data []byte) {
+	if len(w.ids) == MaxBlocks {
+		w.err = tooLarge("blob "+w.name, "more than %d blocks of %d bytes; use a larger BlockSize", MaxBlocks, w.block)
+		return
+	}
+	id := BlockID(len(w.ids))
+	if err := w.b.StageBlock(w.ctx, w.name, id, data); err != nil {
+		w.err = fmt.Errorf("write blob %s: block %d: %w", w.name, len(w.ids), err)
+		return
+	}
+	w.ids = append(w.ids, id)
+	w.size += int64(len(data))
+}
+
+// Commit stages what is buffered and commits every block, making the blob
+// visible, and returns its ETag. Calling it again returns the same result.
+func (w *BlobWriter) Commit() (etag string, err error) {
+	if w.etag != "" || w.err != nil {
+		return w.etag, w.err
+	}
+	if len(w.buf) > 0 {
+		w.stage(w.buf)
+	}
+	w.buf = nil // the memory goes back now, whatever happens next
+	if w.err != nil {
+		return "", w.err
+	}
+	w.etag, err = w.b.CommitBlocks(w.ctx, w.name, w.ids, w.o.Put)
+	if err != nil {
+		w.err = fmt.Errorf("write blob %s: commit %d blocks: %w", w.name, len(w.ids), err)
+	}
+	return w.etag, w.err
+}
+
+// Size returns the bytes written so far: the blob's size once committed.
+func (w *BlobWriter) Size() int64 { return w.size + int64(len(w.buf)) }
+
+// BlockID returns the ID BlobWriter gives its n-th block (from 0): base64 of
+// n as eight decimal digits, so every ID of a blob has one length.
+func BlockID(n int) string {
+	return base64.StdEncoding.EncodeToString(fmt.Appendf(nil, "%08d", n))
+}
