@@ -10,6 +10,7 @@ import (
 	"github.com/tablekeeper/tablekeeper/idempotent"
 	"github.com/tablekeeper/tablekeeper/localstore"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
 )
 
 func op(pk, rk string, size int) storeadapter.TableOp {
@@ -160,7 +161,8 @@ func (r *racingTables) Transact(ctx context.Context, table string, ops []storead
 // table exists.
 func TestTransactTableCreationRace(t *testing.T) {
 	ctx := context.Background()
-	s := localstore.New(localstore.Options{})
+	counts := &instrument.Counts{}
+	s := instrument.Wrap(localstore.New(localstore.Options{}), instrument.Options{Observers: []instrument.Observer{counts}})
 	tb := &racingTables{Tables: s.Tables()}
 	e := storeadapter.Entity{PartitionKey: "p", RowKey: "r", Properties: map[string]any{"V": int32(1)}}
 	if err := idempotent.Transact(ctx, tb, "Raced", []storeadapter.TableOp{{Action: storeadapter.TxUpsertReplace, Entity: e}}); err != nil {
@@ -172,8 +174,8 @@ func TestTransactTableCreationRace(t *testing.T) {
 	if _, err := s.Tables().GetEntity(ctx, "Raced", "p", "r"); err != nil {
 		t.Fatalf("the entity was not written: %v", err)
 	}
-	calls := s.Calls()
-	if calls["Query"] != 0 || calls["ListTables"] != 0 || calls["Transact"] != 2 {
-		t.Errorf("calls = %v, want 2 Transact and no Query or ListTables", calls)
+	calls := counts.Snapshot()
+	if calls[instrument.OpQuery].Calls != 0 || calls[instrument.OpListTables].Calls != 0 || calls[instrument.OpTransact].Calls != 2 {
+		t.Errorf("calls:\n%vwant 2 Transact and no Query or ListTables", calls)
 	}
 }

@@ -11,8 +11,9 @@
 // with ETags and conditions.
 //
 // Time comes from an injectable clock (see FakeClock), so tests move time
-// instead of sleeping. Every call is counted by operation (see Calls) and can
-// be made to fail (see Options.Fault). It is safe for concurrent use.
+// instead of sleeping. It is safe for concurrent use. To count, time, delay
+// or fail its calls, wrap it with storeadapter/instrument (Calls and
+// Options.Fault remain only until the jobs/ tests move to the instrument).
 //
 // It never imports the Azure SDK and keeps no files: it serves fast tests and
 // the demo, and the shared contract suite (storeadapter/storetest) holds it

@@ -52,7 +52,10 @@ type Options struct {
 	TableDeleteDelay time.Duration
 	// Fault, if set, is called with the operation name (as Calls counts it)
 	// before every call; a non-nil result is returned instead of running it.
-	// Use it to inject transient failures.
+	//
+	// Fault is kept only until the jobs/ tests move to the store instrument
+	// (storeadapter/instrument, whose Options.Fault sees every call with a
+	// typed Op); do not add new uses.
 	Fault func(op string) error
 }
 
@@ -86,6 +89,10 @@ func (s *Store) Container(name string) storeadapter.Blobs { return &Container{s:
 
 // Calls returns how many calls each operation has received so far, such as
 // {"GetEntity": 3, "Receive": 1}, failed calls included.
+//
+// Calls is kept only until the jobs/ tests move to the store instrument
+// (storeadapter/instrument, whose Counts counts every call by typed Op);
+// do not add new uses.
 func (s *Store) Calls() map[string]int64 {
 	out := make(map[string]int64)
 	s.calls.Range(func(op, n any) bool {

@@ -14,6 +14,7 @@ import (
 	"github.com/tablekeeper/tablekeeper/idempotent"
 	"github.com/tablekeeper/tablekeeper/localstore"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
 )
 
 var t0 = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
@@ -25,7 +26,8 @@ const sourceName = "work-items"
 type bundle struct {
 	ctx    context.Context
 	clock  *localstore.FakeClock
-	store  *localstore.Store
+	store  *instrument.Store
+	calls  *instrument.Counts // every call through store
 	src    storeadapter.Queue
 	poison storeadapter.Queue
 	blobs  storeadapter.Blobs
@@ -34,18 +36,19 @@ type bundle struct {
 
 func setup(t *testing.T) *bundle { return setupWithFault(t, nil) }
 
-// setupWithFault is setup with a localstore fault hook, called with each
-// operation's name before it runs.
-func setupWithFault(t *testing.T, fault func(op string) error) *bundle {
+// setupWithFault is setup with the store instrument's fault hook, called
+// before each storage call.
+func setupWithFault(t *testing.T, fault func(context.Context, instrument.Call) error) *bundle {
 	t.Helper()
 	ctx := t.Context()
 	clock := localstore.NewFakeClock(t0)
-	st := localstore.New(localstore.Options{Now: clock.Now, Fault: fault})
+	calls := &instrument.Counts{}
+	st := instrument.Wrap(localstore.New(localstore.Options{Now: clock.Now}), instrument.Options{Fault: fault, Observers: []instrument.Observer{calls}})
 	src := st.Queue(sourceName)
 	if err := src.Create(ctx); err != nil {
 		t.Fatal(err)
 	}
-	b := &bundle{ctx: ctx, clock: clock, store: st, src: src,
+	b := &bundle{ctx: ctx, clock: clock, store: st, calls: calls, src: src,
 		poison: st.Queue(QueueName(sourceName)), blobs: st.Container(QueueName(sourceName))}
 	b.m = New(Config{Tables: st.Tables(), Source: src, Poison: b.poison, Blobs: b.blobs, Now: clock.Now, Host: "ops-host"})
 	return b
@@ -697,8 +700,8 @@ func TestRequeueLosesClaim(t *testing.T) {
 		nested []Record
 		nerr   error
 	)
-	b = setupWithFault(t, func(op string) error {
-		if op == "UpdateEntity" && armed {
+	b = setupWithFault(t, func(_ context.Context, c instrument.Call) error {
+		if c.Op == instrument.OpUpdateEntity && armed {
 			armed = false
 			nested, nerr = b.m.Requeue(b.ctx, RequeueOptions{IDs: []string{id}})
 		}
@@ -725,7 +728,7 @@ func TestRequeueDryRunChangesNothing(t *testing.T) {
 	b := setup(t)
 	msg := b.poisonNow(t, "ZHJ5", "index", "r")
 	before := b.entity(t, msg.ID)
-	calls := b.store.Calls()
+	calls := b.calls.Snapshot()
 
 	got, err := b.m.Requeue(b.ctx, RequeueOptions{All: true, DryRun: true})
 	if err != nil || len(got) != 1 || got[0].MessageID != msg.ID || got[0].State != StatePoisoned {
@@ -734,10 +737,11 @@ func TestRequeueDryRunChangesNothing(t *testing.T) {
 	if after := b.entity(t, msg.ID); after.ETag != before.ETag {
 		t.Error("dry run changed the record")
 	}
-	after := b.store.Calls()
-	for _, op := range []string{"Send", "UpdateEntity", "UpsertEntity", "DeleteEntity", "Receive", "DeleteMessage", "UpdateMessage", "PutBlob", "DeleteBlob"} {
-		if after[op] != calls[op] {
-			t.Errorf("dry run called %s %d times", op, after[op]-calls[op])
+	after := b.calls.Snapshot()
+	for _, op := range []instrument.Op{instrument.OpSend, instrument.OpUpdateEntity, instrument.OpUpsertEntity, instrument.OpDeleteEntity, instrument.OpInsertEntity,
+		instrument.OpTransact, instrument.OpReceive, instrument.OpDeleteMessage, instrument.OpUpdate, instrument.OpPut, instrument.OpDeleteBlob} {
+		if n := after[op].Calls - calls[op].Calls; n != 0 {
+			t.Errorf("dry run called %s %d times", op, n)
 		}
 	}
 	if b.count(t, b.src) != 0 || b.count(t, b.poison) != 1 {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -20,6 +21,7 @@ import (
 	"github.com/tablekeeper/tablekeeper/localstore"
 	"github.com/tablekeeper/tablekeeper/poison"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
 )
 
 var t0 = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
@@ -392,9 +394,7 @@ func TestRawLongLineIsSkipped(t *testing.T) {
 func TestRawStopsWhenTheQueueFails(t *testing.T) {
 	setup(t)
 	// A queue that cannot be reached at all, not a per-message rejection.
-	down := localstore.New(localstore.Options{Fault: func(string) error {
-		return fmt.Errorf("dial: %w", storeadapter.ErrUnavailable)
-	}})
+	down := unreachable()
 	var in strings.Builder
 	for i := range 500 {
 		fmt.Fprintln(&in, envelopeLine(fmt.Sprintf("op-%d", i), "r"))
@@ -915,7 +915,7 @@ func TestRawCapsErrorsAndSaysHowToResume(t *testing.T) {
 		t.Errorf("-o json = %+v (%v)\n%s", out, err, r.stdout)
 	}
 
-	down := localstore.New(localstore.Options{Fault: func(string) error { return fmt.Errorf("dial: %w", storeadapter.ErrUnavailable) }})
+	down := unreachable()
 	file := filepath.Join(t.TempDir(), "in.jsonl")
 	if err := os.WriteFile(file, []byte(in.String()), 0o600); err != nil {
 		t.Fatal(err)
@@ -928,6 +928,14 @@ func TestRawCapsErrorsAndSaysHowToResume(t *testing.T) {
 	if !strings.Contains(stderr.String(), "not sent: line 51; resume with: tail -n +51 "+file+" | enqueue raw") {
 		t.Errorf("stop report:\n%s", stderr.String())
 	}
+}
+
+// unreachable is a store every call of which fails as a storage account
+// that cannot be reached does.
+func unreachable() storeadapter.Store {
+	return instrument.Wrap(localstore.New(localstore.Options{}), instrument.Options{Fault: func(context.Context, instrument.Call) error {
+		return fmt.Errorf("dial: %w", storeadapter.ErrUnavailable)
+	}})
 }
 
 func boolInt(b bool) int {

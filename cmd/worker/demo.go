@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -17,6 +15,7 @@ import (
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/localstore"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
 )
 
 // The demo runs the whole job on localstore: it seeds the employee tables of
@@ -45,7 +44,6 @@ func runDemo(ctx context.Context, out io.Writer, log *slog.Logger, cfg jobs.Conf
 	if err != nil {
 		return fmt.Errorf("demo: enqueue: %w", err)
 	}
-	seeded := store.Calls()
 
 	cfg.Drain = true
 	cfg.RetryBase, cfg.RetryMax = 100*time.Millisecond, time.Second
@@ -54,7 +52,11 @@ func runDemo(ctx context.Context, out io.Writer, log *slog.Logger, cfg jobs.Conf
 	if !cli.IsTerminal(out) {
 		log = slog.New(slog.DiscardHandler) // keep piped output to the summary
 	}
-	r, err := newRunner(store, demoQueue, DefaultCheckpointTable, cfg, log)
+	// The worker's calls alone go through the instrument: seeding and the
+	// report below use the store directly.
+	calls := &instrument.Counts{}
+	worker := instrument.Wrap(store, instrument.Options{Observers: []instrument.Observer{calls}})
+	r, err := newRunner(worker, demoQueue, DefaultCheckpointTable, cfg, log)
 	if err != nil {
 		return err
 	}
@@ -62,11 +64,7 @@ func runDemo(ctx context.Context, out io.Writer, log *slog.Logger, cfg jobs.Conf
 	if err := r.Run(ctx); err != nil {
 		return err
 	}
-	took, used := time.Since(start), store.Calls()
-	for op, n := range seeded {
-		used[op] -= n
-	}
-	return printDemo(ctx, out, store, r.Stats(), ops, used, took)
+	return printDemo(ctx, out, store, r.Stats(), ops, calls.Snapshot(), time.Since(start))
 }
 
 func seedDemo(ctx context.Context, store *localstore.Store) error {
@@ -143,7 +141,7 @@ func enqueueDemo(ctx context.Context, store *localstore.Store) ([]demoOp, error)
 }
 
 // printDemo reports the run; calls are the worker's storage calls.
-func printDemo(ctx context.Context, out io.Writer, store *localstore.Store, s jobs.Stats, ops []demoOp, calls map[string]int64, took time.Duration) error {
+func printDemo(ctx context.Context, out io.Writer, store *localstore.Store, s jobs.Stats, ops []demoOp, calls instrument.Snapshot, took time.Duration) error {
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(w, "tablekeeper demo: archive moves on the in-process store (%v)\n\n", took.Round(time.Millisecond))
 	fmt.Fprintln(w, "enqueued:")
@@ -178,14 +176,10 @@ func printDemo(ctx context.Context, out io.Writer, store *localstore.Store, s jo
 	}
 
 	fmt.Fprintln(w, "\nstorage calls by the worker, by operation:")
-	var total int64
-	for _, op := range slices.Sorted(maps.Keys(calls)) {
-		if n := calls[op]; n > 0 {
-			fmt.Fprintf(w, "  %s\t%d\n", op, n)
-			total += n
-		}
+	for _, op := range calls.Ops() {
+		fmt.Fprintf(w, "  %s\t%d\n", op, calls[op].Calls)
 	}
-	fmt.Fprintf(w, "  total\t%d\n", total)
+	fmt.Fprintf(w, "  total\t%d\n", calls.Total().Calls)
 	return w.Flush()
 }
 

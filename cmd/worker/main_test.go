@@ -17,6 +17,7 @@ import (
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/localstore"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
 )
 
 // TestDemo runs the README's first command in-process and checks the
@@ -131,8 +132,8 @@ func TestSignals(t *testing.T) {
 	hang := make(chan struct{}) // the job's first read returns only when the test ends
 	t.Cleanup(func() { close(hang) })
 	started := make(chan struct{}, 1)
-	store := localstore.New(localstore.Options{Fault: func(op string) error {
-		if op == "GetEntity" {
+	store := instrument.Wrap(localstore.New(localstore.Options{}), instrument.Options{Fault: func(_ context.Context, c instrument.Call) error {
+		if c.Op == instrument.OpGetEntity {
 			started <- struct{}{}
 			<-hang
 		}

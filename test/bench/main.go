@@ -1,11 +1,23 @@
-// Command bench measures the worker against Azurite: archive moves per
-// second through jobs.Runner next to a tight loop that makes the same
-// storage calls directly with the Azure SDK at the same concurrency (their
-// ratio is the runner's overhead), and storage calls per archive move,
-// receives amortised. It starts its own Azurite (see test/azurite) unless
-// TABLEKEEPER_AZURITE_CONNECTION_STRING names one.
+// Command bench measures the worker: archive moves per second through
+// jobs.Runner next to a tight loop that makes the same storage calls
+// directly at the same concurrency (their ratio is the runner's overhead),
+// storage calls per move (receives amortised) and process CPU time per
+// message. Every storage call is counted by the store instrument
+// (storeadapter/instrument).
 //
-//	go run ./test/bench -n 2000 -concurrency 16
+// It makes two runs:
+//
+//   - local: localstore with an injected round trip per call (-latency,
+//     10 ms by default, an Azure in-region figure), which takes CPU out of
+//     the picture: it prints the limit concurrency / (calls per move ×
+//     latency) next to both loops.
+//
+//   - azurite: azstore on Azurite against a direct Azure SDK loop. It starts
+//     its own Azurite (see test/azurite) unless
+//     TABLEKEEPER_AZURITE_CONNECTION_STRING names one. On a small machine
+//     Azurite's Node core and the worker share the CPU.
+//
+//     go run ./test/bench -n 2000 -concurrency 16 -latency 10ms -runs local,azurite
 //
 // Keep -n to a few thousand: Azurite's receive slows down on deep queues.
 package main
@@ -17,101 +29,334 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 
 	"github.com/tablekeeper/tablekeeper/idempotent"
 	"github.com/tablekeeper/tablekeeper/jobs"
+	"github.com/tablekeeper/tablekeeper/localstore"
 	"github.com/tablekeeper/tablekeeper/poison"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/storeadapter/azstore"
+	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
 	"github.com/tablekeeper/tablekeeper/test/azurite"
 )
 
 func main() {
-	n := flag.Int("n", 2000, "archive moves per run (keep to a few thousand on Azurite)")
-	conc := flag.Int("concurrency", 16, "concurrent moves, the same for both runs")
+	n := flag.Int("n", 1000, "archive moves per run (keep to a few thousand on Azurite)")
+	conc := flag.Int("concurrency", 16, "concurrent moves, the same for every run")
+	latency := flag.Duration("latency", 10*time.Millisecond, "round trip injected into every localstore call")
+	runs := flag.String("runs", "local,azurite", "which runs to make, comma-separated: local, azurite")
+	verbose := flag.Bool("v", false, "print each run's calls by operation")
 	flag.Parse()
-	if err := run(*n, *conc); err != nil {
-		log.Fatal(err)
+	b := bench{n: *n, conc: *conc, verbose: *verbose}
+	for _, r := range strings.Split(*runs, ",") {
+		var err error
+		switch r {
+		case "local":
+			err = b.local(context.Background(), *latency)
+		case "azurite":
+			err = b.azurite(context.Background())
+		default:
+			err = fmt.Errorf("-runs: unknown run %q (local, azurite)", r)
+		}
+		if err != nil {
+			log.Fatal(err)
+		}
 	}
 }
 
-// counter counts HTTP requests, i.e. storage calls.
-type counter struct{ n atomic.Int64 }
-
-func (c *counter) Do(r *http.Request) (*http.Response, error) {
-	c.n.Add(1)
-	return http.DefaultClient.Do(r)
+type bench struct {
+	n, conc int
+	verbose bool
 }
 
-func run(n, conc int) error {
-	ctx := context.Background()
+// result is one loop's figures.
+type result struct {
+	name  string
+	took  time.Duration
+	cpu   time.Duration // process CPU time, user and system
+	calls instrument.Snapshot
+}
+
+func (r result) movesPerSec(n int) float64 { return float64(n) / r.took.Seconds() }
+func (r result) callsPerMove(n int) float64 {
+	return float64(r.calls.Total().Calls) / float64(n)
+}
+
+// measure runs fn and returns its wall and CPU time and calls counts.
+func measure(name string, calls *instrument.Counts, fn func() error) (result, error) {
+	cpu0, start := cpuTime(), time.Now()
+	if err := fn(); err != nil {
+		return result{}, fmt.Errorf("%s: %w", name, err)
+	}
+	return result{name: name, took: time.Since(start), cpu: cpuTime() - cpu0, calls: calls.Snapshot()}, nil
+}
+
+// cpuTime returns the CPU time this process has used so far (children, such
+// as Azurite, excluded).
+func cpuTime() time.Duration {
+	var u syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &u); err != nil {
+		log.Fatal(err)
+	}
+	return time.Duration(u.Utime.Nano() + u.Stime.Nano())
+}
+
+// instrumented wraps store so that calls counts every call, each delayed
+// by latency.
+func instrumented(store storeadapter.Store, latency time.Duration, calls *instrument.Counts) *instrument.Store {
+	return instrument.Wrap(store, instrument.Options{Latency: instrument.Fixed(latency), Observers: []instrument.Observer{calls}})
+}
+
+// local runs the worker and the direct loop on localstore with latency
+// injected into every call.
+func (b bench) local(ctx context.Context, latency time.Duration) error {
+	store := localstore.New(localstore.Options{})
+	worker, err := b.worker(ctx, store, latency, "BenchLocalWorker", "bench-local-worker")
+	if err != nil {
+		return err
+	}
+	if err := seed(ctx, store, "BenchLocalDirect", "bench-local-direct", b.n); err != nil {
+		return err
+	}
+	calls := &instrument.Counts{}
+	direct, err := measure("direct store loop", calls, func() error {
+		return b.directStore(ctx, instrumented(store, latency, calls), "BenchLocalDirect", "bench-local-direct")
+	})
+	if err != nil {
+		return err
+	}
+	limit := float64(b.conc) / (worker.callsPerMove(b.n) * latency.Seconds())
+	b.print(fmt.Sprintf("archive moves on localstore, %v per call", latency), worker, direct)
+	fmt.Printf("limit concurrency / (calls per move × latency) = %d / (%.2f × %v): %.0f moves/s\n", b.conc, worker.callsPerMove(b.n), latency, limit)
+	fmt.Printf("worker / limit: %.2f, direct / limit: %.2f\n", worker.movesPerSec(b.n)/limit, direct.movesPerSec(b.n)/limit)
+	tot := worker.calls.Total()
+	fmt.Printf("the worker's calls took %v on average (the injected %v, timer wake-up and the store)\n\n",
+		(tot.Latency / time.Duration(tot.Calls)).Round(10*time.Microsecond), latency)
+	return nil
+}
+
+// azurite runs the worker on azstore and the direct loop with the Azure SDK
+// on Azurite.
+func (b bench) azurite(ctx context.Context) error {
 	em, err := azurite.Start(ctx)
 	if err != nil {
 		return err
 	}
 	defer em.Stop()
-	calls := &counter{}
-	co := azcore.ClientOptions{Transport: calls}
-	store, err := azstore.NewFromConnectionString(em.ConnectionString, &azstore.Options{
-		Tables: &aztables.ClientOptions{ClientOptions: co}, Queues: &azqueue.ClientOptions{ClientOptions: co}, Blobs: &azblob.ClientOptions{ClientOptions: co}})
+	store, err := azstore.NewFromConnectionString(em.ConnectionString, nil)
 	if err != nil {
 		return err
 	}
-
-	// Through the worker.
-	if err := seed(ctx, store, "BenchWorker", "bench-worker", n); err != nil {
-		return err
-	}
-	archiver := &jobs.Archiver{Store: store, Checkpoints: idempotent.Checkpoints{Tables: store.Tables(), Table: "BenchCheckpoints"}}
-	r, err := jobs.NewRunner(jobs.Config{Queue: store.Queue("bench-worker"), Registry: jobs.NewRegistry(store.Container, archiver.Kind()),
-		Poison: poison.New(poison.Config{Tables: store.Tables(), Source: store.Queue("bench-worker"),
-			Poison: store.Queue("bench-worker-poison"), Blobs: store.Container("bench-worker-poison")}), Concurrency: conc, Drain: true, IdleMin: 10 * time.Millisecond, IdleMax: 100 * time.Millisecond})
+	worker, err := b.worker(ctx, store, 0, "BenchWorker", "bench-worker")
 	if err != nil {
 		return err
 	}
-	before := calls.n.Load()
-	start := time.Now()
-	if err := r.Run(ctx); err != nil {
+	if err := seed(ctx, store, "BenchDirect", "bench-direct", b.n); err != nil {
 		return err
 	}
-	workerTime := time.Since(start)
-	workerCalls := calls.n.Load() - before
-	if s := r.Stats(); s.Succeeded != int64(n) {
-		return fmt.Errorf("worker moved %d of %d (stats %+v)", s.Succeeded, n, s)
-	}
-
-	// The same calls, directly with the SDK.
-	if err := seed(ctx, store, "BenchDirect", "bench-direct", n); err != nil {
-		return err
-	}
-	directTime, directCalls, err := direct(ctx, em.ConnectionString, n, conc)
+	calls := &instrument.Counts{}
+	direct, err := measure("direct SDK loop", calls, func() error { return b.directSDK(ctx, em.ConnectionString, calls) })
 	if err != nil {
 		return err
 	}
-
-	fmt.Printf("archive moves on Azurite, %d single-entity moves, concurrency %d\n", n, conc)
-	fmt.Printf("%-28s %10s %14s %16s\n", "", "seconds", "moves/s", "calls per move")
-	fmt.Printf("%-28s %10.2f %14.0f %16.2f\n", "worker (jobs.Runner)", workerTime.Seconds(), float64(n)/workerTime.Seconds(), float64(workerCalls)/float64(n))
-	fmt.Printf("%-28s %10.2f %14.0f %16.2f\n", "direct SDK loop", directTime.Seconds(), float64(n)/directTime.Seconds(), float64(directCalls)/float64(n))
-	fmt.Printf("worker / direct throughput ratio: %.2f\n", directTime.Seconds()/workerTime.Seconds())
+	b.print("archive moves on Azurite", worker, direct)
+	fmt.Println()
 	return nil
+}
+
+// worker seeds table and queue in store, then moves them with jobs.Runner
+// through the instrument.
+func (b bench) worker(ctx context.Context, store storeadapter.Store, latency time.Duration, table, queue string) (result, error) {
+	if err := seed(ctx, store, table, queue, b.n); err != nil {
+		return result{}, err
+	}
+	calls := &instrument.Counts{}
+	st := instrumented(store, latency, calls)
+	archiver := &jobs.Archiver{Store: st, Checkpoints: idempotent.Checkpoints{Tables: st.Tables(), Table: "BenchCheckpoints"}}
+	r, err := jobs.NewRunner(jobs.Config{Queue: st.Queue(queue), Registry: jobs.NewRegistry(st.Container, archiver.Kind()),
+		Poison: poison.New(poison.Config{Tables: st.Tables(), Source: st.Queue(queue),
+			Poison: st.Queue(queue + "-poison"), Blobs: st.Container(queue + "-poison")}), Concurrency: b.conc, Drain: true, IdleMin: 10 * time.Millisecond, IdleMax: 100 * time.Millisecond})
+	if err != nil {
+		return result{}, err
+	}
+	res, err := measure("worker (jobs.Runner)", calls, func() error { return r.Run(ctx) })
+	if err != nil {
+		return result{}, err
+	}
+	if s := r.Stats(); s.Succeeded != int64(b.n) {
+		return result{}, fmt.Errorf("worker moved %d of %d (stats %+v)", s.Succeeded, b.n, s)
+	}
+	return res, nil
+}
+
+// print reports the two loops of one run.
+func (b bench) print(title string, worker, direct result) {
+	fmt.Printf("%s: %d single-entity moves, concurrency %d\n", title, b.n, b.conc)
+	fmt.Printf("%-22s %8s %9s %15s %16s\n", "", "seconds", "moves/s", "calls per move", "CPU per message")
+	for _, r := range []result{worker, direct} {
+		fmt.Printf("%-22s %8.2f %9.0f %15.2f %16v\n", r.name, r.took.Seconds(), r.movesPerSec(b.n), r.callsPerMove(b.n),
+			(r.cpu / time.Duration(b.n)).Round(time.Microsecond))
+	}
+	fmt.Printf("worker / direct throughput ratio: %.2f\n", direct.took.Seconds()/worker.took.Seconds())
+	if b.verbose {
+		for _, r := range []result{worker, direct} {
+			fmt.Printf("\n%s, calls by operation:\n%v", r.name, r.calls)
+		}
+	}
+}
+
+// msg is one received message, from the store or the SDK.
+type msg struct{ id, popReceipt, text string }
+
+// pump moves n messages as the runner does: one receiver feeding conc
+// movers. It returns the first error.
+func (b bench) pump(receive func() ([]msg, error), move func(m msg) error) error {
+	msgs := make(chan msg, b.conc)
+	var mu sync.Mutex
+	var firstErr error
+	fail := func(err error) {
+		mu.Lock()
+		firstErr = cmp.Or(firstErr, err)
+		mu.Unlock()
+	}
+	go func() {
+		defer close(msgs)
+		for got := 0; got < b.n; {
+			ms, err := receive()
+			if err != nil {
+				fail(err)
+				return
+			}
+			for _, m := range ms {
+				msgs <- m
+			}
+			got += len(ms)
+		}
+	}()
+	var wg sync.WaitGroup
+	for range b.conc {
+		wg.Go(func() {
+			for m := range msgs {
+				if err := move(m); err != nil {
+					fail(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return firstErr
+}
+
+// archiveArgs decodes a bench message's archive arguments.
+func archiveArgs(text string) (jobs.ArchiveArgs, error) {
+	var a jobs.ArchiveArgs
+	env, err := jobs.DecodeEnvelope(text)
+	if err != nil {
+		return a, err
+	}
+	err = json.Unmarshal(env.Args, &a)
+	return a, err
+}
+
+// directStore moves the entities of table through store's interfaces: per
+// message a get, an upsert, an If-Match delete and a message delete.
+func (b bench) directStore(ctx context.Context, store storeadapter.Store, table, queue string) error {
+	tb, q := store.Tables(), store.Queue(queue)
+	receive := func() ([]msg, error) {
+		got, err := q.Receive(ctx, min(32, b.conc), time.Minute)
+		ms := make([]msg, len(got))
+		for i, m := range got {
+			ms[i] = msg{m.ID, m.PopReceipt, m.Text}
+		}
+		return ms, err
+	}
+	return b.pump(receive, func(m msg) error {
+		a, err := archiveArgs(m.text)
+		if err != nil {
+			return err
+		}
+		e, err := tb.GetEntity(ctx, table, *a.PK, *a.RK)
+		if err != nil {
+			return err
+		}
+		if _, err := tb.UpsertEntity(ctx, a.To, e, storeadapter.Replace); err != nil {
+			return err
+		}
+		if err := tb.DeleteEntity(ctx, table, *a.PK, *a.RK, e.ETag); err != nil {
+			return err
+		}
+		return q.DeleteMessage(ctx, m.id, m.popReceipt)
+	})
+}
+
+// directSDK moves the entities of BenchDirect with the Azure SDK, making
+// the same calls as directStore; calls hears each of them.
+func (b bench) directSDK(ctx context.Context, conn string, calls *instrument.Counts) error {
+	ts, err := aztables.NewServiceClientFromConnectionString(conn, nil)
+	if err != nil {
+		return err
+	}
+	qs, err := azqueue.NewServiceClientFromConnectionString(conn, nil)
+	if err != nil {
+		return err
+	}
+	src, dst, q := ts.NewClient("BenchDirect"), ts.NewClient("BenchDirectArchive"), qs.NewQueueClient("bench-direct")
+	receive := func() ([]msg, error) {
+		resp, err := observe(calls, instrument.OpReceive, func() (azqueue.DequeueMessagesResponse, error) {
+			return q.DequeueMessages(ctx, &azqueue.DequeueMessagesOptions{NumberOfMessages: to.Ptr(int32(min(32, b.conc))), VisibilityTimeout: to.Ptr(int32(60))})
+		})
+		ms := make([]msg, len(resp.Messages))
+		for i, m := range resp.Messages {
+			ms[i] = msg{*m.MessageID, *m.PopReceipt, *m.MessageText}
+		}
+		return ms, err
+	}
+	return b.pump(receive, func(m msg) error {
+		a, err := archiveArgs(m.text)
+		if err != nil {
+			return err
+		}
+		got, err := observe(calls, instrument.OpGetEntity, func() (aztables.GetEntityResponse, error) { return src.GetEntity(ctx, *a.PK, *a.RK, nil) })
+		if err != nil {
+			return err
+		}
+		if _, err := observe(calls, instrument.OpUpsertEntity, func() (aztables.UpsertEntityResponse, error) {
+			return dst.UpsertEntity(ctx, got.Value, &aztables.UpsertEntityOptions{UpdateMode: aztables.UpdateModeReplace})
+		}); err != nil {
+			return err
+		}
+		if _, err := observe(calls, instrument.OpDeleteEntity, func() (aztables.DeleteEntityResponse, error) {
+			return src.DeleteEntity(ctx, *a.PK, *a.RK, &aztables.DeleteEntityOptions{IfMatch: &got.ETag})
+		}); err != nil {
+			return err
+		}
+		_, err = observe(calls, instrument.OpDeleteMessage, func() (azqueue.DeleteMessageResponse, error) { return q.DeleteMessage(ctx, m.id, m.popReceipt, nil) })
+		return err
+	})
+}
+
+// observe makes one SDK call and reports it to calls as the instrument
+// would report the store's call op.
+func observe[T any](calls *instrument.Counts, op instrument.Op, fn func() (T, error)) (T, error) {
+	start := time.Now()
+	v, err := fn()
+	calls.Observe(instrument.Call{Op: op}, time.Since(start), err)
+	return v, err
 }
 
 // seed fills table with n entities in 10 partitions and queue with one
 // archive message per entity.
-func seed(ctx context.Context, store *azstore.Store, table, queue string, n int) error {
+func seed(ctx context.Context, store storeadapter.Store, table, queue string, n int) error {
 	t := store.Tables()
 	for _, name := range []string{table, table + "Archive"} {
 		if err := idempotent.EnsureTable(ctx, t, name); err != nil {
@@ -142,86 +387,6 @@ func seed(ctx context.Context, store *azstore.Store, table, queue string, n int)
 		_, err = q.Send(ctx, text, storeadapter.SendOptions{})
 		return err
 	})
-}
-
-// direct moves the entities of BenchDirect with the SDK: per message a get,
-// an upsert, an If-Match delete and a message delete, receiving 32 at a time.
-func direct(ctx context.Context, conn string, n, conc int) (time.Duration, int64, error) {
-	calls := &counter{}
-	co := policy.ClientOptions{Transport: calls}
-	ts, err := aztables.NewServiceClientFromConnectionString(conn, &aztables.ClientOptions{ClientOptions: co})
-	if err != nil {
-		return 0, 0, err
-	}
-	qs, err := azqueue.NewServiceClientFromConnectionString(conn, &azqueue.ClientOptions{ClientOptions: co})
-	if err != nil {
-		return 0, 0, err
-	}
-	src, dst, q := ts.NewClient("BenchDirect"), ts.NewClient("BenchDirectArchive"), qs.NewQueueClient("bench-direct")
-	// One receiver feeds conc movers, as the runner does.
-	msgs := make(chan *azqueue.DequeuedMessage, conc)
-	var moved atomic.Int64
-	start := time.Now()
-	var mu sync.Mutex
-	var firstErr error
-	fail := func(err error) {
-		mu.Lock()
-		firstErr = cmp.Or(firstErr, err)
-		mu.Unlock()
-	}
-	go func() {
-		defer close(msgs)
-		for got := 0; got < n; {
-			resp, err := q.DequeueMessages(ctx, &azqueue.DequeueMessagesOptions{NumberOfMessages: to.Ptr(int32(min(32, conc))), VisibilityTimeout: to.Ptr(int32(60))})
-			if err != nil {
-				fail(err)
-				return
-			}
-			for _, m := range resp.Messages {
-				msgs <- m
-			}
-			got += len(resp.Messages)
-		}
-	}()
-	var wg sync.WaitGroup
-	for range conc {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for m := range msgs {
-				if err := moveDirect(ctx, src, dst, q, m); err != nil {
-					fail(err)
-				}
-				moved.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
-	return time.Since(start), calls.n.Load(), firstErr
-}
-
-// moveDirect makes the storage calls of one archive move with the SDK.
-func moveDirect(ctx context.Context, src, dst *aztables.Client, q *azqueue.QueueClient, m *azqueue.DequeuedMessage) error {
-	env, err := jobs.DecodeEnvelope(*m.MessageText)
-	if err != nil {
-		return err
-	}
-	var a jobs.ArchiveArgs
-	if err := json.Unmarshal(env.Args, &a); err != nil {
-		return err
-	}
-	got, err := src.GetEntity(ctx, *a.PK, *a.RK, nil)
-	if err != nil {
-		return err
-	}
-	if _, err := dst.UpsertEntity(ctx, got.Value, &aztables.UpsertEntityOptions{UpdateMode: aztables.UpdateModeReplace}); err != nil {
-		return err
-	}
-	if _, err := src.DeleteEntity(ctx, *a.PK, *a.RK, &aztables.DeleteEntityOptions{IfMatch: &got.ETag}); err != nil {
-		return err
-	}
-	_, err = q.DeleteMessage(ctx, *m.MessageID, *m.PopReceipt, nil)
-	return err
 }
 
 // parallel runs fn(0..n-1) on k goroutines and returns the first error.
