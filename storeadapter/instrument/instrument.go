@@ -49,6 +49,9 @@ const (
 	OpProperties      Op = "Properties"
 	OpDeleteBlob      Op = "DeleteBlob" // Blobs.Delete
 	OpList            Op = "List"
+	OpStageBlock      Op = "StageBlock"
+	OpCommitBlocks    Op = "CommitBlocks"
+	OpOpen            Op = "Open" // opening the blob; the reading after it is not timed
 )
 
 // Call describes one storage call: its operation and, where the method has

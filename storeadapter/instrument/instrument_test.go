@@ -137,6 +137,17 @@ func methodCases() []methodCase {
 			_, err := s.Container("c1").List(ctx, "", "")
 			return err
 		}},
+		{"Blobs.StageBlock", with(blob, instrument.OpStageBlock), func(ctx context.Context, s storeadapter.Store) error {
+			return s.Container("c1").StageBlock(ctx, "b", storeadapter.BlockID(0), []byte("x"))
+		}},
+		{"Blobs.CommitBlocks", with(blob, instrument.OpCommitBlocks), func(ctx context.Context, s storeadapter.Store) error {
+			_, err := s.Container("c1").CommitBlocks(ctx, "b", []string{storeadapter.BlockID(0)}, storeadapter.PutOptions{})
+			return err
+		}},
+		{"Blobs.Open", with(blob, instrument.OpOpen), func(ctx context.Context, s storeadapter.Store) error {
+			_, _, err := s.Container("c1").Open(ctx, "b")
+			return err
+		}},
 	}
 }
 

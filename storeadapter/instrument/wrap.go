@@ -2,6 +2,7 @@ package instrument
 
 import (
 	"context"
+	"io"
 	"time"
 
 	"github.com/tablekeeper/tablekeeper/storeadapter"
@@ -147,6 +148,22 @@ func (b *blobs) Delete(ctx context.Context, name, ifMatch string) error {
 
 func (b *blobs) List(ctx context.Context, prefix, marker string) (storeadapter.BlobPage, error) {
 	return call(b.s, ctx, b.call(OpList, ""), func() (storeadapter.BlobPage, error) { return b.next.List(ctx, prefix, marker) })
+}
+
+func (b *blobs) StageBlock(ctx context.Context, name, blockID string, data []byte) error {
+	return b.s.do(ctx, b.call(OpStageBlock, name), func() error { return b.next.StageBlock(ctx, name, blockID, data) })
+}
+
+func (b *blobs) CommitBlocks(ctx context.Context, name string, blockIDs []string, o storeadapter.PutOptions) (string, error) {
+	return call(b.s, ctx, b.call(OpCommitBlocks, name), func() (string, error) { return b.next.CommitBlocks(ctx, name, blockIDs, o) })
+}
+
+func (b *blobs) Open(ctx context.Context, name string) (io.ReadCloser, storeadapter.BlobProps, error) {
+	r, err := call(b.s, ctx, b.call(OpOpen, name), func() (pair[io.ReadCloser, storeadapter.BlobProps], error) {
+		rc, props, err := b.next.Open(ctx, name)
+		return pair[io.ReadCloser, storeadapter.BlobProps]{rc, props}, err
+	})
+	return r.a, r.b, err
 }
 
 func (b *blobs) call(op Op, blob string) Call { return Call{Op: op, Name: b.name, Blob: blob} }
