@@ -44,7 +44,6 @@ import (
 	"text/tabwriter"
 	"time"
 	"unicode"
-	"unicode/utf8"
 
 	"github.com/tablekeeper/tablekeeper/cmd/internal/cli"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
@@ -380,14 +379,8 @@ func cell(s string, limit int) string {
 	if s == "" {
 		return "-"
 	}
-	if limit > 0 && utf8.RuneCountInString(s) > limit {
-		n := 0
-		for i := range s {
-			if n == limit-1 {
-				return s[:i] + "…"
-			}
-			n++
-		}
+	if limit > 0 {
+		s = storeadapter.Truncate(s, limit)
 	}
 	return s
 }
