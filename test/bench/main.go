@@ -75,9 +75,13 @@ func run(n, conc int) error {
 		return err
 	}
 	archiver := &jobs.Archiver{Store: store, Checkpoints: idempotent.Checkpoints{Tables: store.Tables(), Table: "BenchCheckpoints"}}
+	rec, err := poison.NewRecorder(poison.Config{Tables: store.Tables(), Source: store.Queue("bench-worker"),
+		Poison: store.Queue("bench-worker-poison"), Blobs: store.Container("bench-worker-poison")})
+	if err != nil {
+		return err
+	}
 	r, err := jobs.NewRunner(jobs.Config{Queue: store.Queue("bench-worker"), Registry: jobs.NewRegistry(store.Container, archiver.Kind()),
-		Poison: poison.New(poison.Config{Tables: store.Tables(), Source: store.Queue("bench-worker"),
-			Poison: store.Queue("bench-worker-poison"), Blobs: store.Container("bench-worker-poison")}), Concurrency: conc, Drain: true, IdleMin: 10 * time.Millisecond, IdleMax: 100 * time.Millisecond})
+		Poison: rec, Concurrency: conc, Drain: true, IdleMin: 10 * time.Millisecond, IdleMax: 100 * time.Millisecond})
 	if err != nil {
 		return err
 	}
