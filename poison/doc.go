@@ -79,7 +79,8 @@
 // jobs (the runner depends on it, not the reverse) and never the Azure SDK.
 // It never loses an original: a record or poison message that refers to a
 // blob is written only after the blob. Every storage write is an upsert, a
-// merge, an ETag-conditional update or a delete that treats "not found" as
-// done, so any step may run twice. It keeps no state between calls; all of
-// it lives in storage.
+// merge, an ETag-conditional update (or an insert that, when another writer
+// came first, re-reads and updates: idempotent.UpdateCAS) or a delete that
+// treats "not found" as done, so any step may run twice. It keeps no state
+// between calls; all of it lives in storage.
 package poison
