@@ -1,10 +1,16 @@
 // Package poison parks the messages tablekeeper cannot process and lets
 // operators inspect, requeue, delete and purge them.
 //
-// The runner in jobs calls RecordAttempt after each failed attempt that will
-// be retried, and Move when a message fails permanently or too often. The
-// operator CLI calls List, GroupRecords (groups by kind and failure class,
-// see Class), Show, Requeue, Delete, Purge and DecodeMessage.
+// It has two roles over one record format, each its own type built from
+// the same Config: the worker's Recorder (NewRecorder) and the operators'
+// Inspector (NewInspector). Both constructors validate the configuration
+// (ports, and queue, container and table names) and return its error, so a
+// misconfigured worker or CLI stops at start-up. The runner in jobs calls
+// the Recorder's RecordAttempt after each failed attempt that will be
+// retried, Move when a message fails permanently or too often, Forget when
+// it succeeds after all, and LastAttempt. The operator CLI calls the
+// Inspector's List, Show, Requeue, Delete and Purge, and GroupRecords
+// (groups by kind and failure class, see Class) and DecodeMessage.
 //
 // # Where things live
 //
@@ -18,8 +24,12 @@
 //     while the message is still retried, which reads as "failing"; then
 //     "poisoned", "requeuing", "requeued"), the reason, the
 //     summary fields, one property per attempt (Attempt001, Attempt002, …,
-//     each the JSON of an Attempt) and the original text (property
-//     Original) when it fits a string property. Keying by message id is
+//     each the JSON of an Attempt), the original text (property
+//     Original) when it fits a string property, and the poison messages
+//     Move sent: PoisonSends (Int64) counts the sends Move started, and
+//     PoisonMessages holds the JSON array of those that completed,
+//     [{"id": "<poison message id>", "popReceipt": "<its receipt from
+//     Send>"}, …] (at most 8). Keying by message id is
 //     what makes every write idempotent: a redelivered message poisoned a
 //     second time lands on the same record.
 //   - An original too large for a string property or for the poison
@@ -56,8 +66,12 @@
 //
 // The failure record, not the poison message, is the source of truth: List
 // and Show read records, and Requeue, Delete and Purge use the poison queue
-// only to remove the messages that belong to a record, matched by the
-// original message id (so duplicates go together).
+// only to remove the messages that belong to a record. When PoisonMessages
+// lists as many messages as PoisonSends counts, they delete each by its id
+// and pop receipt; otherwise (an older record, a send a crash left
+// unnoted) and for a message whose receipt is no longer current, one sweep
+// of the poison queue removes the messages matched by the original message
+// id (so duplicates go together).
 //
 // # What it must not do
 //
@@ -65,7 +79,8 @@
 // jobs (the runner depends on it, not the reverse) and never the Azure SDK.
 // It never loses an original: a record or poison message that refers to a
 // blob is written only after the blob. Every storage write is an upsert, a
-// merge, an ETag-conditional update or a delete that treats "not found" as
-// done, so any step may run twice. It keeps no state between calls; all of
-// it lives in storage.
+// merge, an ETag-conditional update (or an insert that, when another writer
+// came first, re-reads and updates: idempotent.UpdateCAS) or a delete that
+// treats "not found" as done, so any step may run twice. It keeps no state
+// between calls; all of it lives in storage.
 package poison

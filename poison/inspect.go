@@ -5,12 +5,33 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/tablekeeper/tablekeeper/idempotent"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
+
+// Inspector is the operators' side of poison handling: it lists and shows
+// records and requeues, deletes and purges them with their poison messages
+// and blobs. It holds no state besides its configuration and is safe for
+// concurrent use, but operator commands that change records are meant to
+// run one at a time (see Delete and Purge).
+type Inspector struct {
+	records
+}
+
+// NewInspector returns the Inspector of cfg with its defaults filled in,
+// or the error of cfg.Validate.
+func NewInspector(cfg Config) (*Inspector, error) {
+	r, err := newRecords(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Inspector{records: r}, nil
+}
 
 // sweepVisibility is how long a sweep hides the poison messages it looks at
 // before making the ones it keeps visible again.
@@ -21,12 +42,9 @@ const sweepVisibility = 30 * time.Second
 // streams the table page by page and sorts in memory: poison records are
 // few, and an operator who has millions has a bigger problem than this
 // sort. A missing table means no records.
-func (m *Mover) List(ctx context.Context, kind string) ([]Record, error) {
-	if m.err != nil {
-		return nil, m.err
-	}
+func (in *Inspector) List(ctx context.Context, kind string) ([]Record, error) {
 	var recs []Record
-	err := m.scan(ctx, m.filter(kind, StatePoisoned), func(e entry) { recs = append(recs, e.rec) })
+	err := in.scan(ctx, in.filter(kind, StatePoisoned), func(e entry) { recs = append(recs, e.rec) })
 	if err != nil {
 		return nil, fmt.Errorf("poison: list: %w", err)
 	}
@@ -36,8 +54,8 @@ func (m *Mover) List(ctx context.Context, kind string) ([]Record, error) {
 
 // filter selects the records of this work queue, of one kind unless kind is
 // "" and in one state unless state is "".
-func (m *Mover) filter(kind, state string) storeadapter.Filter {
-	f := storeadapter.Compare(propQueue, storeadapter.Eq, m.cfg.Source.Name())
+func (in *Inspector) filter(kind, state string) storeadapter.Filter {
+	f := storeadapter.Compare(propQueue, storeadapter.Eq, in.cfg.Source.Name())
 	if kind != "" {
 		f = storeadapter.And(f, storeadapter.Compare(propKind, storeadapter.Eq, kind))
 	}
@@ -49,10 +67,10 @@ func (m *Mover) filter(kind, state string) storeadapter.Filter {
 
 // scan calls fn with every record matching f, page by page. A missing table
 // holds no records.
-func (m *Mover) scan(ctx context.Context, f storeadapter.Filter, fn func(entry)) error {
+func (in *Inspector) scan(ctx context.Context, f storeadapter.Filter, fn func(entry)) error {
 	q := storeadapter.Query{Filter: f}
 	for {
-		page, err := m.cfg.Tables.Query(ctx, m.cfg.Table, q)
+		page, err := in.cfg.Tables.Query(ctx, in.cfg.Table, q)
 		if errors.Is(err, storeadapter.ErrNotFound) {
 			return nil
 		}
@@ -86,21 +104,18 @@ func sortNewest(recs []Record) {
 // storeadapter.ErrNotFound when there is none, and one wrapping
 // storeadapter.ErrInvalidInput, saying why, when id cannot be a message id
 // or an operation id.
-func (m *Mover) Show(ctx context.Context, id string) (Record, error) {
-	if m.err != nil {
-		return Record{}, m.err
-	}
+func (in *Inspector) Show(ctx context.Context, id string) (Record, error) {
 	if err := checkID(id); err != nil {
 		return Record{}, fmt.Errorf("poison: show: %w", err)
 	}
-	e, err := m.get(ctx, id)
+	e, err := in.get(ctx, id)
 	if errors.Is(err, storeadapter.ErrNotFound) {
-		e, err = m.byOpID(ctx, id)
+		e, err = in.byOpID(ctx, id)
 	}
 	if err != nil {
 		return Record{}, fmt.Errorf("poison: show %s: %w", id, err)
 	}
-	if e.rec.Original, err = m.original(ctx, e); err != nil {
+	if e.rec.Original, err = in.original(ctx, e); err != nil {
 		return Record{}, err
 	}
 	return e.rec, nil
@@ -110,17 +125,17 @@ func (m *Mover) Show(ctx context.Context, id string) (Record, error) {
 // (both are table keys here), or returns nil.
 func checkID(id string) error {
 	if err := storeadapter.ValidateKey("id", id); err != nil {
-		return fmt.Errorf("%q is not a valid message id or operation id: %w", truncate(id, 80), err)
+		return fmt.Errorf("%q is not a valid message id or operation id: %w", storeadapter.Truncate(id, 80), err)
 	}
 	return nil
 }
 
 // byOpID returns the one record of this work queue whose operation id is
 // opID; ErrNotFound when there is none.
-func (m *Mover) byOpID(ctx context.Context, opID string) (entry, error) {
+func (in *Inspector) byOpID(ctx context.Context, opID string) (entry, error) {
 	var found []entry
-	f := storeadapter.And(m.filter("", ""), storeadapter.Compare(propOpID, storeadapter.Eq, opID))
-	if err := m.scan(ctx, f, func(e entry) { found = append(found, e) }); err != nil {
+	f := storeadapter.And(in.filter("", ""), storeadapter.Compare(propOpID, storeadapter.Eq, opID))
+	if err := in.scan(ctx, f, func(e entry) { found = append(found, e) }); err != nil {
 		return entry{}, err
 	}
 	switch len(found) {
@@ -138,13 +153,21 @@ func (m *Mover) byOpID(ctx context.Context, opID string) (entry, error) {
 		storeadapter.ErrInvalidInput, opID, len(found), strings.Join(ids, ", "))
 }
 
-// get reads one record.
-func (m *Mover) get(ctx context.Context, id string) (entry, error) {
-	e, err := m.cfg.Tables.GetEntity(ctx, m.cfg.Table, id, recordRowKey)
-	if err != nil {
-		return entry{}, err
+// original returns a record's original text: the Original property when
+// present, else the blob OriginalRef names.
+func (in *Inspector) original(ctx context.Context, e entry) (string, error) {
+	if e.hasOriginal || e.rec.OriginalRef == "" {
+		return e.rec.Original, nil
 	}
-	return decodeEntry(e), nil
+	container, name, ok := strings.Cut(e.rec.OriginalRef, "/")
+	if !ok || container != in.cfg.Blobs.Name() {
+		return "", fmt.Errorf("poison: original of %s: reference %q is not in container %s", e.rec.MessageID, e.rec.OriginalRef, in.cfg.Blobs.Name())
+	}
+	data, _, err := in.cfg.Blobs.Get(ctx, name)
+	if err != nil {
+		return "", fmt.Errorf("poison: original of %s: read blob %s: %w", e.rec.MessageID, e.rec.OriginalRef, err)
+	}
+	return string(data), nil
 }
 
 // RequeueOptions select the records Requeue sends back.
@@ -172,22 +195,24 @@ type RequeueOptions struct {
 //
 // For each selected record in State "poisoned" it:
 //
-//  1. claims the record: an ETag-conditional merge to State "requeuing".
-//     Of two concurrent requeues of the same record one loses the claim
-//     (ErrPreconditionFailed), re-reads the record, finds it claimed and
-//     skips it, so the original is sent once;
+//  1. claims the record: an ETag-conditional merge to State "requeuing"
+//     (idempotent.UpdateCAS). Of two concurrent requeues of the same
+//     record one loses the claim (ErrPreconditionFailed), re-reads the
+//     record, finds it claimed and skips it, so the original is sent once;
 //  2. sends the original text, untouched (read from the blob when needed),
 //     to the work queue as a fresh message with the default time to live;
 //  3. merges State "requeued", RequeuedAt, RequeuedBy (this host) and
 //     RequeuedMessageID, conditional on the claim's ETag.
 //
 // Then it removes the requeued records' messages from the poison queue (all
-// of them, duplicates included) in one pass, and marks the records swept.
-// The pass receives every poison message, hiding each for 30 seconds, and
-// makes the ones it keeps visible again at the end; a concurrent Requeue,
-// Delete or Purge therefore cannot see them meanwhile. If the pass may have
-// missed some that way, the records stay unswept and the next Requeue that
-// selects them removes the rest.
+// of them, duplicates included) and marks the records swept: by the ids
+// and receipts the records note, and for the rest in one pass over the
+// poison queue (see the package documentation). The pass receives every
+// poison message, hiding each for 30 seconds, and makes the ones it keeps
+// visible again at the end; a concurrent Requeue, Delete or Purge
+// therefore cannot see them meanwhile. If the pass may have missed some
+// that way, the records stay unswept and the next Requeue that selects
+// them removes the rest.
 //
 // Crash positions: after 1 the record stays "requeuing"; once it is older
 // than RequeueTimeout the next Requeue claims it again and sends it (after
@@ -200,10 +225,7 @@ type RequeueOptions struct {
 // An id without a record (or whose record belongs to another work queue)
 // gives an error wrapping storeadapter.ErrNotFound; the other ids are still
 // requeued, and the error is returned with them.
-func (m *Mover) Requeue(ctx context.Context, o RequeueOptions) ([]Record, error) {
-	if m.err != nil {
-		return nil, m.err
-	}
+func (in *Inspector) Requeue(ctx context.Context, o RequeueOptions) ([]Record, error) {
 	if o.All == (len(o.IDs) > 0) {
 		return nil, fmt.Errorf("poison: requeue: %w: give either IDs or All", storeadapter.ErrInvalidInput)
 	}
@@ -212,7 +234,7 @@ func (m *Mover) Requeue(ctx context.Context, o RequeueOptions) ([]Record, error)
 		errs    []error
 	)
 	if o.All {
-		err := m.scan(ctx, m.filter(o.Kind, ""), func(e entry) {
+		err := in.scan(ctx, in.filter(o.Kind, ""), func(e entry) {
 			if o.Group == "" || GroupName(e.rec) == o.Group {
 				entries = append(entries, e)
 			}
@@ -231,7 +253,7 @@ func (m *Mover) Requeue(ctx context.Context, o RequeueOptions) ([]Record, error)
 				errs = append(errs, fmt.Errorf("poison: requeue: %w", err))
 				continue
 			}
-			e, err := m.get(ctx, id)
+			e, err := in.get(ctx, id)
 			if errors.Is(err, storeadapter.ErrNotFound) {
 				errs = append(errs, fmt.Errorf("poison: requeue %s: %w", id, err))
 				continue
@@ -239,9 +261,9 @@ func (m *Mover) Requeue(ctx context.Context, o RequeueOptions) ([]Record, error)
 			if err != nil {
 				return nil, fmt.Errorf("poison: requeue %s: %w", id, err)
 			}
-			if e.rec.Queue != m.cfg.Source.Name() {
+			if e.rec.Queue != in.cfg.Source.Name() {
 				errs = append(errs, fmt.Errorf("poison: requeue %s: the record belongs to queue %q, not %q: %w",
-					id, e.rec.Queue, m.cfg.Source.Name(), storeadapter.ErrNotFound))
+					id, e.rec.Queue, in.cfg.Source.Name(), storeadapter.ErrNotFound))
 				continue
 			}
 			switch {
@@ -255,9 +277,9 @@ func (m *Mover) Requeue(ctx context.Context, o RequeueOptions) ([]Record, error)
 		}
 	}
 
-	now := m.now()
+	now := in.now()
 	var out []Record
-	sweep := map[string]string{} // message id -> ETag to mark the record swept with ("": do not)
+	sweep := map[string]entry{} // message id -> the record to remove the poison messages of, with the ETag to mark it swept with ("": do not)
 	for i, e := range entries {
 		if o.Progress != nil && i > 0 {
 			o.Progress(i, len(entries))
@@ -273,16 +295,16 @@ func (m *Mover) Requeue(ctx context.Context, o RequeueOptions) ([]Record, error)
 				out = append(out, e.rec)
 				continue
 			}
-			rec, etag, sent, err := m.requeueOne(ctx, e, now)
+			rec, last, sent, err := in.requeueOne(ctx, e, now)
 			if sent {
 				out = append(out, rec)
-				sweep[rec.MessageID] = etag
+				sweep[rec.MessageID] = last
 			}
 			if err != nil {
 				errs = append(errs, err)
 			}
 		case e.rec.State == StateRequeued && !e.swept && !o.DryRun:
-			sweep[e.rec.MessageID] = e.etag
+			sweep[e.rec.MessageID] = e
 		}
 	}
 	if o.Progress != nil && len(entries) > 0 {
@@ -290,12 +312,12 @@ func (m *Mover) Requeue(ctx context.Context, o RequeueOptions) ([]Record, error)
 	}
 	sortNewest(out)
 	if len(sweep) > 0 {
-		_, complete, err := m.sweep(ctx, func(id string) bool { _, ok := sweep[id]; return ok })
+		complete, err := in.removePoisonMessages(ctx, slices.Collect(maps.Values(sweep)))
 		switch {
 		case err != nil:
 			errs = append(errs, fmt.Errorf("poison: requeue: %w", err))
 		case complete:
-			errs = append(errs, m.markSwept(ctx, sweep))
+			errs = append(errs, in.markSwept(ctx, sweep))
 		}
 	}
 	return out, errors.Join(errs...)
@@ -331,72 +353,72 @@ func skip(o RequeueOptions, r Record, why string) {
 }
 
 // requeueOne claims, sends and finishes one record (see Requeue). sent
-// reports whether the original was sent; etag is the record's ETag after
-// the last step, "" when it could not be finished.
-func (m *Mover) requeueOne(ctx context.Context, e entry, now time.Time) (rec Record, etag string, sent bool, err error) {
+// reports whether the original was sent; last is the record as last read,
+// with its ETag after the last step ("" when it could not be finished).
+func (in *Inspector) requeueOne(ctx context.Context, e entry, now time.Time) (rec Record, last entry, sent bool, err error) {
 	id := e.rec.MessageID
-	claim := storeadapter.Entity{PartitionKey: id, RowKey: recordRowKey, Properties: map[string]any{
-		propState: StateRequeuing, propRequeuingAt: now, propRequeuedBy: m.cfg.Host}}
-	for try := 0; ; try++ {
-		if !requeueable(e, now) {
-			return Record{}, "", false, nil // another requeue has it
+	claimed := false
+	claim := func(cur *storeadapter.Entity) (*storeadapter.Entity, error) {
+		claimed = false
+		if cur == nil {
+			return nil, nil // deleted meanwhile
 		}
-		etag, err = m.cfg.Tables.UpdateEntity(ctx, m.cfg.Table, claim, storeadapter.Merge, e.etag)
-		if err == nil {
-			break
+		if e = decodeEntry(*cur); !requeueable(e, now) {
+			return nil, nil // another requeue has it
 		}
-		if errors.Is(err, storeadapter.ErrNotFound) {
-			return Record{}, "", false, nil // deleted meanwhile
-		}
-		if !errors.Is(err, storeadapter.ErrPreconditionFailed) || try == 3 {
-			return Record{}, "", false, fmt.Errorf("poison: requeue %s: claim: %w", id, err)
-		}
-		// The record changed since it was read: look again.
-		if e, err = m.get(ctx, id); errors.Is(err, storeadapter.ErrNotFound) {
-			return Record{}, "", false, nil
-		} else if err != nil {
-			return Record{}, "", false, fmt.Errorf("poison: requeue %s: %w", id, err)
-		}
+		claimed = true
+		return &storeadapter.Entity{PartitionKey: id, RowKey: recordRowKey, Properties: map[string]any{
+			propState: StateRequeuing, propRequeuingAt: now, propRequeuedBy: in.cfg.Host}}, nil
+	}
+	claimedAs, err := idempotent.UpdateCAS(ctx, in.cfg.Tables, in.cfg.Table, id, recordRowKey, claim, idempotent.CASOptions{Start: &e.raw})
+	if err != nil {
+		return Record{}, entry{}, false, fmt.Errorf("poison: requeue %s: claim: %w", id, err)
+	}
+	if !claimed {
+		return Record{}, entry{}, false, nil
 	}
 
-	text, err := m.original(ctx, e)
+	text, err := in.original(ctx, e)
 	if err != nil {
-		return Record{}, "", false, fmt.Errorf("poison: requeue %s: %w", id, err)
+		return Record{}, entry{}, false, fmt.Errorf("poison: requeue %s: %w", id, err)
 	}
-	newID, err := sendCreatingID(ctx, m.cfg.Source, text, storeadapter.SendOptions{})
+	newMsg, err := send(ctx, in.cfg.Source, text, storeadapter.SendOptions{})
 	if err != nil {
-		return Record{}, "", false, fmt.Errorf("poison: requeue %s: send: %w", id, err)
+		return Record{}, entry{}, false, fmt.Errorf("poison: requeue %s: send: %w", id, err)
 	}
 
 	rec = e.rec
 	rec.Original = text
-	rec.State, rec.RequeuedAt, rec.RequeuedBy, rec.RequeuedMessageID = StateRequeued, now, m.cfg.Host, newID
+	rec.State, rec.RequeuedAt, rec.RequeuedBy, rec.RequeuedMessageID = StateRequeued, now, in.cfg.Host, newMsg.ID
 	done := storeadapter.Entity{PartitionKey: id, RowKey: recordRowKey, Properties: map[string]any{
-		propState: StateRequeued, propRequeuedAt: now, propRequeuedBy: m.cfg.Host,
-		propRequeuedMessageID: newID, propSwept: false}}
-	etag, err = m.cfg.Tables.UpdateEntity(ctx, m.cfg.Table, done, storeadapter.Merge, etag)
+		propState: StateRequeued, propRequeuedAt: now, propRequeuedBy: in.cfg.Host,
+		propRequeuedMessageID: newMsg.ID, propSwept: false}}
+	last = e
+	last.etag, err = in.cfg.Tables.UpdateEntity(ctx, in.cfg.Table, done, storeadapter.Merge, claimedAs.ETag)
 	switch {
 	case err == nil:
-		return rec, etag, true, nil
+		return rec, last, true, nil
 	case errors.Is(err, storeadapter.ErrPreconditionFailed) || errors.Is(err, storeadapter.ErrNotFound):
 		// Someone changed the record since the claim (poisoned it again,
 		// deleted it); their state stands.
-		return rec, "", true, nil
+		last.etag = ""
+		return rec, last, true, nil
 	}
-	return rec, "", true, fmt.Errorf("poison: requeue %s: finish: %w", id, err)
+	last.etag = ""
+	return rec, last, true, fmt.Errorf("poison: requeue %s: finish: %w", id, err)
 }
 
 // markSwept records that the poison messages of requeued records are gone,
-// conditional on each record's ETag; a record changed meanwhile is left
-// alone.
-func (m *Mover) markSwept(ctx context.Context, etags map[string]string) error {
+// conditional on each record's ETag; a record changed meanwhile, or without
+// an ETag, is left alone.
+func (in *Inspector) markSwept(ctx context.Context, entries map[string]entry) error {
 	var errs []error
-	for id, etag := range etags {
-		if etag == "" {
+	for id, en := range entries {
+		if en.etag == "" {
 			continue
 		}
 		e := storeadapter.Entity{PartitionKey: id, RowKey: recordRowKey, Properties: map[string]any{propSwept: true}}
-		_, err := m.cfg.Tables.UpdateEntity(ctx, m.cfg.Table, e, storeadapter.Merge, etag)
+		_, err := in.cfg.Tables.UpdateEntity(ctx, in.cfg.Table, e, storeadapter.Merge, en.etag)
 		if err != nil && !errors.Is(err, storeadapter.ErrPreconditionFailed) && !errors.Is(err, storeadapter.ErrNotFound) {
 			errs = append(errs, fmt.Errorf("poison: requeue %s: mark swept: %w", id, err))
 		}
@@ -417,25 +439,22 @@ func (m *Mover) markSwept(ctx context.Context, etags map[string]string) error {
 // Move of that message id overwrites. A poison message hidden by the pass
 // of a concurrent Requeue, Delete or Purge is missed and outlives the
 // record: run operator commands one at a time.
-func (m *Mover) Delete(ctx context.Context, id string) error {
-	if m.err != nil {
-		return m.err
-	}
+func (in *Inspector) Delete(ctx context.Context, id string) error {
 	if err := checkID(id); err != nil {
 		return fmt.Errorf("poison: delete: %w", err)
 	}
-	e, err := m.get(ctx, id)
+	e, err := in.get(ctx, id)
 	if err != nil {
 		return fmt.Errorf("poison: delete %s: %w", id, err)
 	}
-	if _, _, err := m.sweep(ctx, func(mid string) bool { return mid == id }); err != nil {
+	if _, err := in.removePoisonMessages(ctx, []entry{e}); err != nil {
 		return fmt.Errorf("poison: delete %s: %w", id, err)
 	}
-	err = m.cfg.Tables.DeleteEntity(ctx, m.cfg.Table, id, recordRowKey, storeadapter.ETagAny)
+	err = in.cfg.Tables.DeleteEntity(ctx, in.cfg.Table, id, recordRowKey, storeadapter.ETagAny)
 	if err != nil && !errors.Is(err, storeadapter.ErrNotFound) {
 		return fmt.Errorf("poison: delete %s: %w", id, err)
 	}
-	if err := m.deleteBlob(ctx, e); err != nil {
+	if err := in.deleteBlob(ctx, e); err != nil {
 		return fmt.Errorf("poison: delete %s: %w", id, err)
 	}
 	return nil
@@ -445,12 +464,12 @@ func (m *Mover) Delete(ctx context.Context, id string) error {
 // to one: only the version the record names (any version in records
 // written before OriginalETag was kept). A blob rewritten since belongs to
 // a newer Move of the same message, whose record is written after it.
-func (m *Mover) deleteBlob(ctx context.Context, e entry) error {
+func (in *Inspector) deleteBlob(ctx context.Context, e entry) error {
 	if e.rec.OriginalRef == "" {
 		return nil
 	}
 	name := blobName(e.rec.MessageID)
-	err := m.cfg.Blobs.Delete(ctx, name, cmp.Or(e.blobETag, storeadapter.ETagAny))
+	err := in.cfg.Blobs.Delete(ctx, name, cmp.Or(e.blobETag, storeadapter.ETagAny))
 	if err != nil && !errors.Is(err, storeadapter.ErrNotFound) && !errors.Is(err, storeadapter.ErrPreconditionFailed) {
 		return fmt.Errorf("delete blob %s: %w", name, err)
 	}
@@ -504,7 +523,8 @@ type PurgeResult struct {
 // abandoned operations (see PurgeOptions). Records being requeued are left
 // alone.
 //
-// Like Delete it removes the poison messages (one pass for all), then each
+// Like Delete it removes the poison messages (those the records note by
+// id, the others in one pass for all), then each
 // record, then its blob (only the version the record names; see Delete),
 // so a crash leaves the records not yet deleted for the next Purge;
 // checkpoints go after their records. A record's delete is conditional on
@@ -513,21 +533,18 @@ type PurgeResult struct {
 // working on the same records may find their blobs gone, and a poison
 // message hidden by the pass of a concurrent Requeue, Delete or Purge is
 // missed and outlives its record.
-func (m *Mover) Purge(ctx context.Context, o PurgeOptions) (PurgeResult, error) {
-	if m.err != nil {
-		return PurgeResult{}, m.err
-	}
+func (in *Inspector) Purge(ctx context.Context, o PurgeOptions) (PurgeResult, error) {
 	if o.OlderThan < 0 {
 		return PurgeResult{}, fmt.Errorf("poison: purge: %w: OlderThan %v is negative", storeadapter.ErrInvalidInput, o.OlderThan)
 	}
-	now := m.now()
+	now := in.now()
 	stale := cmp.Or(o.StaleAfter, DefaultStaleAfter)
 	var (
 		sel      []entry
 		requeued []Record            // selected requeued records
 		liveOps  = map[string]bool{} // operations with a record that stays or a requeued copy
 	)
-	err := m.scan(ctx, m.filter(o.Kind, ""), func(e entry) {
+	err := in.scan(ctx, in.filter(o.Kind, ""), func(e entry) {
 		if o.Group != "" && GroupName(e.rec) != o.Group {
 			liveOps[e.rec.OpID] = true
 			return
@@ -572,28 +589,30 @@ func (m *Mover) Purge(ctx context.Context, o PurgeOptions) (PurgeResult, error) 
 			res.Records = append(res.Records, e.rec)
 		}
 		sortNewest(res.Records)
-		res.Checkpoints, err = m.clearCheckpoints(ctx, o.CheckpointTable, abandoned(sel, liveOps), true)
+		res.Checkpoints, err = in.clearCheckpoints(ctx, o.CheckpointTable, abandoned(sel, liveOps), true)
 		return res, err
 	}
 	if len(sel) == 0 {
 		return res, nil
 	}
-	ids := make(map[string]bool, len(sel))
+	var parked []entry // the records that may have poison messages
 	for _, e := range sel {
-		ids[e.rec.MessageID] = e.rec.State != StateFailing
+		if e.rec.State != StateFailing {
+			parked = append(parked, e)
+		}
 	}
-	if _, _, err := m.sweep(ctx, func(id string) bool { return ids[id] }); err != nil {
+	if _, err := in.removePoisonMessages(ctx, parked); err != nil {
 		return res, fmt.Errorf("poison: purge: %w", err)
 	}
 	var removed []entry
 	for i, e := range sel {
 		id := e.rec.MessageID
-		err := m.cfg.Tables.DeleteEntity(ctx, m.cfg.Table, id, recordRowKey, e.etag)
+		err := in.cfg.Tables.DeleteEntity(ctx, in.cfg.Table, id, recordRowKey, e.etag)
 		switch {
 		case err == nil:
 			removed = append(removed, e)
 			res.Records = append(res.Records, e.rec)
-			if err := m.deleteBlob(ctx, e); err != nil {
+			if err := in.deleteBlob(ctx, e); err != nil {
 				sortNewest(res.Records)
 				return res, fmt.Errorf("poison: purge %s: %w", id, err)
 			}
@@ -608,7 +627,7 @@ func (m *Mover) Purge(ctx context.Context, o PurgeOptions) (PurgeResult, error) 
 		}
 	}
 	sortNewest(res.Records)
-	res.Checkpoints, err = m.clearCheckpoints(ctx, o.CheckpointTable, abandoned(removed, liveOps), false)
+	res.Checkpoints, err = in.clearCheckpoints(ctx, o.CheckpointTable, abandoned(removed, liveOps), false)
 	return res, err
 }
 
@@ -629,7 +648,7 @@ func abandoned(sel []entry, live map[string]bool) []string {
 // entities of operations ops in table; "" does nothing. Each delete is
 // conditional on the ETag read, so a checkpoint saved meanwhile by a run of
 // the same operation stays.
-func (m *Mover) clearCheckpoints(ctx context.Context, table string, ops []string, dryRun bool) (int, error) {
+func (in *Inspector) clearCheckpoints(ctx context.Context, table string, ops []string, dryRun bool) (int, error) {
 	n := 0
 	for _, op := range ops {
 		if table == "" || storeadapter.ValidateKey("op", op) != nil {
@@ -637,7 +656,7 @@ func (m *Mover) clearCheckpoints(ctx context.Context, table string, ops []string
 		}
 		q := storeadapter.Query{Filter: storeadapter.PartitionEquals(op)}
 		for {
-			page, err := m.cfg.Tables.Query(ctx, table, q)
+			page, err := in.cfg.Tables.Query(ctx, table, q)
 			if errors.Is(err, storeadapter.ErrNotFound) {
 				return n, nil
 			}
@@ -649,7 +668,7 @@ func (m *Mover) clearCheckpoints(ctx context.Context, table string, ops []string
 					n++
 					continue
 				}
-				err := m.cfg.Tables.DeleteEntity(ctx, table, e.PartitionKey, e.RowKey, e.ETag)
+				err := in.cfg.Tables.DeleteEntity(ctx, table, e.PartitionKey, e.RowKey, e.ETag)
 				switch {
 				case err == nil:
 					n++
@@ -666,13 +685,49 @@ func (m *Mover) clearCheckpoints(ctx context.Context, table string, ops []string
 	return n, nil
 }
 
+// removePoisonMessages deletes the poison messages of the records es and
+// reports whether it is sure every one is gone. A record whose every poison
+// message is noted (see Recorder.Move) has them deleted directly, by id and
+// the pop receipt Send returned: no queue message is received. The others
+// (records written before poison messages were noted, or with a send left
+// unnoted by a crash) and the noted messages whose receipt is no longer
+// current (received since, by a sweep or another consumer of the poison
+// queue) are removed by one sweep of the whole poison queue, matched by
+// their original message id. The queue API deletes a message only with a
+// current pop receipt, and only Send and a receive hand one out, so the
+// sweep stays as that fallback.
+func (in *Inspector) removePoisonMessages(ctx context.Context, es []entry) (complete bool, err error) {
+	rest := map[string]bool{} // message ids to sweep for
+	for _, e := range es {
+		if !e.poisonKnown {
+			rest[e.rec.MessageID] = true
+			continue
+		}
+		for _, p := range e.poisonMsgs {
+			err := in.cfg.Poison.DeleteMessage(ctx, p.ID, p.PopReceipt)
+			switch {
+			case err == nil, errors.Is(err, storeadapter.ErrNotFound):
+				// Gone (or the poison queue is).
+			case errors.Is(err, storeadapter.ErrPopReceiptMismatch):
+				rest[e.rec.MessageID] = true
+			default:
+				return false, fmt.Errorf("delete poison message %s of %s: %w", p.ID, e.rec.MessageID, err)
+			}
+		}
+	}
+	if len(rest) == 0 {
+		return true, nil
+	}
+	return in.sweep(ctx, func(id string) bool { return rest[id] })
+}
+
 // sweepPasses is how many times a sweep looks again when the queue holds
 // more messages than it saw, before it reports itself incomplete.
 const sweepPasses = 3
 
 // sweep makes one pass over the poison queue and deletes the messages whose
-// original message id matches; it returns how many it deleted, and whether
-// it is sure it saw every message. It receives batches of 32, hiding them for
+// original message id matches; it returns whether it is sure it saw every
+// message. It receives batches of 32, hiding them for
 // sweepVisibility, until a receive returns nothing (or returns a message the
 // pass already holds, which means the pass outlasted the visibility
 // timeout). Then it compares the queue's approximate message count with
@@ -682,7 +737,7 @@ const sweepPasses = 3
 // reporting itself incomplete. Messages it
 // keeps, including those that do not decode, are made visible again at the
 // end with their own text. A missing poison queue holds nothing.
-func (m *Mover) sweep(ctx context.Context, match func(messageID string) bool) (deleted int, complete bool, err error) {
+func (in *Inspector) sweep(ctx context.Context, match func(messageID string) bool) (complete bool, err error) {
 	type held struct{ id, receipt, text string }
 	var kept []held
 	index := map[string]int{}
@@ -691,7 +746,7 @@ func (m *Mover) sweep(ctx context.Context, match func(messageID string) bool) (d
 		// until their visibility timeout ends, which is harmless but slow.
 		rctx := context.WithoutCancel(ctx)
 		for _, h := range kept {
-			_, uerr := m.cfg.Poison.Update(rctx, h.id, h.receipt, h.text, 0)
+			_, uerr := in.cfg.Poison.Update(rctx, h.id, h.receipt, h.text, 0)
 			if uerr != nil && !errors.Is(uerr, storeadapter.ErrNotFound) && !errors.Is(uerr, storeadapter.ErrPopReceiptMismatch) {
 				err = errors.Join(err, fmt.Errorf("sweep: restore poison message %s: %w", h.id, uerr))
 			}
@@ -699,12 +754,12 @@ func (m *Mover) sweep(ctx context.Context, match func(messageID string) bool) (d
 	}()
 	missed, passes := 0, 0
 	for {
-		msgs, err := m.cfg.Poison.Receive(ctx, storeadapter.MaxReceiveCount, sweepVisibility)
+		msgs, err := in.cfg.Poison.Receive(ctx, storeadapter.MaxReceiveCount, sweepVisibility)
 		if errors.Is(err, storeadapter.ErrNotFound) {
-			return deleted, true, nil
+			return true, nil
 		}
 		if err != nil {
-			return deleted, false, fmt.Errorf("sweep: receive: %w", err)
+			return false, fmt.Errorf("sweep: receive: %w", err)
 		}
 		wrapped := false
 		for _, msg := range msgs {
@@ -714,16 +769,14 @@ func (m *Mover) sweep(ctx context.Context, match func(messageID string) bool) (d
 				continue
 			}
 			if s, _, _, derr := DecodeMessage(msg.Text); derr == nil && match(s.MessageID) {
-				err := m.cfg.Poison.DeleteMessage(ctx, msg.ID, msg.PopReceipt)
+				err := in.cfg.Poison.DeleteMessage(ctx, msg.ID, msg.PopReceipt)
 				switch {
-				case err == nil:
-					deleted++
-				case errors.Is(err, storeadapter.ErrNotFound):
-					// Deleted by another pass.
+				case err == nil, errors.Is(err, storeadapter.ErrNotFound):
+					// Deleted (or deleted by another pass).
 				case errors.Is(err, storeadapter.ErrPopReceiptMismatch):
 					missed++ // our hold expired and another pass has it
 				default:
-					return deleted, false, fmt.Errorf("sweep: delete poison message %s: %w", msg.ID, err)
+					return false, fmt.Errorf("sweep: delete poison message %s: %w", msg.ID, err)
 				}
 				continue
 			}
@@ -733,15 +786,15 @@ func (m *Mover) sweep(ctx context.Context, match func(messageID string) bool) (d
 		if len(msgs) > 0 && !wrapped {
 			continue
 		}
-		n, err := m.cfg.Poison.ApproximateCount(ctx)
+		n, err := in.cfg.Poison.ApproximateCount(ctx)
 		if err != nil {
-			return deleted, false, fmt.Errorf("sweep: count: %w", err)
+			return false, fmt.Errorf("sweep: count: %w", err)
 		}
 		if n <= len(kept) {
-			return deleted, missed == 0, nil
+			return missed == 0, nil
 		}
 		if passes++; passes == sweepPasses || wrapped {
-			return deleted, false, nil
+			return false, nil
 		}
 	}
 }

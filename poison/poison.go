@@ -7,7 +7,6 @@ import (
 	"os"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
@@ -110,7 +109,8 @@ func TableName(source string) string {
 	return base + suffix
 }
 
-// Config wires a Mover to one work queue.
+// Config wires a Recorder or an Inspector to one work queue; both take the
+// same Config, so they agree on where the records and poison messages are.
 type Config struct {
 	// Tables holds the records table. Required.
 	Tables storeadapter.Tables
@@ -134,8 +134,11 @@ type Config struct {
 	Host string
 }
 
-// Validate reports a configuration that cannot work: a missing port or an
-// invalid table name.
+// Validate reports a configuration that cannot work: a missing port, or a
+// queue, container or table name the service would refuse (Table "" stands
+// for TableName(Source.Name())). NewRecorder and NewInspector call it, so a
+// misconfigured worker or CLI stops at start-up instead of failing on every
+// message it poisons.
 func (c Config) Validate() error {
 	switch {
 	case c.Tables == nil:
@@ -147,26 +150,34 @@ func (c Config) Validate() error {
 	case c.Blobs == nil:
 		return errors.New("poison: config: Blobs is required")
 	}
-	if err := storeadapter.ValidateTableName(c.Table); err != nil {
-		return fmt.Errorf("poison: config: %w", err)
+	if err := storeadapter.ValidateQueueName(c.Source.Name()); err != nil {
+		return fmt.Errorf("poison: config: work queue: %w", err)
+	}
+	if err := storeadapter.ValidateQueueName(c.Poison.Name()); err != nil {
+		return fmt.Errorf("poison: config: poison queue: %w", err)
+	}
+	if err := storeadapter.ValidateContainerName(c.Blobs.Name()); err != nil {
+		return fmt.Errorf("poison: config: container: %w", err)
+	}
+	if err := storeadapter.ValidateTableName(cmp.Or(c.Table, TableName(c.Source.Name()))); err != nil {
+		return fmt.Errorf("poison: config: table: %w", err)
 	}
 	return nil
 }
 
-// Mover records failures, moves messages to the poison queue and serves the
-// operators' inspection API. It holds no state besides its configuration
-// and is safe for concurrent use; so are several Movers on several hosts.
-type Mover struct {
+// records is what a Recorder and an Inspector share: the validated
+// configuration with its defaults filled in, and the reads both need. It
+// holds no other state.
+type records struct {
 	cfg Config
-	err error // the configuration's validation error, returned by every method
 }
 
-// New returns a Mover with cfg's defaults filled in. An invalid cfg (see
-// Config.Validate) makes every method return the validation error.
-func New(cfg Config) *Mover {
-	if cfg.Table == "" && cfg.Source != nil {
-		cfg.Table = TableName(cfg.Source.Name())
+// newRecords validates cfg and fills its defaults.
+func newRecords(cfg Config) (records, error) {
+	if err := cfg.Validate(); err != nil {
+		return records{}, err
 	}
+	cfg.Table = cmp.Or(cfg.Table, TableName(cfg.Source.Name()))
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -177,26 +188,28 @@ func New(cfg Config) *Mover {
 		}
 		cfg.Host = cmp.Or(h, "unknown")
 	}
-	cfg.Host = truncate(cfg.Host, maxNameChars)
-	return &Mover{cfg: cfg, err: cfg.Validate()}
+	cfg.Host = storeadapter.Truncate(cfg.Host, maxNameChars)
+	return records{cfg: cfg}, nil
 }
 
 // now returns the current time as a table stores it.
-func (m *Mover) now() time.Time { return storeadapter.DateTime(m.cfg.Now()) }
+func (r records) now() time.Time { return storeadapter.DateTime(r.cfg.Now()) }
 
-// truncate returns s as valid UTF-8 of at most n characters; a longer text
-// is cut to n-1 characters followed by "…".
-func truncate(s string, n int) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	if utf8.RuneCountInString(s) <= n {
-		return s
+// Mover is a Recorder and an Inspector of one Config in one value. It is
+// kept only for the runner's tests in jobs, which poison messages and then
+// list them, until they move with the runner; everything else uses
+// NewRecorder or NewInspector.
+type Mover struct {
+	*Recorder
+	*Inspector
+}
+
+// New returns the Mover of cfg. It panics when cfg is invalid: use
+// NewRecorder and NewInspector, which return the error.
+func New(cfg Config) *Mover {
+	r, err := NewRecorder(cfg)
+	if err != nil {
+		panic(err)
 	}
-	count := 0
-	for i := range s {
-		if count == n-1 {
-			return s[:i] + "…"
-		}
-		count++
-	}
-	return s
+	return &Mover{Recorder: r, Inspector: &Inspector{records: r.records}}
 }

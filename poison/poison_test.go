@@ -22,7 +22,8 @@ var t0 = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 const sourceName = "work-items"
 
 // bundle is what every test works with: a fake clock, a local store, the
-// work queue, the poison queue and container, and a Mover over them.
+// work queue, the poison queue and container, and a Recorder and an
+// Inspector over them.
 type bundle struct {
 	ctx    context.Context
 	clock  *localstore.FakeClock
@@ -31,7 +32,7 @@ type bundle struct {
 	src    storeadapter.Queue
 	poison storeadapter.Queue
 	blobs  storeadapter.Blobs
-	m      *Mover
+	m      split
 }
 
 func setup(t *testing.T) *bundle { return setupWithFault(t, nil) }
@@ -50,7 +51,7 @@ func setupWithFault(t *testing.T, fault func(context.Context, instrument.Call) e
 	}
 	b := &bundle{ctx: ctx, clock: clock, store: st, calls: calls, src: src,
 		poison: st.Queue(QueueName(sourceName)), blobs: st.Container(QueueName(sourceName))}
-	b.m = New(Config{Tables: st.Tables(), Source: src, Poison: b.poison, Blobs: b.blobs, Now: clock.Now, Host: "ops-host"})
+	b.m = newSplit(t, Config{Tables: st.Tables(), Source: src, Poison: b.poison, Blobs: b.blobs, Now: clock.Now, Host: "ops-host"})
 	return b
 }
 
@@ -160,16 +161,6 @@ func TestTableName(t *testing.T) {
 		if err := storeadapter.ValidateTableName(got); err != nil {
 			t.Errorf("TableName(%q) = %q: %v", tc.source, got, err)
 		}
-	}
-}
-
-func TestConfigValidate(t *testing.T) {
-	m := New(Config{})
-	if err := m.RecordAttempt(t.Context(), Failure{}); err == nil {
-		t.Fatal("RecordAttempt with an empty config succeeded")
-	}
-	if _, err := m.List(t.Context(), ""); err == nil {
-		t.Fatal("List with an empty config succeeded")
 	}
 }
 
@@ -599,7 +590,7 @@ func TestListOnlyThisQueue(t *testing.T) {
 	if err := other.Create(b.ctx); err != nil {
 		t.Fatal(err)
 	}
-	mo := New(Config{Tables: b.store.Tables(), Source: other, Poison: b.store.Queue(QueueName("workitems")),
+	mo := newSplit(t, Config{Tables: b.store.Tables(), Source: other, Poison: b.store.Queue(QueueName("workitems")),
 		Blobs: b.store.Container(QueueName("workitems")), Now: b.clock.Now})
 	if _, err := other.Send(b.ctx, "b3RoZXI=", storeadapter.SendOptions{}); err != nil {
 		t.Fatal(err)
@@ -1033,23 +1024,6 @@ func TestDecodeMessage(t *testing.T) {
 	}
 }
 
-func TestTruncate(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		n    int
-		want string
-	}{
-		{"abc", 3, "abc"},
-		{"abcd", 3, "ab…"},
-		{"ééé", 2, "é…"},
-		{"a\xffb", 5, "a\uFFFDb"},
-	} {
-		if got := truncate(tc.in, tc.n); got != tc.want {
-			t.Errorf("truncate(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
-		}
-	}
-}
-
 // TestForget drops the record of a message that succeeded after failing,
 // keeps a poisoned one, and treats a missing record as done.
 func TestForget(t *testing.T) {
@@ -1174,7 +1148,7 @@ func TestRemoveKeepsBlobOfRepoisonedOriginal(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := setup(t)
 			tables := &hookTables{Tables: b.store.Tables()}
-			b.m = New(Config{Tables: tables, Source: b.src, Poison: b.poison, Blobs: b.blobs, Now: b.clock.Now, Host: "ops-host"})
+			b.m = newSplit(t, Config{Tables: tables, Source: b.src, Poison: b.poison, Blobs: b.blobs, Now: b.clock.Now, Host: "ops-host"})
 			text := strings.Repeat("0123456789abcdef", 60*1024/16) // goes to a blob
 			msg := b.deliver(t, text)
 			if err := b.m.Move(b.ctx, b.failure(msg, "blobsync", "x"), msg.PopReceipt, "permanent: bad args"); err != nil {

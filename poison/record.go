@@ -7,11 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/tablekeeper/tablekeeper/idempotent"
@@ -41,8 +41,22 @@ const (
 	propRequeuedBy        = "RequeuedBy"
 	propRequeuedMessageID = "RequeuedMessageID"
 	propSwept             = "PoisonSwept"
+	propPoisonSends       = "PoisonSends"
+	propPoisonMessages    = "PoisonMessages"
 	attemptPrefix         = "Attempt"
 )
+
+// maxPoisonRefs bounds the poison messages a record lists (PoisonMessages).
+// A message is moved once, or a few times after crashes and retries; a
+// record that would list more leaves the rest unknown (see Move).
+const maxPoisonRefs = 8
+
+// poisonRef names one poison message: its id and the pop receipt its Send
+// returned, which deletes it as long as nobody has received it since.
+type poisonRef struct {
+	ID         string `json:"id"`
+	PopReceipt string `json:"popReceipt"`
+}
 
 // maxAttemptChars bounds the JSON of one attempt property, in UTF-16 code
 // units (as Azure counts string sizes). With MaxAttempts of them, a
@@ -94,12 +108,17 @@ type Record struct {
 
 // entry is a record with what the inspection API needs besides it.
 type entry struct {
+	raw         storeadapter.Entity // as read
 	rec         Record
 	etag        string
 	hasOriginal bool      // the Original property is present
 	blobETag    string    // the ETag of the blob OriginalRef names; "" in records older than OriginalETag
 	requeuingAt time.Time // when a Requeue claimed it
 	swept       bool      // a requeue removed its poison messages
+	// poisonMsgs are the poison messages Move noted; poisonKnown says
+	// they are all of them (every send Move counted was noted).
+	poisonMsgs  []poisonRef
+	poisonKnown bool
 }
 
 // decodeEntry reads a record entity. Attempt properties that do not decode
@@ -155,7 +174,33 @@ func decodeEntry(e storeadapter.Entity) entry {
 	}
 	_, hasOriginal := p[propOriginal]
 	swept, _ := p[propSwept].(bool)
-	return entry{rec: r, etag: e.ETag, hasOriginal: hasOriginal, blobETag: str(propOriginalETag), requeuingAt: tm(propRequeuingAt), swept: swept}
+	en := entry{rec: r, etag: e.ETag, hasOriginal: hasOriginal, blobETag: str(propOriginalETag), requeuingAt: tm(propRequeuingAt), swept: swept}
+	en.raw = e
+	en.poisonMsgs, en.poisonKnown = poisonRefs(e)
+	return en
+}
+
+// poisonRefs returns the poison messages a record lists, and whether they
+// are all of its poison messages: the record has the property (records
+// written before it have not) and lists as many messages as Move counted
+// sends.
+func poisonRefs(e storeadapter.Entity) ([]poisonRef, bool) {
+	js, ok := e.Properties[propPoisonMessages].(string)
+	if !ok {
+		return nil, false
+	}
+	var refs []poisonRef
+	if json.Unmarshal([]byte(js), &refs) != nil {
+		return nil, false
+	}
+	sends, _ := e.Properties[propPoisonSends].(int64)
+	return refs, int64(len(refs)) >= sends
+}
+
+// encodeRefs returns the PoisonMessages property of refs.
+func encodeRefs(refs []poisonRef) string {
+	js, _ := json.Marshal(refs) // of strings: cannot fail
+	return string(js)
 }
 
 // isAttemptName reports whether name is an attempt property: "Attempt"
@@ -175,18 +220,38 @@ func attemptName(n int64) string {
 	return fmt.Sprintf("%s%03d", attemptPrefix, min(max(n, 1), MaxAttempts))
 }
 
+// Recorder is the worker's side of poison handling: it records failed
+// attempts, moves messages to the poison queue and forgets the records of
+// messages that succeeded in the end. Its method set is what the runner in
+// jobs needs (jobs.Poisoner). It holds no state besides its configuration
+// and is safe for concurrent use; so are several Recorders on several
+// hosts.
+type Recorder struct {
+	records
+}
+
+// NewRecorder returns the Recorder of cfg with its defaults filled in, or
+// the error of cfg.Validate.
+func NewRecorder(cfg Config) (*Recorder, error) {
+	r, err := newRecords(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Recorder{records: r}, nil
+}
+
 // normalize fills an attempt's defaults and bounds its texts: a zero (or
 // unstorable) time becomes now, an empty host this host.
-func (m *Mover) normalize(a Attempt) Attempt {
+func (r *Recorder) normalize(a Attempt) Attempt {
 	if y := a.Time.UTC().Year(); y < 1601 || y > 9999 {
-		a.Time = m.now()
+		a.Time = r.now()
 	}
 	a.Time = storeadapter.DateTime(a.Time)
 	if a.Host == "" {
-		a.Host = m.cfg.Host
+		a.Host = r.cfg.Host
 	}
-	a.Host = truncate(a.Host, maxNameChars)
-	a.Error = truncate(a.Error, MaxErrorChars)
+	a.Host = storeadapter.Truncate(a.Host, maxNameChars)
+	a.Error = storeadapter.Truncate(a.Error, MaxErrorChars)
 	return a
 }
 
@@ -202,43 +267,35 @@ func encodeAttempt(a Attempt) (string, error) {
 			return "", err
 		}
 		s := strings.TrimSuffix(buf.String(), "\n")
-		excess := utf16Len(s) - maxAttemptChars
+		excess := storeadapter.UTF16Len(s) - maxAttemptChars
 		if excess <= 0 || a.Error == "" {
 			return s, nil
 		}
 		// Every character of the error takes at least one unit of JSON.
 		if n := utf8.RuneCountInString(a.Error) - excess - 1; n >= 2 {
-			a.Error = truncate(a.Error, n)
+			a.Error = storeadapter.Truncate(a.Error, n)
 		} else {
 			a.Error = ""
 		}
 	}
 }
 
-func utf16Len(s string) int {
-	n := 0
-	for _, r := range s {
-		n += utf16.RuneLen(r)
-	}
-	return n
-}
-
 // fitsProperty reports whether s can be stored as a string property.
 func fitsProperty(s string) bool {
-	return utf8.ValidString(s) && utf16Len(s) <= storeadapter.MaxStringChars
+	return utf8.ValidString(s) && storeadapter.UTF16Len(s) <= storeadapter.MaxStringChars
 }
 
 // failureProps returns the properties RecordAttempt and Move both merge
 // into a record for a normalized attempt. They hold no State: Move adds it.
-func (m *Mover) failureProps(f Failure, a Attempt) (map[string]any, error) {
+func (r *Recorder) failureProps(f Failure, a Attempt) (map[string]any, error) {
 	js, err := encodeAttempt(a)
 	if err != nil {
 		return nil, err
 	}
 	return map[string]any{
-		propQueue:                   m.cfg.Source.Name(),
-		propOpID:                    truncate(f.OpID, maxNameChars),
-		propKind:                    truncate(f.Kind, maxNameChars),
+		propQueue:                   r.cfg.Source.Name(),
+		propOpID:                    storeadapter.Truncate(f.OpID, maxNameChars),
+		propKind:                    storeadapter.Truncate(f.Kind, maxNameChars),
 		propDequeueCount:            a.DequeueCount,
 		propLastAttempt:             a.Time,
 		propLastError:               a.Error,
@@ -258,14 +315,15 @@ func (m *Mover) failureProps(f Failure, a Attempt) (map[string]any, error) {
 // attempt of a worker that lost its lease, merged after another worker
 // poisoned the message, cannot turn the record back to failing and hide it
 // from List, and no read is needed to know.
-func (m *Mover) RecordAttempt(ctx context.Context, f Failure) error {
-	if m.err != nil {
-		return m.err
-	}
-	a := m.normalize(f.Attempt)
-	props, err := m.failureProps(f, a)
+func (r *Recorder) RecordAttempt(ctx context.Context, f Failure) error {
+	a := r.normalize(f.Attempt)
+	props, err := r.failureProps(f, a)
 	if err == nil {
-		err = m.upsertMerge(ctx, storeadapter.Entity{PartitionKey: f.MessageID, RowKey: recordRowKey, Properties: props})
+		e := storeadapter.Entity{PartitionKey: f.MessageID, RowKey: recordRowKey, Properties: props}
+		err = idempotent.CreateOnMissing(ctx, r.createTable, func(ctx context.Context) error {
+			_, err := r.cfg.Tables.UpsertEntity(ctx, r.cfg.Table, e, storeadapter.Merge)
+			return err
+		})
 	}
 	if err != nil {
 		return fmt.Errorf("poison: record attempt %d of message %s: %w", a.DequeueCount, f.MessageID, err)
@@ -273,49 +331,57 @@ func (m *Mover) RecordAttempt(ctx context.Context, f Failure) error {
 	return nil
 }
 
-// upsertMerge merges e into the records table, creating the table when it
-// is missing (the merge variant of idempotent.Upsert).
-func (m *Mover) upsertMerge(ctx context.Context, e storeadapter.Entity) error {
-	_, err := m.cfg.Tables.UpsertEntity(ctx, m.cfg.Table, e, storeadapter.Merge)
-	if errors.Is(err, storeadapter.ErrNotFound) {
-		if err = idempotent.EnsureTable(ctx, m.cfg.Tables, m.cfg.Table); err == nil {
-			_, err = m.cfg.Tables.UpsertEntity(ctx, m.cfg.Table, e, storeadapter.Merge)
-		}
-	}
-	return err
+// createTable creates the records table unless it exists: the create step
+// of idempotent.CreateOnMissing.
+func (r records) createTable(ctx context.Context) error {
+	return idempotent.EnsureTable(ctx, r.cfg.Tables, r.cfg.Table)
 }
 
 // Move parks a message whose attempt f.Attempt failed for the given reason.
 // It reads the message's record (if any) for the summary's first attempt
-// and highest dequeue count, then takes three steps:
+// and highest dequeue count, then takes four steps:
 //
-//  1. Merge into the message's record f.Attempt, State "poisoned", the
+//  1. Write into the message's record f.Attempt, State "poisoned", the
 //     reason, the summary fields and the original: as the property
 //     Original when it fits a string property, and in the blob
 //     "<message id>.txt" (written first, the container created if missing)
 //     when it does not fit the property or the poison message, with
 //     OriginalRef "<container>/<blob>" and OriginalETag, the blob's ETag
-//     (Delete and Purge remove only that version of the blob).
+//     (Delete and Purge remove only that version of the blob). The same
+//     write counts the poison message about to be sent (PoisonSends + 1);
+//     it is an ETag-conditional merge (an insert when there is no record),
+//     retried by idempotent.UpdateCAS, so no count is lost to a
+//     concurrent write.
 //  2. Send the poison message (see the package documentation) to the
 //     poison queue, creating the queue if missing. It never expires.
-//  3. Delete the original from the work queue with popReceipt. A message
+//  3. Note the poison message's id and the pop receipt Send returned in
+//     the record's PoisonMessages (at most maxPoisonRefs of them), again
+//     by compare-and-swap. With that receipt Requeue, Delete and Purge
+//     delete the message directly; while every counted send is noted, they
+//     need no sweep of the poison queue. A note that fails does not fail
+//     Move (the runner would retry it and send a second poison message): it
+//     leaves a send uncounted for, and operators sweep for that record.
+//  4. Delete the original from the work queue with popReceipt. A message
 //     already gone is fine; a stale receipt returns an error wrapping
 //     storeadapter.ErrPopReceiptMismatch: the lease was lost and another
 //     worker holds the message.
 //
 // Every crash position converges. A crash before or during step 1 changes
 // nothing that matters: the blob is rewritten with the same content, the
-// record merge is an upsert. After step 1 the original is redelivered when
-// its visibility timeout ends, fails again and is poisoned again onto the
-// same record (the record key is the message id); meanwhile List already
-// shows it, and a Requeue in that window sends a copy while the original is
-// still queued, which the handlers absorb (they are idempotent by operation
-// id). After step 2 the redelivered original is poisoned again and a
-// second poison message appears; List shows records, one per message id,
-// and Requeue, Delete and Purge remove every poison message of that id.
+// record write merges the same values (its send count may grow by one with
+// no message sent: it only costs a sweep). After step 1 the original is
+// redelivered when its visibility timeout ends, fails again and is
+// poisoned again onto the same record (the record key is the message id);
+// meanwhile List already shows it, and a Requeue in that window sends a
+// copy while the original is still queued, which the handlers absorb (they
+// are idempotent by operation id). After step 2 (or 3) the redelivered
+// original is poisoned again and a second poison message appears; List
+// shows records, one per message id, and Requeue, Delete and Purge remove
+// every poison message of that id: the noted ones by id, and when a send
+// went unnoted (a crash between 2 and 3), all of them by a sweep.
 //
 // The caller must hold the message's lease for the whole call: steps 1
-// and 2 park the message before step 3 can find the receipt stale, so a
+// and 2 park the message before step 4 can find the receipt stale, so a
 // Move after a lapsed lease would poison a message that is live on another
 // worker. The order cannot change (deleting first would lose the message
 // on a crash), so the caller confirms the lease right before Move with one
@@ -323,29 +389,28 @@ func (m *Mover) upsertMerge(ctx context.Context, e storeadapter.Entity) error {
 // the new receipt, and does not poison on ErrPopReceiptMismatch or
 // ErrNotFound; the jobs runner does. Poisoning is rare: one call more is
 // cheap.
-func (m *Mover) Move(ctx context.Context, f Failure, popReceipt, reason string) error {
-	if m.err != nil {
-		return m.err
-	}
-	a := m.normalize(f.Attempt)
+func (r *Recorder) Move(ctx context.Context, f Failure, popReceipt, reason string) error {
+	a := r.normalize(f.Attempt)
 	wrap := func(step string, err error) error {
 		return fmt.Errorf("poison: move message %s: %s: %w", f.MessageID, step, err)
 	}
 
 	// The summary covers the attempts recorded so far.
-	s := Summary{MessageID: f.MessageID, OpID: truncate(f.OpID, maxNameChars), Kind: truncate(f.Kind, maxNameChars),
-		Reason: truncate(reason, MaxErrorChars), DequeueCount: a.DequeueCount, FirstAttempt: a.Time, LastAttempt: a.Time,
-		Host: a.Host, Queue: m.cfg.Source.Name()}
-	old, err := m.cfg.Tables.GetEntity(ctx, m.cfg.Table, f.MessageID, recordRowKey)
+	s := Summary{MessageID: f.MessageID, OpID: storeadapter.Truncate(f.OpID, maxNameChars), Kind: storeadapter.Truncate(f.Kind, maxNameChars),
+		Reason: storeadapter.Truncate(reason, MaxErrorChars), DequeueCount: a.DequeueCount, FirstAttempt: a.Time, LastAttempt: a.Time,
+		Host: a.Host, Queue: r.cfg.Source.Name()}
+	var start *storeadapter.Entity
+	old, err := r.cfg.Tables.GetEntity(ctx, r.cfg.Table, f.MessageID, recordRowKey)
 	switch {
 	case err == nil:
-		r := decodeEntry(old).rec
-		s.DequeueCount = max(s.DequeueCount, r.DequeueCount)
-		if !r.FirstAttempt.IsZero() && r.FirstAttempt.Before(s.FirstAttempt) {
-			s.FirstAttempt = r.FirstAttempt
+		start = &old
+		rec := decodeEntry(old).rec
+		s.DequeueCount = max(s.DequeueCount, rec.DequeueCount)
+		if !rec.FirstAttempt.IsZero() && rec.FirstAttempt.Before(s.FirstAttempt) {
+			s.FirstAttempt = rec.FirstAttempt
 		}
-		if r.LastAttempt.After(s.LastAttempt) {
-			s.LastAttempt = r.LastAttempt
+		if rec.LastAttempt.After(s.LastAttempt) {
+			s.LastAttempt = rec.LastAttempt
 		}
 	case !errors.Is(err, storeadapter.ErrNotFound):
 		return wrap("read record", err)
@@ -361,14 +426,14 @@ func (m *Mover) Move(ctx context.Context, f Failure, popReceipt, reason string) 
 	}
 	ref, blobETag := "", ""
 	if !fits || len(text) > storeadapter.MaxMessageBytes {
-		if ref, blobETag, err = m.putOriginal(ctx, f.MessageID, f.Text); err != nil {
+		if ref, blobETag, err = r.putOriginal(ctx, f.MessageID, f.Text); err != nil {
 			return wrap("store original", err)
 		}
 		if text, err = encodeMessage(s, "", ref); err != nil {
 			return err
 		}
 	}
-	props, err := m.failureProps(f, a)
+	props, err := r.failureProps(f, a)
 	if err != nil {
 		return wrap("encode attempt", err)
 	}
@@ -381,38 +446,64 @@ func (m *Mover) Move(ctx context.Context, f Failure, popReceipt, reason string) 
 		props[propOriginalRef] = ref
 		props[propOriginalETag] = blobETag
 	}
-	if err := m.upsertMerge(ctx, storeadapter.Entity{PartitionKey: f.MessageID, RowKey: recordRowKey, Properties: props}); err != nil {
+	countSend := func(cur *storeadapter.Entity) (*storeadapter.Entity, error) {
+		p := maps.Clone(props)
+		p[propPoisonSends] = int64(1)
+		if cur != nil {
+			n, _ := cur.Properties[propPoisonSends].(int64)
+			p[propPoisonSends] = n + 1
+		}
+		return &storeadapter.Entity{PartitionKey: f.MessageID, RowKey: recordRowKey, Properties: p}, nil
+	}
+	var rec storeadapter.Entity
+	err = idempotent.CreateOnMissing(ctx, r.createTable, func(ctx context.Context) (err error) {
+		rec, err = idempotent.UpdateCAS(ctx, r.cfg.Tables, r.cfg.Table, f.MessageID, recordRowKey, countSend, idempotent.CASOptions{Start: start})
+		start = nil // a retry after creating the table reads again
+		return err
+	})
+	if err != nil {
 		return wrap("write record", err)
 	}
 
 	// Step 2: the poison message.
-	if err := sendCreating(ctx, m.cfg.Poison, text, storeadapter.SendOptions{TTL: storeadapter.NeverExpire}); err != nil {
+	sent, err := send(ctx, r.cfg.Poison, text, storeadapter.SendOptions{TTL: storeadapter.NeverExpire})
+	if err != nil {
 		return wrap("send poison message", err)
 	}
 
-	// Step 3: the original leaves the work queue.
-	err = m.cfg.Source.DeleteMessage(ctx, f.MessageID, popReceipt)
+	// Step 3: note it in the record, unless the record is gone meanwhile
+	// (deleted by an operator: the message is theirs to remove) or full.
+	note := func(cur *storeadapter.Entity) (*storeadapter.Entity, error) {
+		if cur == nil {
+			return nil, nil
+		}
+		refs, _ := poisonRefs(*cur)
+		if len(refs) >= maxPoisonRefs {
+			return nil, nil
+		}
+		refs = append(refs, poisonRef{ID: sent.ID, PopReceipt: sent.PopReceipt})
+		return &storeadapter.Entity{PartitionKey: f.MessageID, RowKey: recordRowKey,
+			Properties: map[string]any{propPoisonMessages: encodeRefs(refs)}}, nil
+	}
+	_, _ = idempotent.UpdateCAS(ctx, r.cfg.Tables, r.cfg.Table, f.MessageID, recordRowKey, note, idempotent.CASOptions{Start: &rec})
+
+	// Step 4: the original leaves the work queue.
+	err = r.cfg.Source.DeleteMessage(ctx, f.MessageID, popReceipt)
 	if err != nil && !errors.Is(err, storeadapter.ErrNotFound) {
 		return wrap("delete original", err)
 	}
 	return nil
 }
 
-// sendCreating sends a message, creating the queue when it is missing.
-func sendCreating(ctx context.Context, q storeadapter.Queue, text string, o storeadapter.SendOptions) error {
-	_, err := sendCreatingID(ctx, q, text, o)
-	return err
-}
-
-// sendCreatingID is sendCreating returning the new message's id.
-func sendCreatingID(ctx context.Context, q storeadapter.Queue, text string, o storeadapter.SendOptions) (string, error) {
-	sent, err := q.Send(ctx, text, o)
-	if errors.Is(err, storeadapter.ErrNotFound) {
-		if err = q.Create(ctx); err == nil {
-			sent, err = q.Send(ctx, text, o)
-		}
-	}
-	return sent.ID, err
+// send sends a message, creating the queue when it is missing, and returns
+// what Send returned.
+func send(ctx context.Context, q storeadapter.Queue, text string, o storeadapter.SendOptions) (storeadapter.Sent, error) {
+	var sent storeadapter.Sent
+	err := idempotent.CreateOnMissing(ctx, q.Create, func(ctx context.Context) (err error) {
+		sent, err = q.Send(ctx, text, o)
+		return err
+	})
+	return sent, err
 }
 
 // blobName returns the blob that holds a message's original.
@@ -422,36 +513,17 @@ func blobName(messageID string) string { return messageID + ".txt" }
 // it is missing, and returns its reference "<container>/<blob>" and its
 // ETag. Writing the same original twice leaves the same content under a
 // new ETag.
-func (m *Mover) putOriginal(ctx context.Context, messageID, text string) (ref, etag string, err error) {
+func (r *Recorder) putOriginal(ctx context.Context, messageID, text string) (ref, etag string, err error) {
 	name := blobName(messageID)
 	o := storeadapter.PutOptions{ContentType: originalContentType}
-	etag, err = m.cfg.Blobs.Put(ctx, name, []byte(text), o)
-	if errors.Is(err, storeadapter.ErrNotFound) {
-		if err = m.cfg.Blobs.Create(ctx); err == nil {
-			etag, err = m.cfg.Blobs.Put(ctx, name, []byte(text), o)
-		}
-	}
+	err = idempotent.CreateOnMissing(ctx, r.cfg.Blobs.Create, func(ctx context.Context) (err error) {
+		etag, err = r.cfg.Blobs.Put(ctx, name, []byte(text), o)
+		return err
+	})
 	if err != nil {
 		return "", "", err
 	}
-	return m.cfg.Blobs.Name() + "/" + name, etag, nil
-}
-
-// original returns a record's original text: the Original property when
-// present, else the blob OriginalRef names.
-func (m *Mover) original(ctx context.Context, e entry) (string, error) {
-	if e.hasOriginal || e.rec.OriginalRef == "" {
-		return e.rec.Original, nil
-	}
-	container, name, ok := strings.Cut(e.rec.OriginalRef, "/")
-	if !ok || container != m.cfg.Blobs.Name() {
-		return "", fmt.Errorf("poison: original of %s: reference %q is not in container %s", e.rec.MessageID, e.rec.OriginalRef, m.cfg.Blobs.Name())
-	}
-	data, _, err := m.cfg.Blobs.Get(ctx, name)
-	if err != nil {
-		return "", fmt.Errorf("poison: original of %s: read blob %s: %w", e.rec.MessageID, e.rec.OriginalRef, err)
-	}
-	return string(data), nil
+	return r.cfg.Blobs.Name() + "/" + name, etag, nil
 }
 
 // Forget deletes the failure record of a message that succeeded after
@@ -459,11 +531,8 @@ func (m *Mover) original(ctx context.Context, e entry) (string, error) {
 // in any state but failing is kept (a competing worker may have poisoned
 // the message meanwhile), and the delete is conditional on the ETag read,
 // so a concurrent Move is never undone. A missing record is success.
-func (m *Mover) Forget(ctx context.Context, messageID string) error {
-	if m.err != nil {
-		return m.err
-	}
-	en, err := m.get(ctx, messageID)
+func (r *Recorder) Forget(ctx context.Context, messageID string) error {
+	en, err := r.get(ctx, messageID)
 	if errors.Is(err, storeadapter.ErrNotFound) {
 		return nil
 	}
@@ -473,7 +542,7 @@ func (m *Mover) Forget(ctx context.Context, messageID string) error {
 	if en.rec.State != StateFailing {
 		return nil
 	}
-	err = m.cfg.Tables.DeleteEntity(ctx, m.cfg.Table, messageID, recordRowKey, en.etag)
+	err = r.cfg.Tables.DeleteEntity(ctx, r.cfg.Table, messageID, recordRowKey, en.etag)
 	if err != nil && !errors.Is(err, storeadapter.ErrNotFound) && !errors.Is(err, storeadapter.ErrPreconditionFailed) {
 		return fmt.Errorf("poison: forget %s: %w", messageID, err)
 	}
@@ -485,11 +554,8 @@ func (m *Mover) Forget(ctx context.Context, messageID string) error {
 // or its record holds no attempt. The runner puts its error in the reason of
 // a message poisoned for its delivery count, whose own last run (if any)
 // left no error.
-func (m *Mover) LastAttempt(ctx context.Context, messageID string) (Attempt, bool, error) {
-	if m.err != nil {
-		return Attempt{}, false, m.err
-	}
-	en, err := m.get(ctx, messageID)
+func (r *Recorder) LastAttempt(ctx context.Context, messageID string) (Attempt, bool, error) {
+	en, err := r.get(ctx, messageID)
 	if errors.Is(err, storeadapter.ErrNotFound) {
 		return Attempt{}, false, nil
 	}
@@ -500,4 +566,13 @@ func (m *Mover) LastAttempt(ctx context.Context, messageID string) (Attempt, boo
 		return Attempt{}, false, nil
 	}
 	return en.rec.Attempts[len(en.rec.Attempts)-1], true, nil
+}
+
+// get reads one record.
+func (r records) get(ctx context.Context, id string) (entry, error) {
+	e, err := r.cfg.Tables.GetEntity(ctx, r.cfg.Table, id, recordRowKey)
+	if err != nil {
+		return entry{}, err
+	}
+	return decodeEntry(e), nil
 }

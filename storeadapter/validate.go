@@ -213,20 +213,21 @@ func ValidateKey(field, key string) error {
 	return nil
 }
 
-// utf16LenOver returns utf16Len(s) when s may exceed limit UTF-16 units,
+// utf16LenOver returns UTF16Len(s) when s may exceed limit UTF-16 units,
 // and 0 when it cannot: a string never has more UTF-16 units than UTF-8
 // bytes, so short strings need no counting.
 func utf16LenOver(s string, limit int) int {
 	if len(s) <= limit {
 		return 0
 	}
-	return utf16Len(s)
+	return UTF16Len(s)
 }
 
-// utf16Len counts the UTF-16 code units of a valid UTF-8 string without
-// decoding it: one per character (every byte that is not a continuation
-// byte), plus one more for each 4-byte character (a surrogate pair).
-func utf16Len(s string) int {
+// UTF16Len counts the UTF-16 code units of a valid UTF-8 string, the unit
+// in which Azure measures string sizes, without decoding it: one per
+// character (every byte that is not a continuation byte), plus one more for
+// each 4-byte character (a surrogate pair).
+func UTF16Len(s string) int {
 	n := 0
 	for i := 0; i < len(s); i++ {
 		c := s[i]
@@ -238,6 +239,25 @@ func utf16Len(s string) int {
 		}
 	}
 	return n
+}
+
+// Truncate returns s as valid UTF-8 (invalid bytes become U+FFFD) of at
+// most n characters: a longer text is cut to n-1 characters followed by
+// "…". Error texts and names stored in entities and shown to operators are
+// bounded with it.
+func Truncate(s string, n int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	count := 0
+	for i := range s {
+		if count == n-1 {
+			return s[:i] + "…"
+		}
+		count++
+	}
+	return s
 }
 
 // ValidatePropertyName checks a custom property name: a C#-style
@@ -315,7 +335,7 @@ func EntitySize(e Entity) int { return entitySize(e, true) }
 // counts strings in UTF-8 bytes (never fewer than their UTF-16 units) and
 // falls back to the exact size only when the bound exceeds the limit.
 func entitySize(e Entity, exact bool) int {
-	count := utf16Len
+	count := UTF16Len
 	if !exact {
 		count = func(s string) int { return len(s) }
 	}

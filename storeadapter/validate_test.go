@@ -656,3 +656,20 @@ func TestSeconds(t *testing.T) {
 		}
 	}
 }
+
+func TestTruncate(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"abc", 3, "abc"},
+		{"abcd", 3, "ab…"},
+		{"ééé", 2, "é…"},
+		{"a\xffb", 5, "a\uFFFDb"},
+	} {
+		if got := storeadapter.Truncate(tc.in, tc.n); got != tc.want {
+			t.Errorf("Truncate(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
+		}
+	}
+}

@@ -44,9 +44,9 @@ import (
 	"text/tabwriter"
 	"time"
 	"unicode"
-	"unicode/utf8"
 
 	"github.com/tablekeeper/tablekeeper/cmd/internal/cli"
+	"github.com/tablekeeper/tablekeeper/idempotent"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
@@ -328,19 +328,22 @@ func (m *Main) parseNoArgs(fs *flag.FlagSet, c *common, args []string) error {
 }
 
 // sendCreating sends text to q, creating the queue first when it does not
-// exist and trying once more.
+// exist and trying once more (idempotent.CreateOnMissing).
 func sendCreating(ctx context.Context, q storeadapter.Queue, text string) (storeadapter.Sent, error) {
-	sent, err := q.Send(ctx, text, storeadapter.SendOptions{})
-	if errors.Is(err, storeadapter.ErrNotFound) {
-		if err = q.Create(ctx); err != nil {
-			return storeadapter.Sent{}, fmt.Errorf("create queue %s: %w", q.Name(), err)
+	var sent storeadapter.Sent
+	create := func(ctx context.Context) error {
+		if err := q.Create(ctx); err != nil {
+			return fmt.Errorf("create queue %s: %w", q.Name(), err)
 		}
-		sent, err = q.Send(ctx, text, storeadapter.SendOptions{})
+		return nil
 	}
-	if err != nil {
-		return storeadapter.Sent{}, fmt.Errorf("send to queue %s: %w", q.Name(), err)
-	}
-	return sent, nil
+	err := idempotent.CreateOnMissing(ctx, create, func(ctx context.Context) (err error) {
+		if sent, err = q.Send(ctx, text, storeadapter.SendOptions{}); err != nil {
+			return fmt.Errorf("send to queue %s: %w", q.Name(), err)
+		}
+		return nil
+	})
+	return sent, err
 }
 
 // writeJSON writes v as indented JSON.
@@ -380,14 +383,8 @@ func cell(s string, limit int) string {
 	if s == "" {
 		return "-"
 	}
-	if limit > 0 && utf8.RuneCountInString(s) > limit {
-		n := 0
-		for i := range s {
-			if n == limit-1 {
-				return s[:i] + "…"
-			}
-			n++
-		}
+	if limit > 0 {
+		s = storeadapter.Truncate(s, limit)
 	}
 	return s
 }

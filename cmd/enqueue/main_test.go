@@ -416,7 +416,7 @@ func TestRawStopsWhenTheQueueFails(t *testing.T) {
 // poisonBundle holds poisoned messages made with the real mover.
 type poisonBundle struct {
 	*bundle
-	mover *poison.Mover
+	mover *poison.Recorder
 	ids   []string // original message ids, oldest first
 	texts []string // their original texts
 }
@@ -427,7 +427,7 @@ type poisonBundle struct {
 func setupPoison(t *testing.T) *poisonBundle {
 	t.Helper()
 	b := &poisonBundle{bundle: setup(t)}
-	b.mover = cli.Poison(b.store, queueName, b.clock.Now)
+	b.mover = recorder(t, b.store, b.clock.Now)
 	ctx := t.Context()
 	if err := b.queue.Create(ctx); err != nil {
 		t.Fatal(err)
@@ -719,7 +719,7 @@ func TestStats(t *testing.T) {
 	if err != nil || len(msgs) != 1 {
 		t.Fatal(len(msgs), err)
 	}
-	mv := cli.Poison(b.store, queueName, b.clock.Now)
+	mv := recorder(t, b.store, b.clock.Now)
 	f := poison.Failure{MessageID: msgs[0].ID, Text: msgs[0].Text, Attempt: poison.Attempt{DequeueCount: 1, Time: t0}}
 	if err := mv.Move(t.Context(), f, msgs[0].PopReceipt, "test"); err != nil {
 		t.Fatal(err)
@@ -946,4 +946,15 @@ func boolInt(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// recorder returns the worker's poison recorder of the test queue, to
+// poison messages as the worker would.
+func recorder(t *testing.T, s storeadapter.Store, now func() time.Time) *poison.Recorder {
+	t.Helper()
+	r, err := cli.PoisonRecorder(s, queueName, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

@@ -63,11 +63,16 @@ func (m *Main) runPoison(ctx context.Context, args []string) (string, error) {
 	return "poison", &usageError{err: fmt.Errorf("unknown subcommand %q", sub), printed: true}
 }
 
-// mover connects and returns the poison mover of the -queue work queue. A
-// work queue that does not exist is an error, so that a mistyped -queue is
-// not reported as "no poisoned messages".
-func (m *Main) mover(ctx context.Context, c *common) (*poison.Mover, error) {
+// inspector connects and returns the poison inspector of the -queue work
+// queue. A configuration the service would refuse is an error before any
+// call, and so is a work queue that does not exist, so that a mistyped
+// -queue is not reported as "no poisoned messages".
+func (m *Main) inspector(ctx context.Context, c *common) (*poison.Inspector, error) {
 	store, err := m.connect(c)
+	if err != nil {
+		return nil, err
+	}
+	ins, err := cli.PoisonInspector(store, c.queue, m.Now)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +81,7 @@ func (m *Main) mover(ctx context.Context, c *common) (*poison.Mover, error) {
 	} else if err != nil {
 		return nil, err
 	}
-	return cli.Poison(store, c.queue, m.Now), nil
+	return ins, nil
 }
 
 // poisonList prints the poisoned records, newest first, or their groups
@@ -102,11 +107,11 @@ func (m *Main) poisonList(ctx context.Context, args []string) error {
 	if limit < 0 {
 		return usagef("-limit: must be 0 (all) or more, got %d", limit)
 	}
-	mv, err := m.mover(ctx, &c)
+	ins, err := m.inspector(ctx, &c)
 	if err != nil {
 		return err
 	}
-	recs, err := mv.List(ctx, kind)
+	recs, err := ins.List(ctx, kind)
 	if err != nil {
 		return err
 	}
@@ -185,11 +190,11 @@ func (m *Main) poisonShow(ctx context.Context, args []string) error {
 	if len(pos) != 1 {
 		return usagef("give exactly one message id or operation id, got %d", len(pos))
 	}
-	mv, err := m.mover(ctx, &c)
+	ins, err := m.inspector(ctx, &c)
 	if err != nil {
 		return err
 	}
-	rec, err := mv.Show(ctx, pos[0])
+	rec, err := ins.Show(ctx, pos[0])
 	switch {
 	case errors.Is(err, storeadapter.ErrNotFound):
 		return fmt.Errorf("no poison record with message id or operation id %s on queue %s", pos[0], c.queue)
@@ -302,12 +307,12 @@ func (m *Main) poisonRequeue(ctx context.Context, args []string) error {
 	case !all && len(pos) == 0:
 		return usagef("give message ids, -all or -group")
 	}
-	mv, err := m.mover(ctx, &c)
+	ins, err := m.inspector(ctx, &c)
 	if err != nil {
 		return err
 	}
 	var skipped []string
-	recs, rerr := mv.Requeue(ctx, poison.RequeueOptions{IDs: pos, All: all, Kind: kind, Group: group, DryRun: dryRun,
+	recs, rerr := ins.Requeue(ctx, poison.RequeueOptions{IDs: pos, All: all, Kind: kind, Group: group, DryRun: dryRun,
 		Skipped: func(r poison.Record, why string) {
 			skipped = append(skipped, fmt.Sprintf("not requeued %s: %s", r.MessageID, why))
 		},
@@ -415,20 +420,20 @@ func (m *Main) poisonDelete(ctx context.Context, args []string) error {
 	case group == "" && len(pos) == 0:
 		return usagef("give one or more message ids, or -group")
 	}
-	mv, err := m.mover(ctx, &c)
+	ins, err := m.inspector(ctx, &c)
 	if err != nil {
 		return err
 	}
 	if group != "" {
-		return m.purge(ctx, &c, mv, poison.PurgeOptions{Group: group, DryRun: dryRun}, "deleted")
+		return m.purge(ctx, &c, ins, poison.PurgeOptions{Group: group, DryRun: dryRun}, "deleted")
 	}
 	deleted := []string{}
 	var errs []error
 	for _, id := range pos {
 		if dryRun {
-			_, err = mv.Show(ctx, id)
+			_, err = ins.Show(ctx, id)
 		} else {
-			err = mv.Delete(ctx, id)
+			err = ins.Delete(ctx, id)
 		}
 		switch {
 		case err == nil:
@@ -458,7 +463,7 @@ func (m *Main) poisonDelete(ctx context.Context, args []string) error {
 	return errors.Join(errs...)
 }
 
-// poisonPurge removes the records a purge selects (see poison.Mover.Purge).
+// poisonPurge removes the records a purge selects (see poison.Inspector.Purge).
 func (m *Main) poisonPurge(ctx context.Context, args []string) error {
 	var (
 		c              common
@@ -499,11 +504,11 @@ func (m *Main) poisonPurge(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	mv, err := m.mover(ctx, &c)
+	ins, err := m.inspector(ctx, &c)
 	if err != nil {
 		return err
 	}
-	return m.purge(ctx, &c, mv, o, "purged")
+	return m.purge(ctx, &c, ins, o, "purged")
 }
 
 // confirm asks question on a terminal and returns nil on "y" or "yes". Not
@@ -522,11 +527,11 @@ func (m *Main) confirm(question string) error {
 
 // purge runs a purge and prints what it removed; verb is "purged" or
 // "deleted".
-func (m *Main) purge(ctx context.Context, c *common, mv *poison.Mover, o poison.PurgeOptions, verb string) error {
+func (m *Main) purge(ctx context.Context, c *common, ins *poison.Inspector, o poison.PurgeOptions, verb string) error {
 	if !o.DryRun {
 		o.Progress = m.progress(verb)
 	}
-	res, err := mv.Purge(ctx, o)
+	res, err := ins.Purge(ctx, o)
 	byState := map[string]int{}
 	for _, r := range res.Records {
 		byState[r.State]++

@@ -150,7 +150,11 @@ func printDemo(ctx context.Context, out io.Writer, store *localstore.Store, s jo
 	}
 	fmt.Fprintf(w, "\nmessages:\treceived %d\tprocessed %d\tretried %d\tpoisoned %d\n", s.Received, s.Succeeded, s.Retried, s.Poisoned)
 
-	records, err := cli.Poison(store, demoQueue, nil).List(ctx, "")
+	ins, err := cli.PoisonInspector(store, demoQueue, nil)
+	if err != nil {
+		return err
+	}
+	records, err := ins.List(ctx, "")
 	if err != nil {
 		return err
 	}

@@ -364,7 +364,10 @@ func newRunner(store storeadapter.Store, queue, checkpointTable string, cfg jobs
 	archiver := &jobs.Archiver{Store: store, Checkpoints: idempotent.Checkpoints{Tables: store.Tables(), Table: checkpointTable}}
 	cfg.Queue = store.Queue(queue)
 	cfg.Registry = jobs.NewRegistry(store.Container, archiver.Kind())
-	cfg.Poison = cli.Poison(store, queue, nil)
+	var err error
+	if cfg.Poison, err = cli.PoisonRecorder(store, queue, nil); err != nil {
+		return nil, err
+	}
 	cfg.Logger = log
 	if cfg.Host == "" {
 		cfg.Host, _ = os.Hostname()

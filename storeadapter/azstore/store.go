@@ -1,6 +1,7 @@
 package azstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -121,10 +122,10 @@ func NewFromConnectionString(conn string, o *Options) (*Store, error) {
 		}
 	}
 	account := kv["accountname"]
-	ep := endpointsFor(cmpOr(kv["defaultendpointsprotocol"], "https"), account, cmpOr(kv["endpointsuffix"], "core.windows.net"))
-	ep.Table = cmpOr(kv["tableendpoint"], ep.Table)
-	ep.Queue = cmpOr(kv["queueendpoint"], ep.Queue)
-	ep.Blob = cmpOr(kv["blobendpoint"], ep.Blob)
+	ep := endpointsFor(cmp.Or(kv["defaultendpointsprotocol"], "https"), account, cmp.Or(kv["endpointsuffix"], "core.windows.net"))
+	ep.Table = cmp.Or(kv["tableendpoint"], ep.Table)
+	ep.Queue = cmp.Or(kv["queueendpoint"], ep.Queue)
+	ep.Blob = cmp.Or(kv["blobendpoint"], ep.Blob)
 	if account == "" && (kv["tableendpoint"] == "" || kv["queueendpoint"] == "" || kv["blobendpoint"] == "") {
 		return nil, fmt.Errorf("%w: AccountName is missing (or give all three service endpoints)", errBadConnectionString)
 	}
@@ -157,13 +158,6 @@ func parseConnectionString(conn string) (map[string]string, error) {
 		return nil, fmt.Errorf("%w: it is empty", errBadConnectionString)
 	}
 	return kv, nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // NewWithSharedKey connects with an account name and key.

@@ -17,6 +17,7 @@ func queueCases() []testCase {
 		{"MissingQueue", testQueueMissing},
 		{"InvalidNames", testQueueInvalidNames},
 		{"SendReceiveDelete", testQueueSendReceiveDelete},
+		{"DeleteWithSendReceipt", testQueueDeleteWithSendReceipt},
 		{"DequeueCountAndReceipts", testQueueDequeueCount},
 		{"UpdateReceipts", testQueueUpdateReceipts},
 		{"VisibilityTimeout", testQueueVisibilityTimeout},
@@ -212,6 +213,20 @@ func testQueueSendReceiveDelete(t *testing.T, e *env) {
 	if n := e.count(t, q); n != 0 {
 		t.Errorf("ApproximateCount after delete = %d, want 0", n)
 	}
+}
+
+// testQueueDeleteWithSendReceipt: the pop receipt Send returns deletes the
+// message until a receive replaces it (poison relies on it to delete a
+// poison message without receiving the queue).
+func testQueueDeleteWithSendReceipt(t *testing.T, e *env) {
+	q := e.newQueue(t)
+	kept := e.send(t, q, "kept", storeadapter.SendOptions{})
+	gone := e.send(t, q, "gone", storeadapter.SendOptions{})
+	checkNoErr(t, "DeleteMessage with the receipt of Send", q.DeleteMessage(e.ctx, gone.ID, gone.PopReceipt))
+	checkItemNotFound(t, "DeleteMessage of a deleted message", q.DeleteMessage(e.ctx, gone.ID, gone.PopReceipt))
+	m := e.receiveOne(t, q, time.Second, kept.ID, "kept", 1)
+	checkErr(t, "DeleteMessage with the receipt of Send after a receive", q.DeleteMessage(e.ctx, kept.ID, kept.PopReceipt), storeadapter.ErrPopReceiptMismatch)
+	checkNoErr(t, "DeleteMessage with the receipt of the receive", q.DeleteMessage(e.ctx, m.ID, m.PopReceipt))
 }
 
 func testQueueDequeueCount(t *testing.T, e *env) {

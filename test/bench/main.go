@@ -183,9 +183,13 @@ func (b bench) worker(ctx context.Context, store storeadapter.Store, latency tim
 	calls := &instrument.Counts{}
 	st := instrumented(store, latency, calls)
 	archiver := &jobs.Archiver{Store: st, Checkpoints: idempotent.Checkpoints{Tables: st.Tables(), Table: "BenchCheckpoints"}}
+	rec, err := poison.NewRecorder(poison.Config{Tables: st.Tables(), Source: st.Queue(queue),
+		Poison: st.Queue(queue + "-poison"), Blobs: st.Container(queue + "-poison")})
+	if err != nil {
+		return result{}, err
+	}
 	r, err := jobs.NewRunner(jobs.Config{Queue: st.Queue(queue), Registry: jobs.NewRegistry(st.Container, archiver.Kind()),
-		Poison: poison.New(poison.Config{Tables: st.Tables(), Source: st.Queue(queue),
-			Poison: st.Queue(queue + "-poison"), Blobs: st.Container(queue + "-poison")}), Concurrency: b.conc, Drain: true, IdleMin: 10 * time.Millisecond, IdleMax: 100 * time.Millisecond})
+		Poison: rec, Concurrency: b.conc, Drain: true, IdleMin: 10 * time.Millisecond, IdleMax: 100 * time.Millisecond})
 	if err != nil {
 		return result{}, err
 	}

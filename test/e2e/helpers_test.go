@@ -133,11 +133,15 @@ func deleteContainer(ctx context.Context, t *testing.T, name string) {
 	}
 }
 
-// mover returns the poison API of a work queue, wired as the binaries wire
-// it (see poison.QueueName and poison.TableName).
-func mover(q string) *poison.Mover {
+// mover returns the operators' poison API of a work queue, wired as the
+// binaries wire it (see poison.QueueName and poison.TableName).
+func mover(q string) *poison.Inspector {
 	pq := poison.QueueName(q)
-	return poison.New(poison.Config{Tables: store.Tables(), Source: store.Queue(q), Poison: store.Queue(pq), Blobs: store.Container(pq)})
+	in, err := poison.NewInspector(poison.Config{Tables: store.Tables(), Source: store.Queue(q), Poison: store.Queue(pq), Blobs: store.Container(pq)})
+	if err != nil {
+		panic(err) // the tests' queue names are valid
+	}
+	return in
 }
 
 // syncBuffer is a bytes.Buffer safe for a child's output goroutine and the

@@ -211,9 +211,22 @@ func durationText(_ []string, a slog.Attr) slog.Attr {
 	return a
 }
 
-// Poison returns the poison mover of a work queue: its poison queue and
-// blob container are poison.QueueName(queue), its table poison.TableName.
-func Poison(s storeadapter.Store, queue string, now func() time.Time) *poison.Mover {
+// PoisonRecorder returns the worker's poison recorder of a work queue (see
+// poisonConfig), or the configuration's error. now nil is the wall clock.
+func PoisonRecorder(s storeadapter.Store, queue string, now func() time.Time) (*poison.Recorder, error) {
+	return poison.NewRecorder(poisonConfig(s, queue, now))
+}
+
+// PoisonInspector returns the operators' poison inspector of a work queue
+// (see poisonConfig), or the configuration's error. now nil is the wall
+// clock.
+func PoisonInspector(s storeadapter.Store, queue string, now func() time.Time) (*poison.Inspector, error) {
+	return poison.NewInspector(poisonConfig(s, queue, now))
+}
+
+// poisonConfig wires poison to a work queue: its poison queue and blob
+// container are poison.QueueName(queue), its table poison.TableName(queue).
+func poisonConfig(s storeadapter.Store, queue string, now func() time.Time) poison.Config {
 	pq := poison.QueueName(queue)
-	return poison.New(poison.Config{Tables: s.Tables(), Source: s.Queue(queue), Poison: s.Queue(pq), Blobs: s.Container(pq), Now: now})
+	return poison.Config{Tables: s.Tables(), Source: s.Queue(queue), Poison: s.Queue(pq), Blobs: s.Container(pq), Now: now}
 }
