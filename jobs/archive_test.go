@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tablekeeper/tablekeeper/idempotent"
+	"github.com/tablekeeper/tablekeeper/internal/clock"
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/localstore"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
@@ -53,7 +54,7 @@ func newArchive(t *testing.T) *archiveBundle {
 	b := &archiveBundle{}
 	// A clock that stands still: every write of an entity must still give
 	// it a later Timestamp, the version archive copies record.
-	clock := localstore.NewFakeClock(time.Date(2026, 11, 21, 9, 30, 0, 0, time.UTC))
+	clock := clock.NewFake(time.Date(2026, 11, 21, 9, 30, 0, 0, time.UTC))
 	b.store = localstore.New(localstore.Options{Now: clock.Now, Fault: func(op string) error {
 		if b.fault != nil {
 			return b.fault(op)

@@ -15,23 +15,10 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
+	"github.com/tablekeeper/tablekeeper/internal/clock"
 	"github.com/tablekeeper/tablekeeper/poison"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
-
-// Clock is the runner's time source; tests pass localstore.FakeClock.
-type Clock interface {
-	Now() time.Time
-	After(d time.Duration) <-chan time.Time
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time                         { return time.Now() }
-func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
-
-// RealClock is the wall clock.
-var RealClock Clock = realClock{}
 
 // Poisoner records failed attempts and parks messages; *poison.Mover is the
 // implementation.
@@ -78,7 +65,7 @@ type Config struct {
 	// Logger receives one line per job; nil discards.
 	Logger *slog.Logger
 	// Clock drives lease renewal and backoff; nil is the wall clock.
-	Clock Clock
+	Clock clock.Clock
 	// Host names this worker in failure records; "" is "unknown".
 	Host string
 
@@ -153,7 +140,7 @@ func (c *Config) Validate() error {
 	c.ReceiveOutage = cmp.Or(c.ReceiveOutage, DefaultReceiveOutage)
 	c.Host = cmp.Or(c.Host, "unknown")
 	if c.Clock == nil {
-		c.Clock = RealClock
+		c.Clock = clock.Real{}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -1009,6 +996,6 @@ func (l *lease) stop() (receipt string, until time.Time, lost bool) {
 }
 
 // backoffClock adapts Clock to backoff.Clock.
-type backoffClock struct{ c Clock }
+type backoffClock struct{ c clock.Clock }
 
 func (b backoffClock) Now() time.Time { return b.c.Now() }

@@ -14,6 +14,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/tablekeeper/tablekeeper/internal/clock"
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/localstore"
 	"github.com/tablekeeper/tablekeeper/poison"
@@ -80,7 +81,7 @@ func (p *fakePoisoner) reasons() []string {
 }
 
 type bundle struct {
-	clock  *localstore.FakeClock
+	clock  *clock.Fake
 	store  *localstore.Store
 	queue  storeadapter.Queue
 	poison *fakePoisoner
@@ -91,7 +92,7 @@ type bundle struct {
 // registry has one kind, "test", running handle.
 func setup(t *testing.T, handle jobs.HandlerFunc) *bundle {
 	t.Helper()
-	clock := localstore.NewFakeClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
+	clock := clock.NewFake(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
 	store := localstore.New(localstore.Options{Now: clock.Now})
 	q := store.Queue("work")
 	if err := q.Create(context.Background()); err != nil {
@@ -140,74 +141,79 @@ func (b *bundle) start(t *testing.T) (*jobs.Runner, func() error) {
 // TestLeaseRenewal keeps a slow handler's message invisible well past its
 // first visibility timeout and deletes it with the newest pop receipt.
 func TestLeaseRenewal(t *testing.T) {
-	release := make(chan struct{})
-	started := make(chan jobs.Job, 1)
-	b := setup(t, func(ctx context.Context, job jobs.Job) error {
-		started <- job
-		<-release
-		return nil
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		started := make(chan jobs.Job, 1)
+		b := setup(t, func(ctx context.Context, job jobs.Job) error {
+			started <- job
+			<-release
+			return nil
+		})
+		b.cfg.MaxMessages = 1
+		b.send(t, "op-1")
+		start := b.clock.Now()
+		r, errc := b.run(t)
+		job := <-started
+		// 96 s, more than three visibility timeouts.
+		b.advanceUntil(t, 4*time.Second, 96*time.Second, func() bool { return b.clock.Now().Sub(start) >= 96*time.Second })
+		if got, err := b.queue.Receive(context.Background(), 1, time.Second); err != nil || len(got) != 0 {
+			t.Fatalf("another receive got %d messages (err %v) while the lease was kept; want none", len(got), err)
+		}
+		if n := b.store.Calls()["UpdateMessage"]; n < 3 {
+			t.Fatalf("UpdateMessage called %d times in 96 s with a 30 s lease; want at least 3", n)
+		}
+		// The first receipt is stale now: only the newest can delete.
+		if err := b.queue.DeleteMessage(context.Background(), job.Message.ID, job.Message.PopReceipt); !errors.Is(err, storeadapter.ErrPopReceiptMismatch) {
+			t.Fatalf("delete with the first receipt = %v, want ErrPopReceiptMismatch", err)
+		}
+		close(release)
+		if err := b.drive(t, errc, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if s := r.Stats(); s.Succeeded != 1 {
+			t.Fatalf("stats %+v; want the job succeeded", s)
+		}
+		if n, _ := b.queue.ApproximateCount(context.Background()); n != 0 {
+			t.Fatalf("%d messages left after the job succeeded; want 0", n)
+		}
 	})
-	b.send(t, "op-1")
-	r, stop := b.start(t)
-	job := <-started
-	for range 6 { // 6 × 16 s = 96 s, more than three visibility timeouts
-		b.clock.BlockUntilTimers(2) // the lease keeper's and the idle poll's
-		b.clock.Advance(16 * time.Second)
-	}
-	b.clock.BlockUntilTimers(2)
-	if got, err := b.queue.Receive(context.Background(), 1, time.Second); err != nil || len(got) != 0 {
-		t.Fatalf("another receive got %d messages (err %v) while the lease was kept; want none", len(got), err)
-	}
-	if b.store.Calls()["UpdateMessage"] < 3 {
-		t.Fatalf("UpdateMessage called %d times in 96 s with a 30 s lease; want at least 3", b.store.Calls()["UpdateMessage"])
-	}
-	// The first receipt is stale now: only the newest can delete.
-	if err := b.queue.DeleteMessage(context.Background(), job.Message.ID, job.Message.PopReceipt); !errors.Is(err, storeadapter.ErrPopReceiptMismatch) {
-		t.Fatalf("delete with the first receipt = %v, want ErrPopReceiptMismatch", err)
-	}
-	close(release)
-	waitFor(t, func() bool { return r.Stats().Succeeded == 1 })
-	if n, _ := b.queue.ApproximateCount(context.Background()); n != 0 {
-		t.Fatalf("%d messages left after the job succeeded; want 0", n)
-	}
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestLeaseLossCancelsHandler deletes a running message behind the
 // runner's back: the next renewal fails and the handler's context ends.
 func TestLeaseLossCancelsHandler(t *testing.T) {
-	started := make(chan jobs.Job, 1)
-	cancelled := make(chan error, 1)
-	b := setup(t, func(ctx context.Context, job jobs.Job) error {
-		started <- job
-		<-ctx.Done()
-		cancelled <- context.Cause(ctx)
-		return ctx.Err()
+	synctest.Test(t, func(t *testing.T) {
+		started := make(chan jobs.Job, 1)
+		h := &cancelled{}
+		b := setup(t, func(ctx context.Context, job jobs.Job) error {
+			started <- job
+			return h.Handle(ctx, job)
+		})
+		h.clock = b.clock
+		b.cfg.MaxMessages = 1
+		b.send(t, "op-1")
+		start := b.clock.Now()
+		r, errc := b.run(t)
+		job := <-started
+		if err := b.queue.DeleteMessage(context.Background(), job.Message.ID, job.Message.PopReceipt); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.drive(t, errc, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if took := h.at.Sub(start); took > 16*time.Second || !strings.Contains(fmt.Sprint(h.cause), "lease") {
+			t.Fatalf("handler cancelled after %v with cause %v; want the lease-lost cause at the first renewal, 15 s", took, h.cause)
+		}
+		if s := r.Stats(); s.LeaseLost != 1 || s.Succeeded+s.Retried+s.Poisoned != 0 {
+			t.Fatalf("stats %+v: a lost message must be counted lease lost, neither acknowledged, retried nor poisoned", s)
+		}
 	})
-	b.send(t, "op-1")
-	r, stop := b.start(t)
-	job := <-started
-	if err := b.queue.DeleteMessage(context.Background(), job.Message.ID, job.Message.PopReceipt); err != nil {
-		t.Fatal(err)
-	}
-	b.clock.BlockUntilTimers(2)
-	b.clock.Advance(16 * time.Second)
-	if cause := <-cancelled; cause == nil || !strings.Contains(cause.Error(), "lease") {
-		t.Fatalf("handler context cause = %v, want the lease-lost cause", cause)
-	}
-	waitFor(t, func() bool { return r.Stats().LeaseLost == 1 })
-	if s := r.Stats(); s.Succeeded+s.Retried+s.Poisoned != 0 {
-		t.Fatalf("stats %+v: a lost message must be neither acknowledged, retried nor poisoned", s)
-	}
-	stop()
 }
 
 // cancelled is a handler that blocks until its context ends and records
 // the cause and the clock time.
 type cancelled struct {
-	clock *localstore.FakeClock
+	clock *clock.Fake
 	cause error
 	at    time.Time
 }
@@ -976,7 +982,7 @@ func TestDrainWaitsForOwnRetry(t *testing.T) {
 // error once receives have failed for ReceiveOutage.
 func TestReceiveOutageEndsRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		clock := localstore.NewFakeClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
+		clock := clock.NewFake(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
 		store := localstore.New(localstore.Options{Now: clock.Now, Fault: func(op string) error {
 			if op == "Receive" {
 				return fmt.Errorf("dial tcp 127.0.0.1:1: connection refused: %w", storeadapter.ErrUnavailable)

@@ -10,7 +10,8 @@
 // visibility timeouts, pop receipts, dequeue counts and expiry, and blobs
 // with ETags and conditions.
 //
-// Time comes from an injectable clock (see FakeClock), so tests move time
+// Time comes from an injectable clock (Options.Now; tests pass the Now of
+// tablekeeper/internal/clock.Fake), so tests move time
 // instead of sleeping. Every call is counted by operation (see Calls) and can
 // be made to fail (see Options.Fault). It is safe for concurrent use.
 //

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tablekeeper/tablekeeper/idempotent"
+	"github.com/tablekeeper/tablekeeper/internal/clock"
 	"github.com/tablekeeper/tablekeeper/localstore"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
@@ -24,7 +25,7 @@ const sourceName = "work-items"
 // work queue, the poison queue and container, and a Mover over them.
 type bundle struct {
 	ctx    context.Context
-	clock  *localstore.FakeClock
+	clock  *clock.Fake
 	store  *localstore.Store
 	src    storeadapter.Queue
 	poison storeadapter.Queue
@@ -39,7 +40,7 @@ func setup(t *testing.T) *bundle { return setupWithFault(t, nil) }
 func setupWithFault(t *testing.T, fault func(op string) error) *bundle {
 	t.Helper()
 	ctx := t.Context()
-	clock := localstore.NewFakeClock(t0)
+	clock := clock.NewFake(t0)
 	st := localstore.New(localstore.Options{Now: clock.Now, Fault: fault})
 	src := st.Queue(sourceName)
 	if err := src.Create(ctx); err != nil {

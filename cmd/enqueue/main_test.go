@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tablekeeper/tablekeeper/cmd/internal/cli"
+	"github.com/tablekeeper/tablekeeper/internal/clock"
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/localstore"
 	"github.com/tablekeeper/tablekeeper/poison"
@@ -32,7 +33,7 @@ const queueName = "work-items"
 // work queue.
 type bundle struct {
 	t     *testing.T
-	clock *localstore.FakeClock
+	clock *clock.Fake
 	store *localstore.Store
 	queue storeadapter.Queue
 }
@@ -42,7 +43,7 @@ func setup(t *testing.T) *bundle {
 	t.Setenv(cli.EnvQueue, queueName)
 	t.Setenv(cli.EnvConnectionString, "")
 	t.Setenv(cli.EnvAccount, "")
-	clock := localstore.NewFakeClock(t0)
+	clock := clock.NewFake(t0)
 	st := localstore.New(localstore.Options{Now: clock.Now})
 	return &bundle{t: t, clock: clock, store: st, queue: st.Queue(queueName)}
 }
