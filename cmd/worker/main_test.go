@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tablekeeper/tablekeeper/jobs"
+	"github.com/tablekeeper/tablekeeper/jobs/archive"
 	"github.com/tablekeeper/tablekeeper/localstore"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
@@ -142,7 +143,7 @@ func TestSignals(t *testing.T) {
 	if err := q.Create(ctx); err != nil {
 		t.Fatal(err)
 	}
-	text, err := jobs.Encode(jobs.Envelope{V: 1, ID: "op-1", Kind: jobs.ArchiveKind,
+	text, err := jobs.Encode(jobs.Envelope{V: 1, ID: "op-1", Kind: archive.Kind,
 		Args: json.RawMessage(`{"table":"Src","to":"Dst","pk":"p","rk":"r"}`)})
 	if err != nil {
 		t.Fatal(err)

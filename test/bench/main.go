@@ -1,5 +1,5 @@
 // Command bench measures the worker against Azurite: archive moves per
-// second through jobs.Runner next to a tight loop that makes the same
+// second through runner.Runner next to a tight loop that makes the same
 // storage calls directly with the Azure SDK at the same concurrency (their
 // ratio is the runner's overhead), and storage calls per archive move,
 // receives amortised. It starts its own Azurite (see test/azurite) unless
@@ -32,6 +32,9 @@ import (
 
 	"github.com/tablekeeper/tablekeeper/idempotent"
 	"github.com/tablekeeper/tablekeeper/jobs"
+	"github.com/tablekeeper/tablekeeper/jobs/archive"
+	"github.com/tablekeeper/tablekeeper/jobs/catalog"
+	"github.com/tablekeeper/tablekeeper/jobs/runner"
 	"github.com/tablekeeper/tablekeeper/poison"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/storeadapter/azstore"
@@ -74,8 +77,11 @@ func run(n, conc int) error {
 	if err := seed(ctx, store, "BenchWorker", "bench-worker", n); err != nil {
 		return err
 	}
-	archiver := &jobs.Archiver{Store: store, Checkpoints: idempotent.Checkpoints{Tables: store.Tables(), Table: "BenchCheckpoints"}}
-	r, err := jobs.NewRunner(jobs.Config{Queue: store.Queue("bench-worker"), Registry: jobs.NewRegistry(store.Container, archiver.Kind()),
+	reg, err := catalog.NewRegistry(store, catalog.Config{Archive: archive.Config{CheckpointTable: "BenchCheckpoints"}})
+	if err != nil {
+		return err
+	}
+	r, err := runner.New(runner.Config{Queue: store.Queue("bench-worker"), Registry: reg,
 		Poison: poison.New(poison.Config{Tables: store.Tables(), Source: store.Queue("bench-worker"),
 			Poison: store.Queue("bench-worker-poison"), Blobs: store.Container("bench-worker-poison")}), Concurrency: conc, Drain: true, IdleMin: 10 * time.Millisecond, IdleMax: 100 * time.Millisecond})
 	if err != nil {
@@ -103,7 +109,7 @@ func run(n, conc int) error {
 
 	fmt.Printf("archive moves on Azurite, %d single-entity moves, concurrency %d\n", n, conc)
 	fmt.Printf("%-28s %10s %14s %16s\n", "", "seconds", "moves/s", "calls per move")
-	fmt.Printf("%-28s %10.2f %14.0f %16.2f\n", "worker (jobs.Runner)", workerTime.Seconds(), float64(n)/workerTime.Seconds(), float64(workerCalls)/float64(n))
+	fmt.Printf("%-28s %10.2f %14.0f %16.2f\n", "worker (runner.Runner)", workerTime.Seconds(), float64(n)/workerTime.Seconds(), float64(workerCalls)/float64(n))
 	fmt.Printf("%-28s %10.2f %14.0f %16.2f\n", "direct SDK loop", directTime.Seconds(), float64(n)/directTime.Seconds(), float64(directCalls)/float64(n))
 	fmt.Printf("worker / direct throughput ratio: %.2f\n", directTime.Seconds()/workerTime.Seconds())
 	return nil
@@ -134,8 +140,8 @@ func seed(ctx context.Context, store *azstore.Store, table, queue string, n int)
 		return err
 	}
 	return parallel(16, n, func(i int) error {
-		args, _ := json.Marshal(jobs.ArchiveArgs{Table: table, To: table + "Archive", PK: to.Ptr(fmt.Sprintf("P%d", i%10)), RK: to.Ptr(fmt.Sprintf("%08d", i))})
-		text, err := jobs.Encode(jobs.Envelope{V: 1, ID: fmt.Sprintf("op-bench-%d", i), Kind: jobs.ArchiveKind, Args: args})
+		args, _ := json.Marshal(archive.Args{Table: table, To: table + "Archive", PK: to.Ptr(fmt.Sprintf("P%d", i%10)), RK: to.Ptr(fmt.Sprintf("%08d", i))})
+		text, err := jobs.Encode(jobs.Envelope{V: 1, ID: fmt.Sprintf("op-bench-%d", i), Kind: archive.Kind, Args: args})
 		if err != nil {
 			return err
 		}
@@ -206,7 +212,7 @@ func moveDirect(ctx context.Context, src, dst *aztables.Client, q *azqueue.Queue
 	if err != nil {
 		return err
 	}
-	var a jobs.ArchiveArgs
+	var a archive.Args
 	if err := json.Unmarshal(env.Args, &a); err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package jobs_test
+package runner_test
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/tablekeeper/tablekeeper/internal/clock"
 	"github.com/tablekeeper/tablekeeper/jobs"
+	"github.com/tablekeeper/tablekeeper/jobs/runner"
 	"github.com/tablekeeper/tablekeeper/localstore"
 	"github.com/tablekeeper/tablekeeper/poison"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
@@ -80,17 +81,23 @@ func (p *fakePoisoner) reasons() []string {
 	return append([]string(nil), p.moved...)
 }
 
+// testArgs are the args of the "test" kind: an empty object.
+type testArgs struct{}
+
+func (testArgs) Kind() string    { return "test" }
+func (testArgs) Validate() error { return nil }
+
 type bundle struct {
 	clock  *clock.Fake
 	store  *localstore.Store
 	queue  storeadapter.Queue
 	poison *fakePoisoner
-	cfg    jobs.Config
+	cfg    runner.Config
 }
 
 // setup returns a fake-clock store with a queue and a runner config whose
 // registry has one kind, "test", running handle.
-func setup(t *testing.T, handle jobs.HandlerFunc) *bundle {
+func setup(t *testing.T, handle jobs.WorkFunc[testArgs]) *bundle {
 	t.Helper()
 	clock := clock.NewFake(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
 	store := localstore.New(localstore.Options{Now: clock.Now})
@@ -98,10 +105,13 @@ func setup(t *testing.T, handle jobs.HandlerFunc) *bundle {
 	if err := q.Create(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	kind := jobs.Kind{Name: "test", Handler: handle, ParseArgs: func(raw json.RawMessage) (any, error) { return string(raw), nil }}
+	reg := jobs.NewRegistry(nil)
+	if err := jobs.Register(reg, handle); err != nil {
+		t.Fatal(err)
+	}
 	p := &fakePoisoner{q: q}
-	return &bundle{clock: clock, store: store, queue: q, poison: p, cfg: jobs.Config{
-		Queue: q, Registry: jobs.NewRegistry(nil, kind), Poison: p, Clock: clock,
+	return &bundle{clock: clock, store: store, queue: q, poison: p, cfg: runner.Config{
+		Queue: q, Registry: reg, Poison: p, Clock: clock,
 		Concurrency: 4, Visibility: 30 * time.Second, RetryBase: time.Second, RetryMax: time.Minute, ShutdownGrace: time.Minute,
 	}}
 }
@@ -119,9 +129,9 @@ func (b *bundle) send(t *testing.T, id string) {
 
 // start runs a runner in the background; stop cancels it and returns
 // Run's error.
-func (b *bundle) start(t *testing.T) (*jobs.Runner, func() error) {
+func (b *bundle) start(t *testing.T) (*runner.Runner, func() error) {
 	t.Helper()
-	r, err := jobs.NewRunner(b.cfg)
+	r, err := runner.New(b.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,8 +153,8 @@ func (b *bundle) start(t *testing.T) (*jobs.Runner, func() error) {
 func TestLeaseRenewal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
-		started := make(chan jobs.Job, 1)
-		b := setup(t, func(ctx context.Context, job jobs.Job) error {
+		started := make(chan *jobs.Job[testArgs], 1)
+		b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
 			started <- job
 			<-release
 			return nil
@@ -183,9 +193,9 @@ func TestLeaseRenewal(t *testing.T) {
 // runner's back: the next renewal fails and the handler's context ends.
 func TestLeaseLossCancelsHandler(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		started := make(chan jobs.Job, 1)
+		started := make(chan *jobs.Job[testArgs], 1)
 		h := &cancelled{}
-		b := setup(t, func(ctx context.Context, job jobs.Job) error {
+		b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
 			started <- job
 			return h.Handle(ctx, job)
 		})
@@ -218,7 +228,7 @@ type cancelled struct {
 	at    time.Time
 }
 
-func (c *cancelled) Handle(ctx context.Context, job jobs.Job) error {
+func (c *cancelled) Handle(ctx context.Context, job *jobs.Job[testArgs]) error {
 	<-ctx.Done()
 	c.cause, c.at = context.Cause(ctx), c.clock.Now()
 	return ctx.Err()
@@ -285,7 +295,7 @@ func TestLostRenewalReplyLogged(t *testing.T) {
 func TestPoisonConfirmsLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var b *bundle
-		b = setup(t, func(ctx context.Context, job jobs.Job) error {
+		b = setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
 			// Another worker's receive changes the pop receipt; the
 			// message stays hidden for it.
 			if _, err := b.queue.Update(ctx, job.Message.ID, job.Message.PopReceipt, job.Message.Text, time.Hour); err != nil {
@@ -319,7 +329,7 @@ func TestPoisonConfirmsLease(t *testing.T) {
 // TestTransientStorageErrorRetried: a table name still being deleted (409,
 // but transient) is retried, not poisoned.
 func TestTransientStorageErrorRetried(t *testing.T) {
-	b := setup(t, func(ctx context.Context, job jobs.Job) error {
+	b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
 		return fmt.Errorf("create target: %w", storeadapter.ErrTableBeingDeleted)
 	})
 	b.send(t, "op-1")
@@ -334,7 +344,7 @@ func TestTransientStorageErrorRetried(t *testing.T) {
 // TestForbiddenRetried: a refused credential (a role assignment still
 // propagating) is retried, not poisoned.
 func TestForbiddenRetried(t *testing.T) {
-	b := setup(t, func(ctx context.Context, job jobs.Job) error {
+	b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
 		return fmt.Errorf("write target: %w", storeadapter.ErrForbidden)
 	})
 	b.send(t, "op-1")
@@ -351,7 +361,7 @@ func TestForbiddenRetried(t *testing.T) {
 func TestSuccessAfterRetryForgetsFailures(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var calls atomic.Int32
-		b := setup(t, func(ctx context.Context, job jobs.Job) error {
+		b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
 			if calls.Add(1) == 1 {
 				return errors.New("storage hiccup")
 			}
@@ -377,12 +387,12 @@ func TestSuccessAfterRetryForgetsFailures(t *testing.T) {
 
 // TestMaxMessages stops after exactly MaxMessages, even below half a batch.
 func TestMaxMessages(t *testing.T) {
-	b := setup(t, func(ctx context.Context, job jobs.Job) error { return nil })
+	b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error { return nil })
 	for i := range 6 {
 		b.send(t, fmt.Sprintf("op-%d", i))
 	}
 	b.cfg.MaxMessages = 3
-	r, err := jobs.NewRunner(b.cfg)
+	r, err := runner.New(b.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -405,7 +415,7 @@ func TestMaxMessages(t *testing.T) {
 // poisoned at the threshold with every attempt recorded.
 func TestRetryBackoffGrows(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := setup(t, func(ctx context.Context, job jobs.Job) error { return errors.New("storage hiccup") })
+		b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error { return errors.New("storage hiccup") })
 		b.cfg.MaxDequeueCount = 3
 		b.cfg.IdleMax = time.Second // so a poll follows every clock step below
 		b.send(t, "op-1")
@@ -454,12 +464,12 @@ func TestRetryDelay(t *testing.T) {
 		lo, hi := time.Duration(0.8*want), time.Duration(1.2*want)
 		lo, hi = min(max(lo, base), maxDelay), min(max(hi, base), maxDelay)
 		for range 200 {
-			if d := jobs.RetryDelay(x, base, maxDelay); d < lo || d > hi {
+			if d := runner.RetryDelay(x, base, maxDelay); d < lo || d > hi {
 				t.Fatalf("RetryDelay(%d) = %v, want within [%v, %v]", x, d, lo, hi)
 			}
 		}
 	}
-	if d := jobs.RetryDelay(1000, base, maxDelay); d != maxDelay {
+	if d := runner.RetryDelay(1000, base, maxDelay); d != maxDelay {
 		t.Fatalf("RetryDelay(1000) = %v, want the cap %v", d, maxDelay)
 	}
 }
@@ -468,7 +478,7 @@ func TestRetryDelay(t *testing.T) {
 // requests the service refused (4xx) and panics go to the poison queue at
 // once, and the worker keeps running.
 func TestPoisonOnFirstDelivery(t *testing.T) {
-	b := setup(t, func(ctx context.Context, job jobs.Job) error {
+	b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
 		switch job.ID {
 		case "op-permanent":
 			return jobs.Permanentf("target table name is not allowed")
@@ -506,12 +516,12 @@ func TestPoisonOnFirstDelivery(t *testing.T) {
 
 // TestDrain returns once the queue is empty and every message handled.
 func TestDrain(t *testing.T) {
-	b := setup(t, func(ctx context.Context, job jobs.Job) error { return nil })
+	b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error { return nil })
 	for _, id := range []string{"a", "b", "c", "d", "e", "f"} {
 		b.send(t, "op-"+id)
 	}
 	b.cfg.Drain = true
-	r, err := jobs.NewRunner(b.cfg)
+	r, err := runner.New(b.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -528,7 +538,7 @@ func TestDrain(t *testing.T) {
 func TestShutdownLetsRunningJobFinish(t *testing.T) {
 	release := make(chan struct{})
 	started := make(chan struct{}, 1)
-	b := setup(t, func(ctx context.Context, job jobs.Job) error {
+	b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
 		started <- struct{}{}
 		select {
 		case <-release:
@@ -557,7 +567,7 @@ func TestShutdownLetsRunningJobFinish(t *testing.T) {
 func TestAbandonedJobsCounted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		started, release := make(chan struct{}), make(chan struct{})
-		b := setup(t, func(ctx context.Context, job jobs.Job) error {
+		b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
 			close(started)
 			<-release
 			return nil
@@ -630,9 +640,9 @@ func (b *bundle) logTo() *syncBuffer {
 
 // run starts a runner on b.cfg and returns it with the channel Run's
 // error arrives on.
-func (b *bundle) run(t *testing.T) (*jobs.Runner, <-chan error) {
+func (b *bundle) run(t *testing.T) (*runner.Runner, <-chan error) {
 	t.Helper()
-	r, err := jobs.NewRunner(b.cfg)
+	r, err := runner.New(b.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -682,7 +692,7 @@ func (b *bundle) drive(t *testing.T, errc <-chan error, step time.Duration) erro
 // drain runs a runner on b.cfg (with Drain) to its end, driving the clock,
 // fails the test unless Run returns nil and every received message ended
 // in one outcome, and returns the runner's stats.
-func (b *bundle) drain(t *testing.T, step time.Duration) jobs.Stats {
+func (b *bundle) drain(t *testing.T, step time.Duration) runner.Stats {
 	t.Helper()
 	b.cfg.Drain = true
 	r, errc := b.run(t)
@@ -695,7 +705,7 @@ func (b *bundle) drain(t *testing.T, step time.Duration) jobs.Stats {
 }
 
 // checkAddsUp checks that every received message ended in one outcome.
-func checkAddsUp(t *testing.T, s jobs.Stats) {
+func checkAddsUp(t *testing.T, s runner.Stats) {
 	t.Helper()
 	if sum := s.Succeeded + s.Retried + s.Poisoned + s.LeaseLost + s.Released + s.AckFailed + s.Abandoned; sum != s.Received {
 		t.Errorf("stats %+v: outcomes add up to %d, but %d messages were received", s, sum, s.Received)
@@ -780,7 +790,7 @@ func (q *faultyQueue) DeleteMessage(ctx context.Context, id, receipt string) err
 func TestLostDeleteReplyCountsSucceeded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var calls atomic.Int32
-		b := setup(t, func(ctx context.Context, job jobs.Job) error {
+		b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
 			if calls.Add(1) == 1 {
 				return fmt.Errorf("read source: %w", storeadapter.ErrUnavailable)
 			}
@@ -812,7 +822,7 @@ func TestLostDeleteReplyCountsSucceeded(t *testing.T) {
 // poisoned once, and the queue ends empty.
 func TestOutcomesAddUpUnderFaults(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := setup(t, func(ctx context.Context, job jobs.Job) error {
+		b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
 			switch {
 			case strings.HasPrefix(job.ID, "flaky"):
 				return fmt.Errorf("target: %w", storeadapter.ErrUnavailable)
@@ -843,7 +853,7 @@ func TestOutcomesAddUpUnderFaults(t *testing.T) {
 // count is poisoned with its op id and kind and with the last recorded
 // error in the reason.
 func TestOverDeliveredPoisonKeepsContext(t *testing.T) {
-	b := setup(t, func(ctx context.Context, job jobs.Job) error {
+	b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
 		t.Errorf("handler ran for a message past the maximum dequeue count")
 		return nil
 	})
@@ -883,7 +893,7 @@ const badText = "bad-message"
 // still run and the drain ends.
 func TestReceiveBatchShrinksPastBadMessage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := setup(t, func(ctx context.Context, job jobs.Job) error { return nil })
+		b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error { return nil })
 		for i := range 20 {
 			b.send(t, fmt.Sprintf("op-%d", i))
 			if i == 3 {
@@ -920,7 +930,7 @@ func TestReceiveBatchShrinksPastBadMessage(t *testing.T) {
 // been visible for DrainQuiet and says how many were left.
 func TestDrainEndsWithInvisibleLeftovers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := setup(t, func(ctx context.Context, job jobs.Job) error { return nil })
+		b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error { return nil })
 		ctx := context.Background()
 		b.send(t, "op-elsewhere")
 		if msgs, err := b.queue.Receive(ctx, 1, 24*time.Hour); err != nil || len(msgs) != 1 {
@@ -958,7 +968,7 @@ func TestDrainWaitsForOwnRetry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var calls atomic.Int32
 		var b *bundle
-		b = setup(t, func(ctx context.Context, job jobs.Job) error {
+		b = setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
 			if calls.Add(1) > 1 {
 				return nil
 			}
@@ -989,7 +999,7 @@ func TestReceiveOutageEndsRun(t *testing.T) {
 			}
 			return nil
 		}})
-		b := setup(t, func(ctx context.Context, job jobs.Job) error { return nil })
+		b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error { return nil })
 		q := store.Queue("work")
 		if err := q.Create(context.Background()); err != nil {
 			t.Fatal(err)
@@ -1017,7 +1027,7 @@ func TestReceiveOutageEndsRun(t *testing.T) {
 // TestSetResultLogged: what a handler reports with SetResult appears on its
 // "job done" line, with its op id and kind.
 func TestSetResultLogged(t *testing.T) {
-	b := setup(t, func(ctx context.Context, job jobs.Job) error {
+	b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
 		jobs.SetResult(ctx, "moved 3 entities")
 		return nil
 	})

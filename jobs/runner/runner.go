@@ -1,4 +1,4 @@
-package jobs
+package runner
 
 import (
 	"cmp"
@@ -16,6 +16,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/tablekeeper/tablekeeper/internal/clock"
+	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/poison"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
@@ -59,7 +60,7 @@ type Config struct {
 	// Queue is the work queue. Required.
 	Queue storeadapter.Queue
 	// Registry decodes messages and names their handlers. Required.
-	Registry *Registry
+	Registry *jobs.Registry
 	// Poison records failures and parks messages. Required.
 	Poison Poisoner
 	// Logger receives one line per job; nil discards.
@@ -213,7 +214,7 @@ const (
 	numOutcomes
 )
 
-// Runner polls the queue and runs jobs. Create it with NewRunner and call
+// Runner polls the queue and runs jobs. Create it with New and call
 // Run once.
 type Runner struct {
 	cfg   Config
@@ -229,8 +230,8 @@ type Runner struct {
 	}
 }
 
-// NewRunner validates cfg and returns a runner.
-func NewRunner(cfg Config) (*Runner, error) {
+// New validates cfg and returns a runner.
+func New(cfg Config) (*Runner, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -615,7 +616,7 @@ func (o outcome) String() string {
 // arrived, whether it runs yet or waits for a slot.
 type held struct {
 	m     storeadapter.Message
-	env   Envelope // zero when the text does not decode
+	env   jobs.Envelope // zero when the text does not decode
 	log   *slog.Logger
 	lease *lease
 	// ctx is the handler's; cancelled when the lease is lost.
@@ -628,7 +629,7 @@ type held struct {
 // fail the message: a failure is reported when the job runs).
 func newHeld(r *Runner, m storeadapter.Message) *held {
 	h := &held{m: m, log: r.cfg.Logger.With("msg_id", m.ID, "dequeue_count", m.DequeueCount)}
-	if env, err := DecodeEnvelope(m.Text); err == nil {
+	if env, err := jobs.DecodeEnvelope(m.Text); err == nil {
 		h.env = env
 		h.log = h.log.With("op_id", env.ID, "kind", env.Kind)
 	}
@@ -659,50 +660,15 @@ func (r *Runner) processSafely(ctx context.Context, h *held) {
 	r.end(r.process(ctx, h))
 }
 
-// resultKey is the context key of a job's result; see SetResult.
-type resultKey struct{}
-
-// result holds what a handler reported with SetResult.
-type result struct {
-	mu   sync.Mutex
-	text string
-}
-
-// SetResult records a short, human-readable summary of what the job did,
-// such as "moved 12 entities" or "already done"; the runner logs it as
-// "result" on the job's "job done" line (or on its failure line, when the
-// job fails after setting it). A later call replaces an earlier one. It
-// does nothing when ctx is not a job's context from the runner, so
-// handlers can call it unconditionally. Keep it short and free of
-// secrets; it is cut at 200 characters.
-func SetResult(ctx context.Context, text string) {
-	if res, ok := ctx.Value(resultKey{}).(*result); ok {
-		res.mu.Lock()
-		res.text = truncate(text, 200)
-		res.mu.Unlock()
-	}
-}
-
-// attrs returns the result as log attributes: none when nothing was set.
-func (res *result) attrs() []any {
-	res.mu.Lock()
-	defer res.mu.Unlock()
-	if res.text == "" {
-		return nil
-	}
-	return []any{"result", res.text}
-}
-
 // process runs one held message, acknowledges it and returns its outcome.
 func (r *Runner) process(ctx context.Context, h *held) outcome {
 	c := &r.cfg
 	m, lease, log := h.m, h.lease, h.log
 	defer h.cancel(nil)
 	start := c.Clock.Now()
-	res := &result{}
-	hctx := context.WithValue(h.ctx, resultKey{}, res)
+	hctx, res := jobs.WithResult(jobs.WithTraceParent(h.ctx, h.env.TraceParent))
 
-	job := Job{Envelope: h.env, Message: m}
+	task := &jobs.Task{Envelope: h.env, Message: m}
 	var err error
 	overDelivered := m.DequeueCount > c.MaxDequeueCount
 	if overDelivered {
@@ -710,14 +676,15 @@ func (r *Runner) process(ctx context.Context, h *held) outcome {
 	} else if hctx.Err() != nil {
 		err = context.Cause(hctx) // lost its lease, or shut down, while waiting for a slot
 	} else {
-		var k Kind
-		if job, k, err = c.Registry.Decode(hctx, m); err == nil {
-			err = safeHandle(hctx, k.Handler, job)
+		if task, err = c.Registry.Decode(hctx, m); err == nil {
+			err = r.handle(hctx, task)
 		}
 	}
 	receipt, until, lost := lease.stop()
 	log = log.With("duration", c.Clock.Now().Sub(start))
-	log = log.With(res.attrs()...)
+	if text := res.Text(); text != "" {
+		log = log.With("result", text)
+	}
 	if lost {
 		log.WarnContext(ctx, "lease lost; the message will be delivered again", "err", err)
 		return leaseLost
@@ -732,9 +699,9 @@ func (r *Runner) process(ctx context.Context, h *held) outcome {
 		return r.succeed(ctx, log, m, receipt, until)
 	}
 
-	f := poison.Failure{MessageID: m.ID, Text: m.Text, OpID: job.ID, Kind: job.Kind,
+	f := poison.Failure{MessageID: m.ID, Text: m.Text, OpID: task.ID, Kind: task.Kind,
 		Attempt: poison.Attempt{DequeueCount: m.DequeueCount, Time: start, Duration: c.Clock.Now().Sub(start), Host: c.Host, Error: err.Error()}}
-	permanent := IsPermanent(err) || clientError(err)
+	permanent := jobs.IsPermanent(err) || clientError(err)
 	if !permanent && m.DequeueCount < c.MaxDequeueCount {
 		return r.retry(ctx, log, f, err, receipt, until)
 	}
@@ -866,14 +833,18 @@ func clientError(err error) bool {
 	return !storeadapter.IsTransient(err) && (errors.Is(err, storeadapter.ErrInvalidInput) || errors.Is(err, storeadapter.ErrTooLarge))
 }
 
-// safeHandle runs a handler, turning a panic into a permanent error.
-func safeHandle(ctx context.Context, h Handler, job Job) (err error) {
+// handle runs a task's handler, turning a panic into a permanent error.
+func (r *Runner) handle(ctx context.Context, task *jobs.Task) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = Permanentf("handler panic: %v\n%s", p, debug.Stack())
+			err = jobs.Permanentf("handler panic: %v\n%s", p, debug.Stack())
 		}
 	}()
-	if err = h.Handle(ctx, job); err != nil && context.Cause(ctx) == errLeaseLost {
+	h, _ := r.cfg.Registry.Handler(task.Kind)
+	if h == nil {
+		return jobs.Permanentf("envelope: kind: %q has no worker here", task.Kind)
+	}
+	if err = h.Handle(ctx, task); err != nil && context.Cause(ctx) == errLeaseLost {
 		err = fmt.Errorf("%w: %w", errLeaseLost, err)
 	}
 	return err
