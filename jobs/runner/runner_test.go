@@ -99,6 +99,12 @@ type bundle struct {
 // registry has one kind, "test", running handle.
 func setup(t *testing.T, handle jobs.WorkFunc[testArgs]) *bundle {
 	t.Helper()
+	return setupWorker(t, handle)
+}
+
+// setupWorker is setup with any worker of the "test" kind.
+func setupWorker(t *testing.T, w jobs.Worker[testArgs]) *bundle {
+	t.Helper()
 	clock := clock.NewFake(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
 	store := localstore.New(localstore.Options{Now: clock.Now})
 	q := store.Queue("work")
@@ -106,7 +112,7 @@ func setup(t *testing.T, handle jobs.WorkFunc[testArgs]) *bundle {
 		t.Fatal(err)
 	}
 	reg := jobs.NewRegistry(nil)
-	if err := jobs.Register(reg, handle); err != nil {
+	if err := jobs.Register(reg, w); err != nil {
 		t.Fatal(err)
 	}
 	p := &fakePoisoner{q: q}
@@ -533,32 +539,269 @@ func TestDrain(t *testing.T) {
 	}
 }
 
-// TestShutdownLetsRunningJobFinish cancels Run while a job runs: the job
-// finishes within the grace period and its message is deleted.
+// TestShutdownLetsRunningJobFinish cancels Run while a job runs: Run
+// waits for it (it has not returned while the job still runs, after the
+// shutdown began), the job finishes within the grace period and its
+// message is deleted.
 func TestShutdownLetsRunningJobFinish(t *testing.T) {
-	release := make(chan struct{})
-	started := make(chan struct{}, 1)
-	b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
-		started <- struct{}{}
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		started := make(chan struct{}, 1)
+		b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
+			started <- struct{}{}
+			select {
+			case <-release:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+		b.send(t, "op-1")
+		r, stop := b.start(t)
+		<-started
+		errc := make(chan error, 1)
+		go func() { errc <- stop() }()
+		synctest.Wait() // the shutdown has begun: Run waits for the job
 		select {
-		case <-release:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
+		case err := <-errc:
+			t.Fatalf("Run returned (%v) while its job still ran", err)
+		default:
+		}
+		if n := r.Running(); n != 1 {
+			t.Fatalf("Running = %d during the shutdown, want the 1 job", n)
+		}
+		close(release)
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+		if s := r.Stats(); s.Succeeded != 1 || s.StopReason != "shutdown" {
+			t.Fatalf("stats %+v; want the running job to finish during shutdown", s)
+		}
+		if n, _ := b.queue.ApproximateCount(context.Background()); n != 0 {
+			t.Fatalf("%d messages left; want the finished job's deleted", n)
 		}
 	})
-	b.send(t, "op-1")
-	r, stop := b.start(t)
-	<-started
-	errc := make(chan error, 1)
-	go func() { errc <- stop() }()
-	close(release)
-	if err := <-errc; err != nil {
-		t.Fatal(err)
+}
+
+// TestShutdownGraceExpiryCancelsHandlers: a job still running when the
+// grace period ends is cancelled; its message is released at once (visible
+// again, no attempt counted) and Run returns.
+func TestShutdownGraceExpiryCancelsHandlers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := &cancelled{}
+		started := make(chan struct{}, 1)
+		b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
+			started <- struct{}{}
+			return h.Handle(ctx, job)
+		})
+		h.clock = b.clock
+		b.send(t, "op-1")
+		r, stop := b.start(t)
+		<-started
+		begun := b.clock.Now()
+		errc := make(chan error, 1)
+		go func() { errc <- stop() }()
+		if err := b.drive(t, errc, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if took := h.at.Sub(begun); took < b.cfg.ShutdownGrace || took > b.cfg.ShutdownGrace+5*time.Second || !errors.Is(h.cause, context.Canceled) {
+			t.Errorf("handler cancelled %v after the shutdown with cause %v; want the grace period, %v, and context.Canceled", took, h.cause, b.cfg.ShutdownGrace)
+		}
+		s := r.Stats()
+		checkAddsUp(t, s)
+		if s.Released != 1 || s.Retried+s.Poisoned+s.Abandoned != 0 {
+			t.Errorf("stats %+v; want the cancelled job's message released", s)
+		}
+		if got, err := b.queue.Receive(context.Background(), 1, time.Second); err != nil || len(got) != 1 {
+			t.Errorf("receive after the shutdown got %d messages (err %v); want the released one, visible at once", len(got), err)
+		}
+		if len(b.poison.attempts) != 0 {
+			t.Errorf("%d attempts recorded; a job cancelled by shutdown counts none", len(b.poison.attempts))
+		}
+	})
+}
+
+// TestTransientRenewalFailureRetried: the first renewal fails transiently;
+// the keeper tries again before the lease ends, the lease holds, and the
+// job succeeds.
+func TestTransientRenewalFailureRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var b *bundle
+		b = setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
+			select { // longer than a visibility timeout
+			case <-b.clock.After(40 * time.Second):
+				return nil
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+		})
+		b.cfg.Queue = &faultyQueue{Queue: b.queue, updates: func(n int) (bool, error) {
+			if n == 0 {
+				return false, errInjected
+			}
+			return true, nil
+		}}
+		b.cfg.MaxMessages = 1
+		logs := b.logTo()
+		b.send(t, "op-1")
+		r, errc := b.run(t)
+		if err := b.drive(t, errc, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if s := r.Stats(); s.Succeeded != 1 || s.LeaseLost != 0 {
+			t.Errorf("stats %+v; want the job succeeded, its lease kept", s)
+		}
+		if l := logs.lines("lease renewal failed; retrying"); len(l) != 1 {
+			t.Errorf("%d lines say a renewal failed; want 1", len(l))
+		}
+		if n, _ := b.queue.ApproximateCount(context.Background()); n != 0 {
+			t.Errorf("%d messages left; want the job's deleted with the renewed receipt", n)
+		}
+	})
+}
+
+// slowWorker is a test kind's worker with a maximum run time whose jobs
+// wait for their context, or, when stubborn, ignore it until released.
+type slowWorker struct {
+	maxRunTime time.Duration
+	stubborn   bool
+	release    chan struct{}
+	cause      error
+}
+
+func (w *slowWorker) MaxRunTime() time.Duration { return w.maxRunTime }
+
+func (w *slowWorker) Work(ctx context.Context, job *jobs.Job[testArgs]) error {
+	if w.stubborn {
+		<-w.release
+		return nil
 	}
-	if s := r.Stats(); s.Succeeded != 1 {
-		t.Fatalf("stats %+v; want the running job to finish during shutdown", s)
+	<-ctx.Done()
+	w.cause = context.Cause(ctx)
+	return ctx.Err()
+}
+
+// events is an observer that records every event.
+type events struct {
+	mu  sync.Mutex
+	all []runner.Event
+}
+
+func (o *events) Observe(_ context.Context, e runner.Event) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.all = append(o.all, e)
+}
+
+// types returns the event types recorded, compacting repeated lease
+// renewals into one.
+func (o *events) types() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var names []string
+	for _, e := range o.all {
+		if n := e.Type.String(); len(names) == 0 || names[len(names)-1] != n {
+			names = append(names, n)
+		}
 	}
+	return strings.Join(names, ", ")
+}
+
+// TestMaxRunTimeCancelsHandler: a job past its kind's maximum run time is
+// cancelled with that cause and retried as a transient failure; its lease
+// is renewed until then, and no longer. Observers see each step.
+func TestMaxRunTimeCancelsHandler(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := &slowWorker{maxRunTime: 2 * time.Minute}
+		b := setupWorker(t, w)
+		obs := &events{}
+		b.cfg.Observers = []runner.Observer{obs}
+		b.cfg.MaxMessages = 1
+		logs := b.logTo()
+		b.send(t, "op-1")
+		start := b.clock.Now()
+		r, errc := b.run(t)
+		if err := b.drive(t, errc, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(fmt.Sprint(w.cause), "maximum run time") {
+			t.Errorf("handler cause %v; want the maximum run time", w.cause)
+		}
+		if s := r.Stats(); s.Retried != 1 {
+			t.Errorf("stats %+v; want the job retried", s)
+		}
+		if l := logs.lines("job failed; will retry"); len(l) != 1 || !strings.Contains(fmt.Sprint(l[0]["err"]), "maximum run time") {
+			t.Errorf("retry lines %v; want one naming the maximum run time", l)
+		}
+		if got, want := obs.types(), "received, started, lease renewed, finished, retried"; got != want {
+			t.Errorf("events %q, want %q", got, want)
+		}
+		for _, e := range obs.all {
+			if e.Type == runner.LeaseRenewed && e.Message.ID == "" {
+				t.Errorf("a lease renewal event without its message: %+v", e)
+			}
+			if e.Type == runner.Finished && (e.Class != runner.ClassTransient || e.Duration != 2*time.Minute || e.Envelope.ID != "op-1") {
+				t.Errorf("finished event %+v; want class transient after 2m for op-1", e)
+			}
+		}
+		if last := b.clock.Now().Sub(start); last > 3*time.Minute {
+			t.Errorf("Run ended %v after the start; want soon after the 2 min maximum", last)
+		}
+	})
+}
+
+// TestMaxRunTimeLeavesStubbornHandler: a handler that ignores the
+// cancellation at its maximum run time is left behind: its message is
+// retried and no longer kept hidden, so it cannot hold its lease forever.
+func TestMaxRunTimeLeavesStubbornHandler(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := &slowWorker{maxRunTime: time.Minute, stubborn: true, release: make(chan struct{})}
+		b := setupWorker(t, w)
+		b.cfg.MaxMessages = 1
+		logs := b.logTo()
+		b.send(t, "op-1")
+		r, errc := b.run(t)
+		if err := b.drive(t, errc, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if s := r.Stats(); s.Retried != 1 {
+			t.Errorf("stats %+v; want the job retried", s)
+		}
+		if l := logs.lines("job failed; will retry"); len(l) != 1 || !strings.Contains(fmt.Sprint(l[0]["err"]), "left behind") {
+			t.Errorf("retry lines %v; want one saying the handler was left behind", l)
+		}
+		renewals := b.store.Calls()["UpdateMessage"]
+		b.clock.Advance(10 * time.Minute)
+		synctest.Wait()
+		if n := b.store.Calls()["UpdateMessage"]; n != renewals {
+			t.Errorf("%d more updates after the job was left behind; want its lease no longer renewed", n-renewals)
+		}
+		close(w.release)
+		synctest.Wait()
+	})
+}
+
+// TestTraceParentOnContext: the envelope's traceparent reaches the handler.
+func TestTraceParentOnContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+		var got string
+		b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
+			got = jobs.TraceParent(ctx)
+			return nil
+		})
+		text, err := jobs.Encode(jobs.Envelope{V: 1, ID: "op-1", Kind: "test", Args: json.RawMessage(`{}`), TraceParent: tp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.queue.Send(context.Background(), text, storeadapter.SendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		b.drain(t, time.Second)
+		if got != tp {
+			t.Fatalf("TraceParent(ctx) = %q, want %q", got, tp)
+		}
+	})
 }
 
 // TestAbandonedJobsCounted: a handler ignores cancellation at shutdown.
