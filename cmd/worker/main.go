@@ -10,7 +10,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -63,7 +62,9 @@ type Main struct {
 	LogFormat  string
 	LogLevel   string
 	Demo       bool
-	Runner     runner.Config
+	// PrintConfig prints the effective configuration instead of running.
+	PrintConfig bool
+	Runner      runner.Config
 	// Kinds holds each job kind's settings (the config file's sections).
 	Kinds catalog.Config
 
@@ -104,8 +105,8 @@ storage outage (receives failing for -receive-outage), or a second signal, 2 bad
 flags:
 `
 
-// ParseFlags reads flags, then fills what they left unset from the -config
-// file (a JSON object whose keys are flag names). -h prints the help to
+// ParseFlags reads flags, then fills what they and the environment left
+// unset from the -config file (see fileConfig), and checks the result. -h prints the help to
 // Stdout and returns flag.ErrHelp; every other error names the flag and the
 // rule, and is a usage error (exit status 2).
 func (m *Main) ParseFlags(args []string) error {
@@ -115,7 +116,8 @@ func (m *Main) ParseFlags(args []string) error {
 	m.Account.RegisterFlags(fs)
 	fs.StringVar(&m.Queue, "queue", cli.QueueDefault(), "work queue name; the poison queue is <queue>-poison (env "+cli.EnvQueue+")")
 	fs.StringVar(&m.Kinds.Archive.CheckpointTable, "checkpoint-table", archive.DefaultCheckpointTable, "table that keeps range-scan checkpoints")
-	fs.StringVar(&m.ConfigPath, "config", "", "JSON file of settings: an object whose keys are these flags' names (flags and environment win)")
+	fs.StringVar(&m.ConfigPath, "config", "", "JSON config file: a \"runner\" section and one section per job kind (see the README; flags and environment win)")
+	fs.BoolVar(&m.PrintConfig, "print-config", false, "print the effective configuration as JSON (secrets redacted) and exit")
 	fs.StringVar(&m.LogFormat, "log-format", "auto", "auto (coloured text on a terminal, JSON otherwise; NO_COLOR turns colour off), text or json")
 	fs.StringVar(&m.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&m.Demo, "demo", false, "run a sample archive job on the in-process store (no Azure) and print a summary")
@@ -149,7 +151,10 @@ func (m *Main) ParseFlags(args []string) error {
 			return err
 		}
 	}
-	return m.checkFlags()
+	if err := m.checkFlags(); err != nil {
+		return err
+	}
+	return m.Kinds.Validate()
 }
 
 // checkFlags refuses values the runner would reject or silently replace
@@ -216,44 +221,6 @@ func (v *durationValue) Set(s string) error {
 	return nil
 }
 
-// applyConfig sets every flag the command line did not set from the file.
-func (m *Main) applyConfig() error {
-	data, err := os.ReadFile(m.ConfigPath)
-	if err != nil {
-		return fmt.Errorf("-config: %w", err)
-	}
-	var settings map[string]any
-	if err := json.Unmarshal(data, &settings); err != nil {
-		return fmt.Errorf("-config %s: not a JSON object: %w", m.ConfigPath, err)
-	}
-	set := map[string]bool{}
-	m.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	for name, v := range settings {
-		f := m.fs.Lookup(name)
-		if f == nil || name == "config" || name == "connection-string" {
-			return fmt.Errorf("-config %s: %q is not a setting (keys are flag names; secrets stay in the environment)", m.ConfigPath, name)
-		}
-		if set[name] || (name == "queue" && os.Getenv(cli.EnvQueue) != "") || (name == "account" && os.Getenv(cli.EnvAccount) != "") {
-			continue
-		}
-		var s string
-		switch x := v.(type) {
-		case string:
-			s = x
-		case float64:
-			s = strconv.FormatFloat(x, 'f', -1, 64)
-		case bool:
-			s = strconv.FormatBool(x)
-		default:
-			return fmt.Errorf("-config %s: %q: must be a string, number or boolean", m.ConfigPath, name)
-		}
-		if err := f.Value.Set(s); err != nil {
-			return fmt.Errorf("-config %s: %q: %w", m.ConfigPath, name, err)
-		}
-	}
-	return nil
-}
-
 // Run runs the worker (or the demo) until ctx ends, a signal arrives on
 // Signals, or, with -drain, the queue is drained. A failure is logged
 // through the logger (JSON in containers) before Run returns it.
@@ -270,6 +237,9 @@ func (m *Main) Run(ctx context.Context) error {
 }
 
 func (m *Main) run(ctx context.Context, log *slog.Logger) (err error) {
+	if m.PrintConfig {
+		return m.printConfig(m.Stdout)
+	}
 	if m.Demo {
 		return runDemo(ctx, m.Stdout, log, m.Runner, m.Kinds)
 	}
