@@ -1,8 +1,12 @@
-// Package jobs is tablekeeper's worker: the message envelope (decode and
-// strict validation), one file per job kind, the registry that maps kinds to
-// handlers, and the Runner that polls the queue, keeps each message's lease,
-// dispatches it and acknowledges, retries or poisons it.
+// Package jobs is the contract between producers, the runner and the job
+// kinds: the message envelope (Encode, DecodeEnvelope, strict decoding),
+// typed arguments (Args, ParseArgs), the handler types (Worker and Job for
+// one kind, Handler and Task for any kind, Middleware), the Registry with
+// typed registration (Register, RegisterArgs), Permanent errors, and what a
+// handler's context carries (SetResult, TraceParent).
 //
-// It is written against the storeadapter ports only and never imports the
-// Azure SDK, so the same code runs on Azure and on localstore.
+// It holds no kind and no loop: the kinds live in jobs/<kind>/, their list
+// in jobs/catalog, and the loop that receives, leases, acknowledges,
+// retries and poisons in jobs/runner. It is written against the
+// storeadapter ports only and never imports the Azure SDK.
 package jobs

@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -77,7 +78,7 @@ func DecodeEnvelope(text string) (Envelope, error) {
 		case !utf8.Valid(data):
 			return Envelope{}, Permanentf("envelope: the message is base64 of text that is not valid UTF-8")
 		case !json.Valid(data):
-			return Envelope{}, Permanentf("envelope: the message is base64 of text that is not JSON (%v)", strictUnmarshal(data, new(any), ""))
+			return Envelope{}, Permanentf("envelope: the message is base64 of text that is not JSON (%v)", DecodeStrict(data, new(any), ""))
 		}
 	}
 	if !utf8.Valid(data) {
@@ -87,7 +88,7 @@ func DecodeEnvelope(text string) (Envelope, error) {
 		return Envelope{}, Permanentf("envelope: the message must be a JSON object, got %s", jsonValueName(data[0]))
 	}
 	var env Envelope
-	if err := strictUnmarshal(data, &env, ""); err != nil {
+	if err := DecodeStrict(data, &env, ""); err != nil {
 		return Envelope{}, Permanent(fmt.Errorf("envelope: %w", err))
 	}
 	if err := env.validate(); err != nil {
@@ -134,14 +135,26 @@ func SplitBlobRef(field, ref string) (container, blob string, err error) {
 	return container, blob, nil
 }
 
-// strictUnmarshal decodes one JSON object into v, rejecting unknown fields,
+// DecodeError is an error of DecodeStrict with where in the input it was
+// found, so that a caller holding the text (a config file) can name the
+// line and column.
+type DecodeError struct {
+	// Offset is the byte offset in the input of the key or value at fault.
+	Offset int64
+	Err    error
+}
+
+func (e *DecodeError) Error() string { return e.Err.Error() }
+func (e *DecodeError) Unwrap() error { return e.Err }
+
+// DecodeStrict decodes one JSON object into v, rejecting unknown fields,
 // field names in another case than v's (encoding/json alone matches them
 // case-insensitively), keys given twice (encoding/json alone keeps the
 // last), trailing data and wrong types with a message that names the field
-// (prefix + "." + name).
-func strictUnmarshal(data []byte, v any, prefix string) error {
+// (prefix + "." + name). Errors about a key or value are *DecodeError.
+func DecodeStrict(data []byte, v any, prefix string) error {
 	if json.Valid(data) {
-		if err := checkKeys(json.NewDecoder(bytes.NewReader(data)), reflect.TypeOf(v), prefix); err != nil {
+		if err := checkKeys(data, json.NewDecoder(bytes.NewReader(data)), reflect.TypeOf(v), prefix); err != nil {
 			return err
 		}
 	}
@@ -150,7 +163,7 @@ func strictUnmarshal(data []byte, v any, prefix string) error {
 	err := dec.Decode(v)
 	if err == nil {
 		if _, terr := dec.Token(); terr != io.EOF {
-			return errors.New("unexpected data after the JSON object")
+			return &DecodeError{dec.InputOffset(), errors.New("unexpected data after the JSON object")}
 		}
 		return nil
 	}
@@ -163,31 +176,41 @@ func strictUnmarshal(data []byte, v any, prefix string) error {
 			field = prefix + "." + field
 		}
 		if te.Field == "" {
-			return fmt.Errorf("%s: must be a JSON object, got %s", cmpOr(prefix, "message"), te.Value)
+			return &DecodeError{te.Offset, fmt.Errorf("%s: must be a JSON object, got %s", cmp.Or(prefix, "message"), te.Value)}
 		}
 		want := jsonTypeName(te.Type.Kind())
-		if got, ok := strings.CutPrefix(te.Value, "number "); ok && want == "an integer" {
-			return fmt.Errorf("%s: must be an integer, got %s", field, got)
+		if te.Type == reflect.TypeFor[Duration]() {
+			want = `a duration with its unit, such as "30s", "1m30s" or "2h"`
 		}
-		return fmt.Errorf("%s: must be %s, got %s", field, want, te.Value)
+		if got, ok := strings.CutPrefix(te.Value, "number "); ok && want == "an integer" {
+			return &DecodeError{te.Offset, fmt.Errorf("%s: must be an integer, got %s", field, got)}
+		}
+		return &DecodeError{te.Offset, fmt.Errorf("%s: must be %s, got %s", field, want, te.Value)}
 	case errors.As(err, &se):
-		return fmt.Errorf("invalid JSON at byte %d: %v", se.Offset, se)
+		return &DecodeError{se.Offset, fmt.Errorf("invalid JSON at byte %d: %v", se.Offset, se)}
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		// checkKeys finds unknown fields of structs first; this is a
+		// field encoding/json refuses that it let through.
 		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
 		if prefix != "" {
 			name = prefix + "." + name
 		}
 		return fmt.Errorf("%s: unknown field", name)
 	}
+	var de *DecodeError
+	if errors.As(err, &de) { // from a field's own UnmarshalJSON
+		return de
+	}
 	return fmt.Errorf("invalid JSON: %v", err)
 }
 
-// checkKeys reads one JSON value from dec (valid JSON) and refuses a key
-// given twice in any object, and a key of a struct that matches a field
-// only in another case. t is the Go type the value decodes into (nil when
-// unknown, as inside a json.RawMessage: then only duplicates are checked);
-// path names the value in errors.
-func checkKeys(dec *json.Decoder, t reflect.Type, path string) error {
+// checkKeys reads one JSON value from dec (over data, valid JSON) and
+// refuses a key given twice in any object, and a key of a struct that
+// matches no field (with a hint when it matches one in another case). t is
+// the Go type the value decodes into (nil when unknown, as inside a
+// json.RawMessage: then only duplicates are checked); path names the value
+// in errors.
+func checkKeys(data []byte, dec *json.Decoder, t reflect.Type, path string) error {
 	tok, err := dec.Token()
 	if err != nil {
 		return err
@@ -202,17 +225,18 @@ func checkKeys(dec *json.Decoder, t reflect.Type, path string) error {
 			elem = t.Elem()
 		}
 		for dec.More() {
-			if err := checkKeys(dec, elem, path+"[]"); err != nil {
+			if err := checkKeys(data, dec, elem, path+"[]"); err != nil {
 				return err
 			}
 		}
 	case json.Delim('{'):
 		var fields map[string]reflect.Type
-		if t != nil && t.Kind() == reflect.Struct {
+		if t != nil && t.Kind() == reflect.Struct && !reflect.PointerTo(t).Implements(unmarshalerType) {
 			fields = jsonFields(t, map[string]reflect.Type{})
 		}
 		seen := map[string]bool{}
 		for dec.More() {
+			at := keyOffset(data, dec.InputOffset())
 			tok, err := dec.Token()
 			if err != nil {
 				return err
@@ -223,7 +247,7 @@ func checkKeys(dec *json.Decoder, t reflect.Type, path string) error {
 				name = path + "." + key
 			}
 			if seen[key] {
-				return fmt.Errorf("%s: given twice (each key may appear once)", truncate(name, 80))
+				return &DecodeError{at, fmt.Errorf("%s: given twice (each key may appear once)", truncate(name, 80))}
 			}
 			seen[key] = true
 			var ft reflect.Type
@@ -233,14 +257,15 @@ func checkKeys(dec *json.Decoder, t reflect.Type, path string) error {
 				if ft, ok = fields[key]; !ok {
 					for f := range fields {
 						if strings.EqualFold(f, key) {
-							return fmt.Errorf("%s: unknown field (names are case-sensitive: did you mean %q?)", truncate(name, 80), f)
+							return &DecodeError{at, fmt.Errorf("%s: unknown field (names are case-sensitive: did you mean %q?)", truncate(name, 80), f)}
 						}
 					}
+					return &DecodeError{at, fmt.Errorf("%s: unknown field", truncate(name, 80))}
 				}
 			case t != nil && t.Kind() == reflect.Map:
 				ft = t.Elem()
 			}
-			if err := checkKeys(dec, ft, name); err != nil {
+			if err := checkKeys(data, dec, ft, name); err != nil {
 				return err
 			}
 		}
@@ -249,6 +274,17 @@ func checkKeys(dec *json.Decoder, t reflect.Type, path string) error {
 	}
 	_, err = dec.Token() // the closing bracket or brace
 	return err
+}
+
+var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+
+// keyOffset returns the offset of the key that follows offset in data,
+// past white space and the comma before it.
+func keyOffset(data []byte, offset int64) int64 {
+	for offset < int64(len(data)) && strings.IndexByte(" \t\r\n,", data[offset]) >= 0 {
+		offset++
+	}
+	return offset
 }
 
 // jsonFields adds to fields the JSON names of struct type t's fields (those
@@ -261,7 +297,7 @@ func jsonFields(t reflect.Type, fields map[string]reflect.Type) map[string]refle
 		case f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct:
 			jsonFields(f.Type, fields)
 		default:
-			fields[cmpOr(name, f.Name)] = f.Type
+			fields[cmp.Or(name, f.Name)] = f.Type
 		}
 	}
 	return fields
@@ -299,13 +335,7 @@ func jsonTypeName(kind reflect.Kind) string {
 	return "an object"
 }
 
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
+// truncate cuts s to at most n bytes of valid UTF-8, marking a cut with "…".
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s

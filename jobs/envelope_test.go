@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/tablekeeper/tablekeeper/jobs"
+	"github.com/tablekeeper/tablekeeper/jobs/archive"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
@@ -95,7 +96,7 @@ func FuzzDecodeEnvelope(f *testing.F) {
 // alone matches them case-insensitively) and a key given twice is refused
 // (encoding/json alone keeps the last), in the envelope and inside args.
 func TestEnvelopeIsStrictAboutKeys(t *testing.T) {
-	reg := jobs.NewRegistry(nil, (&jobs.Archiver{}).Kind())
+	reg := archiveArgs(t)
 	const args = `{"table":"Src","to":"Dst","pk":"p","rk":"r"}`
 	cases := []struct{ text, want string }{
 		{`{"v":1,"ID":"a","kind":"archive","args":` + args + `}`, `ID: unknown field (names are case-sensitive: did you mean "id"?)`},
@@ -107,7 +108,7 @@ func TestEnvelopeIsStrictAboutKeys(t *testing.T) {
 		{`{"v":1,"id":"a","kind":"archive","args":{"table":"Src","to":"Dst","to":"Else","pk":"p","rk":"r"}}`, `args.to: given twice`},
 	}
 	for _, c := range cases {
-		_, _, err := reg.Decode(t.Context(), storeadapter.Message{Text: c.text})
+		_, err := reg.Decode(t.Context(), storeadapter.Message{Text: c.text})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Decode(%s)\n = %v\nwant an error containing %q", c.text, err, c.want)
 			continue
@@ -116,7 +117,7 @@ func TestEnvelopeIsStrictAboutKeys(t *testing.T) {
 			t.Errorf("Decode(%s) error is not permanent: %v", c.text, err)
 		}
 	}
-	if _, _, err := reg.Decode(t.Context(), storeadapter.Message{Text: `{"v":1,"id":"a","kind":"archive","args":` + args + `}`}); err != nil {
+	if _, err := reg.Decode(t.Context(), storeadapter.Message{Text: `{"v":1,"id":"a","kind":"archive","args":` + args + `}`}); err != nil {
 		t.Fatalf("a valid envelope: %v", err)
 	}
 }
@@ -156,9 +157,9 @@ func FuzzDecodeArgs(f *testing.F) {
 	} {
 		f.Add(s)
 	}
-	reg := jobs.NewRegistry(nil, (&jobs.Archiver{}).Kind())
+	reg := archiveArgs(f)
 	f.Fuzz(func(t *testing.T, text string) {
-		_, _, err := reg.Decode(t.Context(), storeadapter.Message{Text: text})
+		_, err := reg.Decode(t.Context(), storeadapter.Message{Text: text})
 		if err == nil {
 			return
 		}
@@ -169,4 +170,14 @@ func FuzzDecodeArgs(f *testing.F) {
 			t.Fatalf("empty reason for %q", text)
 		}
 	})
+}
+
+// archiveArgs returns a registry that parses the archive kind's args.
+func archiveArgs(t testing.TB) *jobs.Registry {
+	t.Helper()
+	reg := jobs.NewRegistry(nil)
+	if err := jobs.RegisterArgs[archive.Args](reg); err != nil {
+		t.Fatal(err)
+	}
+	return reg
 }

@@ -1,105 +1,143 @@
 package jobs
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
-// Job is one decoded message handed to a handler.
-type Job struct {
-	Envelope
-	// Args are the kind's validated arguments, of the type its ParseArgs
-	// returns (for example ArchiveArgs).
-	Args any
-	// Message is the queue message as received; its DequeueCount says
-	// which attempt this is.
-	Message storeadapter.Message
-}
-
-// Handler carries out one job. It returns nil when the job is done (the
-// message is then deleted), a Permanent error when retrying cannot help
-// (the message goes to the poison queue at once), and any other error to
-// have the message retried after a backoff. ctx is cancelled when the
-// worker loses the message's lease or shuts down past its grace period.
-// Handlers must be idempotent: any step may run twice.
-type Handler interface {
-	Handle(ctx context.Context, job Job) error
-}
-
-// HandlerFunc adapts a function to Handler.
-type HandlerFunc func(ctx context.Context, job Job) error
-
-// Handle calls f.
-func (f HandlerFunc) Handle(ctx context.Context, job Job) error { return f(ctx, job) }
-
-// Kind is one job kind: its name in the envelope, its strict argument
-// parser and its handler.
-type Kind struct {
-	Name string
-	// ParseArgs decodes and validates the raw args JSON, rejecting unknown
-	// fields, missing fields and wrong types with errors naming the field.
-	ParseArgs func(raw json.RawMessage) (any, error)
-	Handler   Handler
-}
-
-// Registry maps kind names to kinds. Build it before the runner starts;
-// it is read-only afterwards.
+// Registry maps kind names to their argument parsers and workers, as
+// river's Workers bundle does. Build it with Register (workers) or
+// RegisterArgs (parsers only, for producers) before the runner starts; it
+// is read-only afterwards.
 type Registry struct {
-	kinds map[string]Kind
-	// Blobs resolves argsRef claim checks; nil rejects them.
-	Blobs func(container string) storeadapter.Blobs
+	kinds map[string]*kind
+	mw    []Middleware
+	// blobs resolves argsRef claim checks; nil rejects them.
+	blobs func(container string) storeadapter.Blobs
 }
 
-// NewRegistry returns a registry holding kinds.
-func NewRegistry(blobs func(container string) storeadapter.Blobs, kinds ...Kind) *Registry {
-	r := &Registry{kinds: make(map[string]Kind, len(kinds)), Blobs: blobs}
-	for _, k := range kinds {
-		r.kinds[k.Name] = k
-	}
-	return r
+// kind is one registered kind.
+type kind struct {
+	parse      func(raw json.RawMessage) (Args, error)
+	handler    Handler // nil when only the args are registered
+	maxRunTime time.Duration
 }
+
+// NewRegistry returns an empty registry. blobs opens the container an
+// argsRef names; nil makes Decode refuse argsRef.
+func NewRegistry(blobs func(container string) storeadapter.Blobs) *Registry {
+	return &Registry{kinds: map[string]*kind{}, blobs: blobs}
+}
+
+// RegisterArgs registers kind T's argument parser without a worker, for
+// producers that validate what they send. It is an error to register a
+// kind twice.
+func RegisterArgs[T Args](r *Registry) error {
+	_, err := r.add(parser[T]())
+	return err
+}
+
+// Register registers w as the worker of kind T (the name comes from
+// T.Kind). It is an error to register a kind twice.
+func Register[T Args](r *Registry, w Worker[T]) error {
+	k, err := r.add(parser[T]())
+	if err != nil {
+		return err
+	}
+	k.handler = HandlerFunc(func(ctx context.Context, task *Task) error {
+		args, ok := task.Args.(T)
+		if !ok {
+			return Permanentf("%s: args of type %T, want %T", task.Kind, task.Args, args)
+		}
+		return w.Work(ctx, &Job[T]{Envelope: task.Envelope, Args: args, Message: task.Message})
+	})
+	if mr, ok := w.(interface{ MaxRunTime() time.Duration }); ok {
+		k.maxRunTime = mr.MaxRunTime()
+	}
+	return nil
+}
+
+// parser returns the name of kind T and its strict parser.
+func parser[T Args]() (string, func(json.RawMessage) (Args, error)) {
+	var zero T
+	return zero.Kind(), func(raw json.RawMessage) (Args, error) { return ParseArgs[T](raw) }
+}
+
+func (r *Registry) add(name string, parse func(json.RawMessage) (Args, error)) (*kind, error) {
+	if name == "" {
+		return nil, errors.New("jobs: register: the kind's name is empty")
+	}
+	if _, dup := r.kinds[name]; dup {
+		return nil, fmt.Errorf("jobs: register: kind %q is registered already", name)
+	}
+	k := &kind{parse: parse}
+	r.kinds[name] = k
+	return k, nil
+}
+
+// Use appends middleware that wraps every handler, the first outermost.
+func (r *Registry) Use(mw ...Middleware) { r.mw = append(r.mw, mw...) }
 
 // Kinds returns the registered kind names, sorted.
 func (r *Registry) Kinds() []string { return slices.Sorted(maps.Keys(r.kinds)) }
 
-// Decode parses message text into a Job: envelope, kind, and strictly
+// Handler returns the handler of a kind wrapped in the middleware, and the
+// kind's maximum run time (DefaultMaxRunTime unless its worker sets one);
+// nil when the kind has no worker.
+func (r *Registry) Handler(name string) (Handler, time.Duration) {
+	k, ok := r.kinds[name]
+	if !ok || k.handler == nil {
+		return nil, 0
+	}
+	h := k.handler
+	for _, mw := range slices.Backward(r.mw) {
+		h = mw(h)
+	}
+	return h, cmp.Or(k.maxRunTime, DefaultMaxRunTime)
+}
+
+// Decode parses message text into a Task: envelope, kind, and strictly
 // validated args (fetched from the blob named by argsRef when present).
 // Every validation error is permanent and names the field and the rule;
 // a failure to fetch an argsRef blob is transient unless the blob is gone.
-func (r *Registry) Decode(ctx context.Context, msg storeadapter.Message) (Job, Kind, error) {
+// The Task returned with an error holds what did decode.
+func (r *Registry) Decode(ctx context.Context, msg storeadapter.Message) (*Task, error) {
+	task := &Task{Message: msg}
 	env, err := DecodeEnvelope(msg.Text)
 	if err != nil {
-		return Job{}, Kind{}, err
+		return task, err
 	}
-	job := Job{Envelope: env, Message: msg}
+	task.Envelope = env
 	k, ok := r.kinds[env.Kind]
 	if !ok {
-		return job, Kind{}, Permanentf("envelope: kind: %q is not one of %v", truncate(env.Kind, 40), r.Kinds())
+		return task, Permanentf("envelope: kind: %q is not one of %v", truncate(env.Kind, 40), r.Kinds())
 	}
 	raw := env.Args
 	if env.ArgsRef != "" {
 		if raw, err = r.fetchArgs(ctx, env.ArgsRef); err != nil {
-			return job, k, err
+			return task, err
 		}
 	}
-	if job.Args, err = k.ParseArgs(raw); err != nil {
-		return job, k, Permanent(err)
+	if task.Args, err = k.parse(raw); err != nil {
+		return task, Permanent(err)
 	}
-	return job, k, nil
+	return task, nil
 }
 
 func (r *Registry) fetchArgs(ctx context.Context, ref string) (json.RawMessage, error) {
-	if r.Blobs == nil {
+	if r.blobs == nil {
 		return nil, Permanentf("envelope: argsRef: this worker has no blob store configured")
 	}
 	container, name, _ := SplitBlobRef("argsRef", ref) // validated by DecodeEnvelope
-	data, _, err := r.Blobs(container).Get(ctx, name)
+	data, _, err := r.blobs(container).Get(ctx, name)
 	if errors.Is(err, storeadapter.ErrNotFound) {
 		return nil, Permanentf("envelope: argsRef: blob %s does not exist", ref)
 	}
@@ -109,20 +147,19 @@ func (r *Registry) fetchArgs(ctx context.Context, ref string) (json.RawMessage, 
 	return data, nil
 }
 
-// parseArgs decodes raw into a T strictly and runs its validation.
-func parseArgs[T any, PT interface {
-	*T
-	validate() error
-}](raw json.RawMessage) (any, error) {
+// ParseArgs decodes raw into a T strictly — field names case-sensitive,
+// each key once, no unknown fields, no trailing data, types exact — and
+// runs T's Validate. Errors name the field ("args.pk: …") and the rule.
+func ParseArgs[T Args](raw json.RawMessage) (T, error) {
 	var v T
 	if len(raw) == 0 {
-		return nil, errors.New("args: is required")
+		return v, errors.New("args: is required")
 	}
-	if err := strictUnmarshal(raw, &v, "args"); err != nil {
-		return nil, err
+	if err := DecodeStrict(raw, &v, "args"); err != nil {
+		return v, err
 	}
-	if err := PT(&v).validate(); err != nil {
-		return nil, err
+	if err := v.Validate(); err != nil {
+		return v, err
 	}
 	return v, nil
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tablekeeper/tablekeeper/internal/clock"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
@@ -94,7 +95,7 @@ func benchStore(b *testing.B) *benchFixture {
 
 func newBenchFixture() (*benchFixture, error) {
 	ctx := context.Background()
-	s := New(Options{Now: NewFakeClock(benchEpoch).Now})
+	s := New(Options{Now: clock.NewFake(benchEpoch).Now})
 	fx := &benchFixture{store: s, tables: s.Tables(), keys: make([]benchKey, 0, benchEntities)}
 	if err := fx.tables.CreateTable(ctx, benchTable); err != nil {
 		return nil, err
@@ -245,7 +246,7 @@ func BenchmarkTransact100(b *testing.B) {
 
 func BenchmarkQueueReceiveDelete(b *testing.B) {
 	ctx := context.Background()
-	s := New(Options{Now: NewFakeClock(benchEpoch).Now})
+	s := New(Options{Now: clock.NewFake(benchEpoch).Now})
 	q := s.Queue("bench-queue")
 	if err := q.Create(ctx); err != nil {
 		b.Fatal(err)
@@ -296,7 +297,7 @@ func BenchmarkQueueReceiveDelete(b *testing.B) {
 func BenchmarkMemoryPerEntity(b *testing.B) {
 	const benchMemoryEntities = 20_000
 	ctx := context.Background()
-	clock := NewFakeClock(benchEpoch)
+	clock := clock.NewFake(benchEpoch)
 	var total float64
 	iterations := 0
 	for b.Loop() {

@@ -10,10 +10,11 @@
 // visibility timeouts, pop receipts, dequeue counts and expiry, and blobs
 // with ETags and conditions.
 //
-// Time comes from an injectable clock (see FakeClock), so tests move time
-// instead of sleeping. It is safe for concurrent use. To count, time, delay
-// or fail its calls, wrap it with storeadapter/instrument (Calls and
-// Options.Fault remain only until the jobs/ tests move to the instrument).
+// Time comes from an injectable clock (Options.Now; tests pass the Now of
+// tablekeeper/internal/clock.Fake), so tests move time instead of sleeping.
+// It is safe for concurrent use. To count, time, delay or fail its calls,
+// wrap it with storeadapter/instrument (Calls and Options.Fault remain only
+// until the jobs/ tests move to the instrument).
 //
 // It never imports the Azure SDK and keeps no files: it serves fast tests and
 // the demo, and the shared contract suite (storeadapter/storetest) holds it

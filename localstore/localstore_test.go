@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tablekeeper/tablekeeper/internal/clock"
 	"github.com/tablekeeper/tablekeeper/localstore"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/storeadapter/storetest"
@@ -15,7 +16,7 @@ import (
 // cannot disturb each other.
 func TestContract(t *testing.T) {
 	storetest.Exercise(t, func(t *testing.T) storetest.Harness {
-		clock := localstore.NewFakeClock(time.Date(2026, 11, 21, 9, 30, 0, 123456789, time.UTC))
+		clock := clock.NewFake(time.Date(2026, 11, 21, 9, 30, 0, 123456789, time.UTC))
 		return storetest.Harness{
 			Store:   localstore.New(localstore.Options{Now: clock.Now}),
 			Advance: clock.Advance,
@@ -29,7 +30,7 @@ func TestContract(t *testing.T) {
 // after they expired, even once a receive or peek has passed them by.
 func TestExpiredMessagesCountedUntilCollected(t *testing.T) {
 	ctx := context.Background()
-	clock := localstore.NewFakeClock(time.Date(2026, 11, 21, 9, 30, 0, 0, time.UTC))
+	clock := clock.NewFake(time.Date(2026, 11, 21, 9, 30, 0, 0, time.UTC))
 	q := localstore.New(localstore.Options{Now: clock.Now}).Queue("work")
 	if err := q.Create(ctx); err != nil {
 		t.Fatal(err)

@@ -43,7 +43,7 @@ const DefaultTableDeleteDelay = 40 * time.Second
 
 // Options configure a Store. The zero value is a real-time store.
 type Options struct {
-	// Now returns the current time; nil means time.Now. Pass a FakeClock's
+	// Now returns the current time; nil means time.Now. Pass a clock.Fake's
 	// Now to control visibility timeouts, expiry and delete delays in tests.
 	Now func() time.Time
 	// TableDeleteDelay is how long a deleted table's name cannot be reused
@@ -125,84 +125,3 @@ func (s *Store) time() time.Time { return storeadapter.DateTime(s.now()) }
 
 // next returns a store-unique sequence number as text.
 func (s *Store) next() string { return strconv.FormatUint(s.seq.Add(1), 36) }
-
-// FakeClock is a manual clock for tests: time stands still until Advance or
-// Set moves it, and timers made by After fire when it passes their
-// deadline. It is safe for concurrent use.
-type FakeClock struct {
-	mu      sync.Mutex
-	cond    *sync.Cond
-	t       time.Time
-	waiters []fakeTimer
-}
-
-type fakeTimer struct {
-	at time.Time
-	ch chan time.Time
-}
-
-// NewFakeClock returns a clock set to t.
-func NewFakeClock(t time.Time) *FakeClock {
-	c := &FakeClock{t: t}
-	c.cond = sync.NewCond(&c.mu)
-	return c
-}
-
-// Now returns the clock's time.
-func (c *FakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-// After returns a channel that receives the clock's time once the clock
-// has moved d past now (at once when d <= 0).
-func (c *FakeClock) After(d time.Duration) <-chan time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ch := make(chan time.Time, 1)
-	if d <= 0 {
-		ch <- c.t
-		return ch
-	}
-	c.waiters = append(c.waiters, fakeTimer{at: c.t.Add(d), ch: ch})
-	c.cond.Broadcast()
-	return ch
-}
-
-// Advance moves the clock forward by d, firing the timers it passes.
-func (c *FakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.setLocked(c.t.Add(d))
-	c.mu.Unlock()
-}
-
-// Set moves the clock to t, firing the timers it passes.
-func (c *FakeClock) Set(t time.Time) {
-	c.mu.Lock()
-	c.setLocked(t)
-	c.mu.Unlock()
-}
-
-func (c *FakeClock) setLocked(t time.Time) {
-	c.t = t
-	kept := c.waiters[:0]
-	for _, w := range c.waiters {
-		if w.at.After(t) {
-			kept = append(kept, w)
-		} else {
-			w.ch <- t
-		}
-	}
-	c.waiters = kept
-}
-
-// BlockUntilTimers waits until at least n timers are pending, so a test can
-// advance the clock knowing the code under test is waiting on it.
-func (c *FakeClock) BlockUntilTimers(n int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for len(c.waiters) < n {
-		c.cond.Wait()
-	}
-}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tablekeeper/tablekeeper/internal/clock"
 	"github.com/tablekeeper/tablekeeper/localstore"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
@@ -14,7 +15,7 @@ import (
 // the ETag derives from it: archive copies use it as the source's version.
 func TestTimestampGrowsWithEveryWrite(t *testing.T) {
 	ctx := context.Background()
-	clock := localstore.NewFakeClock(time.Date(2026, 11, 21, 9, 30, 0, 0, time.UTC))
+	clock := clock.NewFake(time.Date(2026, 11, 21, 9, 30, 0, 0, time.UTC))
 	s := localstore.New(localstore.Options{Now: clock.Now})
 	tb := s.Tables()
 	if err := tb.CreateTable(ctx, "Versions"); err != nil {

@@ -194,22 +194,3 @@ func newRecords(cfg Config) (records, error) {
 
 // now returns the current time as a table stores it.
 func (r records) now() time.Time { return storeadapter.DateTime(r.cfg.Now()) }
-
-// Mover is a Recorder and an Inspector of one Config in one value. It is
-// kept only for the runner's tests in jobs, which poison messages and then
-// list them, until they move with the runner; everything else uses
-// NewRecorder or NewInspector.
-type Mover struct {
-	*Recorder
-	*Inspector
-}
-
-// New returns the Mover of cfg. It panics when cfg is invalid: use
-// NewRecorder and NewInspector, which return the error.
-func New(cfg Config) *Mover {
-	r, err := NewRecorder(cfg)
-	if err != nil {
-		panic(err)
-	}
-	return &Mover{Recorder: r, Inspector: &Inspector{records: r.records}}
-}

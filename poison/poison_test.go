@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tablekeeper/tablekeeper/idempotent"
+	"github.com/tablekeeper/tablekeeper/internal/clock"
 	"github.com/tablekeeper/tablekeeper/localstore"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
@@ -26,7 +27,7 @@ const sourceName = "work-items"
 // Inspector over them.
 type bundle struct {
 	ctx    context.Context
-	clock  *localstore.FakeClock
+	clock  *clock.Fake
 	store  *instrument.Store
 	calls  *instrument.Counts // every call through store
 	src    storeadapter.Queue
@@ -42,7 +43,7 @@ func setup(t *testing.T) *bundle { return setupWithFault(t, nil) }
 func setupWithFault(t *testing.T, fault func(context.Context, instrument.Call) error) *bundle {
 	t.Helper()
 	ctx := t.Context()
-	clock := localstore.NewFakeClock(t0)
+	clock := clock.NewFake(t0)
 	calls := &instrument.Counts{}
 	st := instrument.Wrap(localstore.New(localstore.Options{Now: clock.Now}), instrument.Options{Fault: fault, Observers: []instrument.Observer{calls}})
 	src := st.Queue(sourceName)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tablekeeper/tablekeeper/jobs"
+	"github.com/tablekeeper/tablekeeper/jobs/archive"
 )
 
 // archiveArgsFlags renames the archive args fields in validation errors to
@@ -27,8 +28,9 @@ var archiveArgsFlags = strings.NewReplacer(
 )
 
 // runArchive enqueues one archive move built from flags. The args are
-// validated by the archive kind's own parser, so the CLI and the worker
-// apply one rule set, and nothing is sent when they are invalid.
+// validated by the archive kind's own parser and Validate, so the CLI and
+// the worker apply one rule set, and nothing is sent when they are
+// invalid.
 func (m *Main) runArchive(ctx context.Context, args []string) error {
 	var (
 		c                                       common
@@ -52,45 +54,39 @@ func (m *Main) runArchive(ctx context.Context, args []string) error {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	// Rules of the flags themselves; the rules of the args are the archive
+	// kind's own (its Validate, through jobs.ParseArgs below).
 	switch {
-	case !set["table"]:
-		return usagef("-table: is required")
-	case !set["to"] && !set["to-blob"]:
-		return usagef("-to or -to-blob: is required")
-	case set["to"] && set["to-blob"]:
-		return usagef("-to and -to-blob: give one, not both")
-	case !set["pk"]:
-		return usagef("-pk: is required")
-	case set["rk"] && set["rk-from"]:
-		return usagef("-rk and -rk-from: give one, not both")
 	case set["rk"] && set["rk-to"]:
 		return usagef("-rk and -rk-to: give one, not both (-rk-to ends a range that starts at -rk-from)")
 	case set["rk-to"] && !set["rk-from"]:
 		return usagef("-rk-to: needs -rk-from (use -rk-from '' to start at the first row)")
-	case !set["rk"] && !set["rk-from"]:
-		return usagef("-rk or -rk-from: is required")
 	}
 
-	a := jobs.ArchiveArgs{Table: table, To: to, ToBlob: toBlob, PK: &pk}
+	a := archive.Args{Table: table, To: to, ToBlob: toBlob}
+	if set["pk"] {
+		a.PK = &pk
+	}
 	if set["rk"] {
 		a.RK = &rk
-	} else {
+	}
+	if set["rk-from"] {
 		a.RKFrom = &rkFrom
-		if set["rk-to"] {
-			a.RKTo = &rkTo
-		}
+	}
+	if set["rk-to"] {
+		a.RKTo = &rkTo
 	}
 	raw, err := json.Marshal(a)
 	if err != nil {
 		return err
 	}
-	if _, err := (&jobs.Archiver{}).Kind().ParseArgs(raw); err != nil {
+	if _, err := jobs.ParseArgs[archive.Args](raw); err != nil {
 		return usagef("%s", archiveArgsFlags.Replace(err.Error()))
 	}
 	if !set["id"] {
 		id = newOpID(m.now())
 	}
-	text, err := jobs.Encode(jobs.Envelope{V: 1, ID: id, Kind: jobs.ArchiveKind, Args: raw})
+	text, err := jobs.Encode(jobs.Envelope{V: 1, ID: id, Kind: archive.Kind, Args: raw})
 	if err != nil {
 		return usagef("%s", strings.ReplaceAll(err.Error(), "envelope: id:", "-id:"))
 	}

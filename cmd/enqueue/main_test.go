@@ -17,7 +17,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/tablekeeper/tablekeeper/cmd/internal/cli"
+	"github.com/tablekeeper/tablekeeper/internal/clock"
 	"github.com/tablekeeper/tablekeeper/jobs"
+	"github.com/tablekeeper/tablekeeper/jobs/archive"
 	"github.com/tablekeeper/tablekeeper/localstore"
 	"github.com/tablekeeper/tablekeeper/poison"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
@@ -34,7 +36,7 @@ const queueName = "work-items"
 // work queue.
 type bundle struct {
 	t     *testing.T
-	clock *localstore.FakeClock
+	clock *clock.Fake
 	store *localstore.Store
 	queue storeadapter.Queue
 }
@@ -44,7 +46,7 @@ func setup(t *testing.T) *bundle {
 	t.Setenv(cli.EnvQueue, queueName)
 	t.Setenv(cli.EnvConnectionString, "")
 	t.Setenv(cli.EnvAccount, "")
-	clock := localstore.NewFakeClock(t0)
+	clock := clock.NewFake(t0)
 	st := localstore.New(localstore.Options{Now: clock.Now})
 	return &bundle{t: t, clock: clock, store: st, queue: st.Queue(queueName)}
 }
@@ -112,7 +114,7 @@ func (b *bundle) count(q storeadapter.Queue) int {
 
 // decodeArchive decodes message text as the worker does and returns its
 // envelope and archive args.
-func decodeArchive(t *testing.T, text string) (jobs.Envelope, jobs.ArchiveArgs) {
+func decodeArchive(t *testing.T, text string) (jobs.Envelope, archive.Args) {
 	t.Helper()
 	if strings.HasPrefix(text, "{") {
 		t.Errorf("message text %q is plain JSON, want base64", text)
@@ -124,15 +126,15 @@ func decodeArchive(t *testing.T, text string) (jobs.Envelope, jobs.ArchiveArgs) 
 	if err != nil {
 		t.Fatalf("DecodeEnvelope: %v", err)
 	}
-	args, err := (&jobs.Archiver{}).Kind().ParseArgs(env.Args)
+	args, err := jobs.ParseArgs[archive.Args](env.Args)
 	if err != nil {
 		t.Fatalf("ParseArgs(%s): %v", env.Args, err)
 	}
-	return env, args.(jobs.ArchiveArgs)
+	return env, args
 }
 
 // show renders archive args with their optional keys spelled out.
-func show(a jobs.ArchiveArgs) string {
+func show(a archive.Args) string {
 	p := func(s *string) string {
 		if s == nil {
 			return "<nil>"
@@ -160,7 +162,7 @@ func TestArchiveEnqueuesEnvelope(t *testing.T) {
 	if env.V != 1 || env.ID != "op-2026-11-21-0001" || env.Kind != "archive" {
 		t.Errorf("envelope = v %d id %q kind %q, want 1, op-2026-11-21-0001, archive", env.V, env.ID, env.Kind)
 	}
-	want := jobs.ArchiveArgs{Table: "Employees", To: "EmployeesArchive", PK: ptr("Engineering"), RK: ptr("000042")}
+	want := archive.Args{Table: "Employees", To: "EmployeesArchive", PK: ptr("Engineering"), RK: ptr("000042")}
 	if show(args) != show(want) {
 		t.Errorf("args\n got %s\nwant %s", show(args), show(want))
 	}
@@ -187,7 +189,7 @@ func TestArchiveRangeToBlobWithGeneratedID(t *testing.T) {
 	if env.ID != out.OpID {
 		t.Errorf("envelope id %q, printed op id %q", env.ID, out.OpID)
 	}
-	want := jobs.ArchiveArgs{Table: "Logins", ToBlob: "archive/2026", PK: ptr("Day1"), RKFrom: ptr("a"), RKTo: ptr("m")}
+	want := archive.Args{Table: "Logins", ToBlob: "archive/2026", PK: ptr("Day1"), RKFrom: ptr("a"), RKTo: ptr("m")}
 	if show(args) != show(want) {
 		t.Errorf("args\n got %s\nwant %s", show(args), show(want))
 	}
@@ -207,16 +209,16 @@ func TestArchiveFlagErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"rk with rk-from", append(valid, "-rk", "a", "-rk-from", "b"), "-rk and -rk-from: give one, not both"},
-		{"missing table", []string{"-to", "EmployeesArchive", "-pk", "p", "-rk", "a"}, "-table: is required"},
+		{"rk with rk-from", append(valid, "-rk", "a", "-rk-from", "b"), "-rk: give rk for one entity or rkFrom/rkTo for a range, not both"},
+		{"missing table", []string{"-to", "EmployeesArchive", "-pk", "p", "-rk", "a"}, `-table: invalid input: table name: "" must be`},
 		{"bad table name", []string{"-table", "1x", "-to", "EmployeesArchive", "-pk", "p", "-rk", "a"}, `-table: invalid input: table name: "1x" must be 3-63 letters and digits`},
-		{"no target", []string{"-table", "Employees", "-pk", "p", "-rk", "a"}, "-to or -to-blob: is required"},
+		{"no target", []string{"-table", "Employees", "-pk", "p", "-rk", "a"}, "-to: is required (or -to-blob)"},
 		{"two targets", append(valid, "-to-blob", "archive", "-rk", "a"), "-to and -to-blob: give one, not both"},
 		{"same table", []string{"-table", "Employees", "-to", "employees", "-pk", "p", "-rk", "a"}, "-to: must differ from -table"},
 		{"bad container", []string{"-table", "Employees", "-to-blob", "Archive/x", "-pk", "p", "-rk", "a"}, "-to-blob: invalid input: container name"},
 		{"missing pk", []string{"-table", "Employees", "-to", "EmployeesArchive", "-rk", "a"}, "-pk: is required"},
 		{"bad pk", []string{"-table", "Employees", "-to", "EmployeesArchive", "-pk", "a/b", "-rk", "a"}, "-pk: invalid input"},
-		{"no row key", valid, "-rk or -rk-from: is required"},
+		{"no row key", valid, "-rk: is required, or -rk-from and/or -rk-to for a range"},
 		{"rk-to alone", append(valid, "-rk-to", "b"), "-rk-to: needs -rk-from"},
 		{"empty range", append(valid, "-rk-from", "m", "-rk-to", "a"), "-rk-to: must be greater than"},
 		{"bad id", append(valid, "-rk", "a", "-id", "op 1"), "-id: must be 1-128 characters"},

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/tablekeeper/tablekeeper/jobs"
+	"github.com/tablekeeper/tablekeeper/jobs/catalog"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
@@ -92,7 +93,7 @@ func (m *Main) runRaw(ctx context.Context, args []string) error {
 	r := &rawRun{
 		m:        m,
 		queue:    store.Queue(c.queue),
-		registry: jobs.NewRegistry(store.Container, (&jobs.Archiver{}).Kind()),
+		registry: catalog.ArgsRegistry(store.Container),
 		progress: progress,
 		total:    total,
 		start:    time.Now(),
@@ -280,11 +281,11 @@ func (r *rawRun) markRead(n int, eof bool) {
 // validate decodes one line as the worker would and returns it re-encoded
 // as base64 message text.
 func (r *rawRun) validate(ctx context.Context, line string) (string, error) {
-	job, _, err := r.registry.Decode(ctx, storeadapter.Message{Text: line})
+	task, err := r.registry.Decode(ctx, storeadapter.Message{Text: line})
 	if err != nil {
 		return "", err
 	}
-	return jobs.Encode(job.Envelope)
+	return jobs.Encode(task.Envelope)
 }
 
 // send sends one line; a failure that is not the message's own fault

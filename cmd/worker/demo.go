@@ -13,6 +13,9 @@ import (
 
 	"github.com/tablekeeper/tablekeeper/cmd/internal/cli"
 	"github.com/tablekeeper/tablekeeper/jobs"
+	"github.com/tablekeeper/tablekeeper/jobs/archive"
+	"github.com/tablekeeper/tablekeeper/jobs/catalog"
+	"github.com/tablekeeper/tablekeeper/jobs/runner"
 	"github.com/tablekeeper/tablekeeper/localstore"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
@@ -35,7 +38,7 @@ var demoDepartments = []string{"Sales", "Marketing", "Engineering"}
 
 // runDemo seeds, enqueues, drains and reports. cfg's runner settings are
 // kept except the pacing ones, shortened so the demo takes seconds.
-func runDemo(ctx context.Context, out io.Writer, log *slog.Logger, cfg jobs.Config) error {
+func runDemo(ctx context.Context, out io.Writer, log *slog.Logger, cfg runner.Config, kinds catalog.Config) error {
 	store := localstore.New(localstore.Options{})
 	if err := seedDemo(ctx, store); err != nil {
 		return fmt.Errorf("demo: seed: %w", err)
@@ -56,7 +59,7 @@ func runDemo(ctx context.Context, out io.Writer, log *slog.Logger, cfg jobs.Conf
 	// report below use the store directly.
 	calls := &instrument.Counts{}
 	worker := instrument.Wrap(store, instrument.Options{Observers: []instrument.Observer{calls}})
-	r, err := newRunner(worker, demoQueue, DefaultCheckpointTable, cfg, log)
+	r, err := newRunner(worker, demoQueue, cfg, kinds, log)
 	if err != nil {
 		return err
 	}
@@ -108,7 +111,7 @@ type demoOp struct{ id, what string }
 func enqueueDemo(ctx context.Context, store *localstore.Store) ([]demoOp, error) {
 	q := store.Queue(demoQueue)
 	send := func(id, args string) error {
-		text, err := jobs.Encode(jobs.Envelope{V: 1, ID: id, Kind: jobs.ArchiveKind, Args: json.RawMessage(args)})
+		text, err := jobs.Encode(jobs.Envelope{V: 1, ID: id, Kind: archive.Kind, Args: json.RawMessage(args)})
 		if err != nil {
 			return err
 		}
@@ -141,7 +144,7 @@ func enqueueDemo(ctx context.Context, store *localstore.Store) ([]demoOp, error)
 }
 
 // printDemo reports the run; calls are the worker's storage calls.
-func printDemo(ctx context.Context, out io.Writer, store *localstore.Store, s jobs.Stats, ops []demoOp, calls instrument.Snapshot, took time.Duration) error {
+func printDemo(ctx context.Context, out io.Writer, store *localstore.Store, s runner.Stats, ops []demoOp, calls instrument.Snapshot, took time.Duration) error {
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(w, "tablekeeper demo: archive moves on the in-process store (%v)\n\n", took.Round(time.Millisecond))
 	fmt.Fprintln(w, "enqueued:")

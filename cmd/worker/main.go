@@ -10,7 +10,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -24,8 +23,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/tablekeeper/tablekeeper/cmd/internal/cli"
-	"github.com/tablekeeper/tablekeeper/idempotent"
-	"github.com/tablekeeper/tablekeeper/jobs"
+	"github.com/tablekeeper/tablekeeper/jobs/archive"
+	"github.com/tablekeeper/tablekeeper/jobs/catalog"
+	"github.com/tablekeeper/tablekeeper/jobs/runner"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
@@ -54,19 +54,19 @@ func main() {
 	}
 }
 
-// DefaultCheckpointTable holds range-scan checkpoints.
-const DefaultCheckpointTable = "TablekeeperCheckpoints"
-
 // Main is the worker program; tests build one and call Run.
 type Main struct {
-	Account         cli.Account
-	Queue           string
-	CheckpointTable string
-	ConfigPath      string
-	LogFormat       string
-	LogLevel        string
-	Demo            bool
-	Runner          jobs.Config
+	Account    cli.Account
+	Queue      string
+	ConfigPath string
+	LogFormat  string
+	LogLevel   string
+	Demo       bool
+	// PrintConfig prints the effective configuration instead of running.
+	PrintConfig bool
+	Runner      runner.Config
+	// Kinds holds each job kind's settings (the config file's sections).
+	Kinds catalog.Config
 
 	Stdout, Stderr io.Writer
 	// Signals delivers stop requests (SIGINT, SIGTERM): the first stops
@@ -105,8 +105,8 @@ storage outage (receives failing for -receive-outage), or a second signal, 2 bad
 flags:
 `
 
-// ParseFlags reads flags, then fills what they left unset from the -config
-// file (a JSON object whose keys are flag names). -h prints the help to
+// ParseFlags reads flags, then fills what they and the environment left
+// unset from the -config file (see fileConfig), and checks the result. -h prints the help to
 // Stdout and returns flag.ErrHelp; every other error names the flag and the
 // rule, and is a usage error (exit status 2).
 func (m *Main) ParseFlags(args []string) error {
@@ -115,25 +115,26 @@ func (m *Main) ParseFlags(args []string) error {
 	m.fs = fs
 	m.Account.RegisterFlags(fs)
 	fs.StringVar(&m.Queue, "queue", cli.QueueDefault(), "work queue name; the poison queue is <queue>-poison (env "+cli.EnvQueue+")")
-	fs.StringVar(&m.CheckpointTable, "checkpoint-table", DefaultCheckpointTable, "table that keeps range-scan checkpoints")
-	fs.StringVar(&m.ConfigPath, "config", "", "JSON file of settings: an object whose keys are these flags' names (flags and environment win)")
+	fs.StringVar(&m.Kinds.Archive.CheckpointTable, "checkpoint-table", archive.DefaultCheckpointTable, "table that keeps range-scan checkpoints")
+	fs.StringVar(&m.ConfigPath, "config", "", "JSON config file: a \"runner\" section and one section per job kind (see the README; flags and environment win)")
+	fs.BoolVar(&m.PrintConfig, "print-config", false, "print the effective configuration as JSON (secrets redacted) and exit")
 	fs.StringVar(&m.LogFormat, "log-format", "auto", "auto (coloured text on a terminal, JSON otherwise; NO_COLOR turns colour off), text or json")
 	fs.StringVar(&m.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&m.Demo, "demo", false, "run a sample archive job on the in-process store (no Azure) and print a summary")
 	r := &m.Runner
-	fs.IntVar(&r.Concurrency, "concurrency", jobs.DefaultConcurrency, fmt.Sprintf("messages handled at once (1-%d)", jobs.MaxConcurrency))
-	fs.IntVar(&r.BatchSize, "batch", jobs.DefaultBatchSize, fmt.Sprintf("messages asked for per receive (1-%d)", storeadapter.MaxReceiveCount))
-	durationVar(fs, &r.Visibility, "visibility", jobs.DefaultVisibility, "lease per message, renewed at half its length (2s-168h)")
-	fs.Int64Var(&r.MaxDequeueCount, "max-dequeue-count", jobs.DefaultMaxDequeueCount, fmt.Sprintf("deliveries before a message is poisoned (1-%d)", jobs.MaxMaxDequeueCount))
-	durationVar(fs, &r.RetryBase, "retry-base", jobs.DefaultRetryBase, "retry delay base z: rand(0.8z,1.2z)*(2^x-1) after delivery x")
-	durationVar(fs, &r.RetryMax, "retry-max", jobs.DefaultRetryMax, "longest retry delay")
-	durationVar(fs, &r.IdleMax, "idle-max", jobs.DefaultIdleMax, "longest wait between polls of an empty queue")
+	fs.IntVar(&r.Concurrency, "concurrency", runner.DefaultConcurrency, fmt.Sprintf("messages handled at once (1-%d)", runner.MaxConcurrency))
+	fs.IntVar(&r.BatchSize, "batch", runner.DefaultBatchSize, fmt.Sprintf("messages asked for per receive (1-%d)", storeadapter.MaxReceiveCount))
+	durationVar(fs, &r.Visibility, "visibility", runner.DefaultVisibility, "lease per message, renewed at half its length (2s-168h)")
+	fs.Int64Var(&r.MaxDequeueCount, "max-dequeue-count", runner.DefaultMaxDequeueCount, fmt.Sprintf("deliveries before a message is poisoned (1-%d)", runner.MaxMaxDequeueCount))
+	durationVar(fs, &r.RetryBase, "retry-base", runner.DefaultRetryBase, "retry delay base z: rand(0.8z,1.2z)*(2^x-1) after delivery x")
+	durationVar(fs, &r.RetryMax, "retry-max", runner.DefaultRetryMax, "longest retry delay")
+	durationVar(fs, &r.IdleMax, "idle-max", runner.DefaultIdleMax, "longest wait between polls of an empty queue")
 	fs.BoolVar(&r.Drain, "drain", false, "run to completion: exit 0 once nothing is visible, nothing runs, and the queue's count is 0 or nothing arrived or came back for -drain-quiet")
 	durationVar(fs, &r.DrainQuiet, "drain-quiet", 0, "with -drain, how long to wait for invisible messages the count still holds (0: twice -visibility)")
 	fs.IntVar(&r.MaxMessages, "max-messages", 0, "exit after this many messages (0: no limit)")
 	durationVar(fs, &r.MaxDuration, "max-duration", 0, "exit after this long (0: no limit)")
-	durationVar(fs, &r.ShutdownGrace, "shutdown-grace", jobs.DefaultShutdownGrace, "time running jobs get to finish after SIGTERM")
-	durationVar(fs, &r.ReceiveOutage, "receive-outage", jobs.DefaultReceiveOutage, "exit 1 once every receive has failed for this long")
+	durationVar(fs, &r.ShutdownGrace, "shutdown-grace", runner.DefaultShutdownGrace, "time running jobs get to finish after SIGTERM")
+	durationVar(fs, &r.ReceiveOutage, "receive-outage", runner.DefaultReceiveOutage, "exit 1 once every receive has failed for this long")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(m.Stdout, usageHead)
@@ -150,7 +151,10 @@ func (m *Main) ParseFlags(args []string) error {
 			return err
 		}
 	}
-	return m.checkFlags()
+	if err := m.checkFlags(); err != nil {
+		return err
+	}
+	return m.Kinds.Validate()
 }
 
 // checkFlags refuses values the runner would reject or silently replace
@@ -167,14 +171,14 @@ func (m *Main) checkFlags() error {
 	switch {
 	case bad != nil:
 		return bad
-	case r.Concurrency < 1 || r.Concurrency > jobs.MaxConcurrency:
-		return fmt.Errorf("-concurrency: must be 1-%d, got %d", jobs.MaxConcurrency, r.Concurrency)
+	case r.Concurrency < 1 || r.Concurrency > runner.MaxConcurrency:
+		return fmt.Errorf("-concurrency: must be 1-%d, got %d", runner.MaxConcurrency, r.Concurrency)
 	case r.BatchSize < 1 || r.BatchSize > storeadapter.MaxReceiveCount:
 		return fmt.Errorf("-batch: must be 1-%d (Azure's most per receive), got %d", storeadapter.MaxReceiveCount, r.BatchSize)
-	case r.Visibility < jobs.MinVisibility || r.Visibility > storeadapter.MaxVisibility:
-		return fmt.Errorf("-visibility: must be %v-%v, got %v", jobs.MinVisibility, storeadapter.MaxVisibility, r.Visibility)
-	case r.MaxDequeueCount < 1 || r.MaxDequeueCount > jobs.MaxMaxDequeueCount:
-		return fmt.Errorf("-max-dequeue-count: must be 1-%d, got %d", jobs.MaxMaxDequeueCount, r.MaxDequeueCount)
+	case r.Visibility < runner.MinVisibility || r.Visibility > storeadapter.MaxVisibility:
+		return fmt.Errorf("-visibility: must be %v-%v, got %v", runner.MinVisibility, storeadapter.MaxVisibility, r.Visibility)
+	case r.MaxDequeueCount < 1 || r.MaxDequeueCount > runner.MaxMaxDequeueCount:
+		return fmt.Errorf("-max-dequeue-count: must be 1-%d, got %d", runner.MaxMaxDequeueCount, r.MaxDequeueCount)
 	case r.MaxMessages < 0:
 		return fmt.Errorf("-max-messages: must be 0 (no limit) or more, got %d", r.MaxMessages)
 	}
@@ -217,44 +221,6 @@ func (v *durationValue) Set(s string) error {
 	return nil
 }
 
-// applyConfig sets every flag the command line did not set from the file.
-func (m *Main) applyConfig() error {
-	data, err := os.ReadFile(m.ConfigPath)
-	if err != nil {
-		return fmt.Errorf("-config: %w", err)
-	}
-	var settings map[string]any
-	if err := json.Unmarshal(data, &settings); err != nil {
-		return fmt.Errorf("-config %s: not a JSON object: %w", m.ConfigPath, err)
-	}
-	set := map[string]bool{}
-	m.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	for name, v := range settings {
-		f := m.fs.Lookup(name)
-		if f == nil || name == "config" || name == "connection-string" {
-			return fmt.Errorf("-config %s: %q is not a setting (keys are flag names; secrets stay in the environment)", m.ConfigPath, name)
-		}
-		if set[name] || (name == "queue" && os.Getenv(cli.EnvQueue) != "") || (name == "account" && os.Getenv(cli.EnvAccount) != "") {
-			continue
-		}
-		var s string
-		switch x := v.(type) {
-		case string:
-			s = x
-		case float64:
-			s = strconv.FormatFloat(x, 'f', -1, 64)
-		case bool:
-			s = strconv.FormatBool(x)
-		default:
-			return fmt.Errorf("-config %s: %q: must be a string, number or boolean", m.ConfigPath, name)
-		}
-		if err := f.Value.Set(s); err != nil {
-			return fmt.Errorf("-config %s: %q: %w", m.ConfigPath, name, err)
-		}
-	}
-	return nil
-}
-
 // Run runs the worker (or the demo) until ctx ends, a signal arrives on
 // Signals, or, with -drain, the queue is drained. A failure is logged
 // through the logger (JSON in containers) before Run returns it.
@@ -271,8 +237,11 @@ func (m *Main) Run(ctx context.Context) error {
 }
 
 func (m *Main) run(ctx context.Context, log *slog.Logger) (err error) {
+	if m.PrintConfig {
+		return m.printConfig(m.Stdout)
+	}
 	if m.Demo {
-		return runDemo(ctx, m.Stdout, log, m.Runner)
+		return runDemo(ctx, m.Stdout, log, m.Runner, m.Kinds)
 	}
 	var store storeadapter.Store
 	if m.Connect != nil {
@@ -284,7 +253,7 @@ func (m *Main) run(ctx context.Context, log *slog.Logger) (err error) {
 	if err != nil {
 		return err
 	}
-	r, err := newRunner(store, m.Queue, m.CheckpointTable, m.Runner, log)
+	r, err := newRunner(store, m.Queue, m.Runner, m.Kinds, log)
 	if err != nil {
 		return err
 	}
@@ -328,7 +297,7 @@ const createTimeout = 30 * time.Second
 
 // watchSignals stops the worker on the first signal and ends the process
 // on the second, until stopped is closed.
-func (m *Main) watchSignals(log *slog.Logger, r *jobs.Runner, stop context.CancelFunc, stopped <-chan struct{}) {
+func (m *Main) watchSignals(log *slog.Logger, r *runner.Runner, stop context.CancelFunc, stopped <-chan struct{}) {
 	if m.Signals == nil {
 		return
 	}
@@ -353,18 +322,18 @@ func (m *Main) watchSignals(log *slog.Logger, r *jobs.Runner, stop context.Cance
 	}
 }
 
-// newRunner wires the job kinds, the poison mover and the runner to a store.
-func newRunner(store storeadapter.Store, queue, checkpointTable string, cfg jobs.Config, log *slog.Logger) (*jobs.Runner, error) {
+// newRunner wires the job kinds of the catalog, the poison recorder and the
+// runner to a store.
+func newRunner(store storeadapter.Store, queue string, cfg runner.Config, kinds catalog.Config, log *slog.Logger) (*runner.Runner, error) {
 	if err := storeadapter.ValidateQueueName(queue); err != nil {
 		return nil, fmt.Errorf("-queue: %w", err)
 	}
-	if err := storeadapter.ValidateTableName(checkpointTable); err != nil {
-		return nil, fmt.Errorf("-checkpoint-table: %w", err)
+	reg, err := catalog.NewRegistry(store, kinds)
+	if err != nil {
+		return nil, err
 	}
-	archiver := &jobs.Archiver{Store: store, Checkpoints: idempotent.Checkpoints{Tables: store.Tables(), Table: checkpointTable}}
 	cfg.Queue = store.Queue(queue)
-	cfg.Registry = jobs.NewRegistry(store.Container, archiver.Kind())
-	var err error
+	cfg.Registry = reg
 	if cfg.Poison, err = cli.PoisonRecorder(store, queue, nil); err != nil {
 		return nil, err
 	}
@@ -372,5 +341,5 @@ func newRunner(store storeadapter.Store, queue, checkpointTable string, cfg jobs
 	if cfg.Host == "" {
 		cfg.Host, _ = os.Hostname()
 	}
-	return jobs.NewRunner(cfg)
+	return runner.New(cfg)
 }

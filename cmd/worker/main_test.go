@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tablekeeper/tablekeeper/jobs"
+	"github.com/tablekeeper/tablekeeper/jobs/archive"
 	"github.com/tablekeeper/tablekeeper/localstore"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
@@ -46,36 +47,96 @@ func TestDemo(t *testing.T) {
 	}
 }
 
-// TestConfigFile fills unset flags from -config and lets flags win; bad
-// keys and values are named.
+// TestConfigFile fills unset flags from the -config file's runner section
+// and the kinds' sections, lets flags and the environment win, and names
+// bad keys with their line:column and bad values with their rule.
 func TestConfigFile(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "worker.json")
-	if err := os.WriteFile(path, []byte(`{"concurrency": 3, "visibility": "45s", "drain": true, "queue": "orders"}`), 0o600); err != nil {
-		t.Fatal(err)
+	write := func(body string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
+	write(`{
+  "runner": {"concurrency": 3, "visibility": "45s", "drain": true, "queue": "orders"},
+  "archive": {"maxConflicts": 9, "checkpointTable": "FileCheckpoints", "maxRunTime": "10m"}
+}`)
 	t.Setenv("TABLEKEEPER_QUEUE", "")
 	m := &Main{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}}
 	if err := m.ParseFlags([]string{"-config", path, "-concurrency", "7"}); err != nil {
 		t.Fatal(err)
 	}
-	if m.Runner.Concurrency != 7 || m.Runner.Visibility != 45*time.Second || !m.Runner.Drain || m.Queue != "orders" {
-		t.Fatalf("got concurrency %d, visibility %v, drain %v, queue %q; want 7 (flag), 45s, true, orders (file)",
-			m.Runner.Concurrency, m.Runner.Visibility, m.Runner.Drain, m.Queue)
+	a := m.Kinds.Archive
+	if m.Runner.Concurrency != 7 || m.Runner.Visibility != 45*time.Second || !m.Runner.Drain || m.Queue != "orders" ||
+		a.MaxConflicts != 9 || a.CheckpointTable != "FileCheckpoints" || a.MaxRunTime != jobs.Duration(10*time.Minute) {
+		t.Fatalf("got concurrency %d, visibility %v, drain %v, queue %q, archive %+v; want 7 (flag), 45s, true, orders, {FileCheckpoints 9 10m} (file)",
+			m.Runner.Concurrency, m.Runner.Visibility, m.Runner.Drain, m.Queue, a)
+	}
+	t.Setenv("TABLEKEEPER_QUEUE", "from-env")
+	m = &Main{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}}
+	if err := m.ParseFlags([]string{"-config", path, "-checkpoint-table", "FlagCheckpoints"}); err != nil {
+		t.Fatal(err)
+	}
+	if m.Queue != "from-env" || m.Kinds.Archive.CheckpointTable != "FlagCheckpoints" {
+		t.Fatalf("queue %q, checkpoint table %q; want the environment's and the flag's over the file's", m.Queue, m.Kinds.Archive.CheckpointTable)
 	}
 	for body, want := range map[string]string{
-		`{"connection-string": "x"}`: `"connection-string" is not a setting`,
-		`{"nope": 1}`:                `"nope" is not a setting`,
-		`{"visibility": "soon"}`:     `"visibility": must be a duration such as 30s`,
-		`[1]`:                        "not a JSON object",
+		`{"runner": {"connectionString": "x"}}`:           `worker.json:1:13: runner.connectionString: unknown field`,
+		"{\n  \"runner\": {\n    \"concurency\": 1}}":     `worker.json:3:5: runner.concurency: unknown field`,
+		`{"runner": {"Concurrency": 1}}`:                  `runner.Concurrency: unknown field (names are case-sensitive: did you mean "concurrency"?)`,
+		`{"archive": {"maxConflicts": 1}, "archive": {}}`: `worker.json:1:34: archive: given twice`,
+		`{"runner": {"visibility": "soon"}}`:              `runner.visibility: must be a duration with its unit, such as "30s"`,
+		`{"runner": {"concurrency": 5000}}`:               `-concurrency: must be 1-1024, got 5000`,
+		`{"archive": {"maxConflicts": 1000}}`:             `archive.maxConflicts: must be 1-100, got 1000`,
+		`{"archive": {"checkpointTable": "x"}}`:           `archive.checkpointTable: invalid input: table name`,
+		`[1]`:                                             "not a JSON object",
 	} {
-		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		write(body)
 		m := &Main{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}}
 		if err := m.ParseFlags([]string{"-config", path}); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("config %s: got %v, want an error containing %q", body, err, want)
 		}
+	}
+}
+
+// TestPrintConfig prints the effective configuration, defaults filled in,
+// and never the connection string.
+func TestPrintConfig(t *testing.T) {
+	const secret = "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=c2VjcmV0"
+	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", secret)
+	t.Setenv("TABLEKEEPER_QUEUE", "")
+	var out bytes.Buffer
+	m := &Main{Stdout: &out, Stderr: &bytes.Buffer{}}
+	if err := m.ParseFlags([]string{"-print-config", "-queue", "orders", "-visibility", "1m"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		ConnectionString string
+		Runner           struct {
+			Queue      string
+			Visibility string
+			DrainQuiet string
+		}
+		Archive struct {
+			CheckpointTable string
+			MaxConflicts    int
+			MaxRunTime      string
+		}
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("-print-config output is not JSON: %v\n%s", err, out.String())
+	}
+	if strings.Contains(out.String(), "AccountKey") || got.ConnectionString != "(set; redacted)" {
+		t.Errorf("-print-config shows the connection string, or not that it is set:\n%s", out.String())
+	}
+	if r, a := got.Runner, got.Archive; r.Queue != "orders" || r.Visibility != "1m0s" || r.DrainQuiet != "2m0s" ||
+		a.CheckpointTable != "TablekeeperCheckpoints" || a.MaxConflicts != 5 || a.MaxRunTime != "30m0s" {
+		t.Errorf("-print-config printed %+v; want the flags' values and the defaults filled in", got)
 	}
 }
 
@@ -143,7 +204,7 @@ func TestSignals(t *testing.T) {
 	if err := q.Create(ctx); err != nil {
 		t.Fatal(err)
 	}
-	text, err := jobs.Encode(jobs.Envelope{V: 1, ID: "op-1", Kind: jobs.ArchiveKind,
+	text, err := jobs.Encode(jobs.Envelope{V: 1, ID: "op-1", Kind: archive.Kind,
 		Args: json.RawMessage(`{"table":"Src","to":"Dst","pk":"p","rk":"r"}`)})
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tablekeeper/tablekeeper/internal/clock"
 	"github.com/tablekeeper/tablekeeper/localstore"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
@@ -21,7 +22,7 @@ import (
 // nothing a caller can see.
 func TestContract(t *testing.T) {
 	storetest.Exercise(t, func(t *testing.T) storetest.Harness {
-		clock := localstore.NewFakeClock(time.Date(2026, 11, 21, 9, 30, 0, 123456789, time.UTC))
+		clock := clock.NewFake(time.Date(2026, 11, 21, 9, 30, 0, 123456789, time.UTC))
 		return storetest.Harness{
 			Store: instrument.Wrap(localstore.New(localstore.Options{Now: clock.Now}), instrument.Options{
 				Observers: []instrument.Observer{&instrument.Counts{}},

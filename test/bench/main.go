@@ -1,5 +1,5 @@
 // Command bench measures the worker: archive moves per second through
-// jobs.Runner next to a tight loop that makes the same storage calls
+// runner.Runner next to a tight loop that makes the same storage calls
 // directly at the same concurrency (their ratio is the runner's overhead),
 // storage calls per move (receives amortised) and process CPU time per
 // message. Every storage call is counted by the store instrument
@@ -42,6 +42,9 @@ import (
 
 	"github.com/tablekeeper/tablekeeper/idempotent"
 	"github.com/tablekeeper/tablekeeper/jobs"
+	"github.com/tablekeeper/tablekeeper/jobs/archive"
+	"github.com/tablekeeper/tablekeeper/jobs/catalog"
+	"github.com/tablekeeper/tablekeeper/jobs/runner"
 	"github.com/tablekeeper/tablekeeper/localstore"
 	"github.com/tablekeeper/tablekeeper/poison"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
@@ -174,7 +177,7 @@ func (b bench) azurite(ctx context.Context) error {
 	return nil
 }
 
-// worker seeds table and queue in store, then moves them with jobs.Runner
+// worker seeds table and queue in store, then moves them with runner.Runner
 // through the instrument.
 func (b bench) worker(ctx context.Context, store storeadapter.Store, latency time.Duration, table, queue string) (result, error) {
 	if err := seed(ctx, store, table, queue, b.n); err != nil {
@@ -182,18 +185,21 @@ func (b bench) worker(ctx context.Context, store storeadapter.Store, latency tim
 	}
 	calls := &instrument.Counts{}
 	st := instrumented(store, latency, calls)
-	archiver := &jobs.Archiver{Store: st, Checkpoints: idempotent.Checkpoints{Tables: st.Tables(), Table: "BenchCheckpoints"}}
+	reg, err := catalog.NewRegistry(st, catalog.Config{Archive: archive.Config{CheckpointTable: "BenchCheckpoints"}})
+	if err != nil {
+		return result{}, err
+	}
 	rec, err := poison.NewRecorder(poison.Config{Tables: st.Tables(), Source: st.Queue(queue),
 		Poison: st.Queue(queue + "-poison"), Blobs: st.Container(queue + "-poison")})
 	if err != nil {
 		return result{}, err
 	}
-	r, err := jobs.NewRunner(jobs.Config{Queue: st.Queue(queue), Registry: jobs.NewRegistry(st.Container, archiver.Kind()),
+	r, err := runner.New(runner.Config{Queue: st.Queue(queue), Registry: reg,
 		Poison: rec, Concurrency: b.conc, Drain: true, IdleMin: 10 * time.Millisecond, IdleMax: 100 * time.Millisecond})
 	if err != nil {
 		return result{}, err
 	}
-	res, err := measure("worker (jobs.Runner)", calls, func() error { return r.Run(ctx) })
+	res, err := measure("worker (runner.Runner)", calls, func() error { return r.Run(ctx) })
 	if err != nil {
 		return result{}, err
 	}
@@ -262,8 +268,8 @@ func (b bench) pump(receive func() ([]msg, error), move func(m msg) error) error
 }
 
 // archiveArgs decodes a bench message's archive arguments.
-func archiveArgs(text string) (jobs.ArchiveArgs, error) {
-	var a jobs.ArchiveArgs
+func archiveArgs(text string) (archive.Args, error) {
+	var a archive.Args
 	env, err := jobs.DecodeEnvelope(text)
 	if err != nil {
 		return a, err
@@ -383,8 +389,8 @@ func seed(ctx context.Context, store storeadapter.Store, table, queue string, n 
 		return err
 	}
 	return parallel(16, n, func(i int) error {
-		args, _ := json.Marshal(jobs.ArchiveArgs{Table: table, To: table + "Archive", PK: to.Ptr(fmt.Sprintf("P%d", i%10)), RK: to.Ptr(fmt.Sprintf("%08d", i))})
-		text, err := jobs.Encode(jobs.Envelope{V: 1, ID: fmt.Sprintf("op-bench-%d", i), Kind: jobs.ArchiveKind, Args: args})
+		args, _ := json.Marshal(archive.Args{Table: table, To: table + "Archive", PK: to.Ptr(fmt.Sprintf("P%d", i%10)), RK: to.Ptr(fmt.Sprintf("%08d", i))})
+		text, err := jobs.Encode(jobs.Envelope{V: 1, ID: fmt.Sprintf("op-bench-%d", i), Kind: archive.Kind, Args: args})
 		if err != nil {
 			return err
 		}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/tablekeeper/tablekeeper/jobs"
+	"github.com/tablekeeper/tablekeeper/jobs/archive"
 	"github.com/tablekeeper/tablekeeper/poison"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
@@ -408,12 +409,12 @@ func (e *env) sendArchives(q, from, to string, es []storeadapter.Entity) {
 	}
 	texts := make([]string, len(es))
 	for i, en := range es {
-		raw, err := json.Marshal(jobs.ArchiveArgs{Table: from, To: to, PK: &en.PartitionKey, RK: &en.RowKey})
+		raw, err := json.Marshal(archive.Args{Table: from, To: to, PK: &en.PartitionKey, RK: &en.RowKey})
 		if err != nil {
 			e.t.Fatal(err)
 		}
 		id := fmt.Sprintf("op-%s-%s-%s", e.suffix, en.PartitionKey, en.RowKey)
-		if texts[i], err = jobs.Encode(jobs.Envelope{V: 1, ID: id, Kind: jobs.ArchiveKind, Args: raw}); err != nil {
+		if texts[i], err = jobs.Encode(jobs.Envelope{V: 1, ID: id, Kind: archive.Kind, Args: raw}); err != nil {
 			e.t.Fatal(err)
 		}
 	}

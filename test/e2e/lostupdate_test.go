@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/tablekeeper/tablekeeper/jobs"
+	"github.com/tablekeeper/tablekeeper/jobs/archive"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
@@ -113,12 +114,12 @@ func TestArchiveKeepsLastVersionUnderUpdatesAndKills(t *testing.T) {
 func (e *env) sendRaceMessages(q, src, arc string, es []storeadapter.Entity, partitions int) {
 	e.t.Helper()
 	var texts []string
-	add := func(id string, a jobs.ArchiveArgs) {
+	add := func(id string, a archive.Args) {
 		raw, err := json.Marshal(a)
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		text, err := jobs.Encode(jobs.Envelope{V: 1, ID: id, Kind: jobs.ArchiveKind, Args: raw})
+		text, err := jobs.Encode(jobs.Envelope{V: 1, ID: id, Kind: archive.Kind, Args: raw})
 		if err != nil {
 			e.t.Fatal(err)
 		}
@@ -126,13 +127,13 @@ func (e *env) sendRaceMessages(q, src, arc string, es []storeadapter.Entity, par
 	}
 	for _, en := range es {
 		for dup := range 2 {
-			add(fmt.Sprintf("op-%s-%s-%d", en.PartitionKey, en.RowKey, dup), jobs.ArchiveArgs{Table: src, To: arc, PK: &en.PartitionKey, RK: &en.RowKey})
+			add(fmt.Sprintf("op-%s-%s-%d", en.PartitionKey, en.RowKey, dup), archive.Args{Table: src, To: arc, PK: &en.PartitionKey, RK: &en.RowKey})
 		}
 	}
 	for p := range partitions {
 		pk, all, half := fmt.Sprintf("p%d", p), "", rowKey(30)
-		add("op-range-all-"+pk, jobs.ArchiveArgs{Table: src, To: arc, PK: &pk, RKFrom: &all})
-		add("op-range-half-"+pk, jobs.ArchiveArgs{Table: src, To: arc, PK: &pk, RKFrom: &half})
+		add("op-range-all-"+pk, archive.Args{Table: src, To: arc, PK: &pk, RKFrom: &all})
+		add("op-range-half-"+pk, archive.Args{Table: src, To: arc, PK: &pk, RKFrom: &half})
 	}
 	rand.Shuffle(len(texts), func(i, j int) { texts[i], texts[j] = texts[j], texts[i] })
 	if err := store.Queue(q).Create(e.ctx); err != nil {

@@ -1,28 +1,29 @@
-package jobs
+package archive
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/tablekeeper/tablekeeper/idempotent"
+	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
-// ArchiveKind is the envelope kind of archive moves.
-const ArchiveKind = "archive"
+// Kind is the envelope kind of archive moves.
+const Kind = "archive"
 
-// ArchiveArgs are the arguments of an archive move (the README documents
+// Args are the arguments of an archive move (the README documents
 // them). Exactly one of To and ToBlob names the target; RK selects one
 // entity, RKFrom/RKTo the half-open RowKey range [RKFrom, RKTo) of the
 // partition in Azure's key order (storeadapter.CompareUTF16). A missing or
 // empty RKFrom starts at the first row, a missing or empty RKTo runs to the
 // last, but at least one of them must be present: args naming no row are
 // refused, never taken for the whole partition.
-type ArchiveArgs struct {
+type Args struct {
 	Table  string  `json:"table"`
 	To     string  `json:"to,omitempty"`
 	ToBlob string  `json:"toBlob,omitempty"`
@@ -32,7 +33,11 @@ type ArchiveArgs struct {
 	RKTo   *string `json:"rkTo,omitempty"`
 }
 
-func (a *ArchiveArgs) validate() error {
+// Kind returns "archive".
+func (Args) Kind() string { return Kind }
+
+// Validate checks the arguments; each error names the field and the rule.
+func (a Args) Validate() error {
 	if err := fieldErr("table", storeadapter.ValidateTableName(a.Table)); err != nil {
 		return err
 	}
@@ -87,7 +92,7 @@ func (a *ArchiveArgs) validate() error {
 // validateRows checks rk, or the range [rkFrom, rkTo). At least one of
 // rkFrom and rkTo must be present, so that a message that names no row is
 // never taken for the whole partition; a missing or empty bound is open.
-func (a *ArchiveArgs) validateRows() error {
+func (a Args) validateRows() error {
 	ranged := a.RKFrom != nil || a.RKTo != nil
 	switch {
 	case a.RK != nil && ranged:
@@ -120,7 +125,7 @@ func fieldErr(field string, err error) error {
 	return fmt.Errorf("args.%s: %w", field, err)
 }
 
-func (a *ArchiveArgs) rowRange() (from, to string) {
+func (a Args) rowRange() (from, to string) {
 	if a.RKFrom != nil {
 		from = *a.RKFrom
 	}
@@ -133,7 +138,7 @@ func (a *ArchiveArgs) rowRange() (from, to string) {
 // blobTarget splits ToBlob, "container" or "container/prefix". The prefix
 // must not hold "." or ".." segments (Azure treats \ as /), which would
 // name blobs outside it.
-func (a *ArchiveArgs) blobTarget() (container, prefix string, err error) {
+func (a Args) blobTarget() (container, prefix string, err error) {
 	container, prefix, _ = strings.Cut(a.ToBlob, "/")
 	if err := storeadapter.ValidateContainerName(container); err != nil {
 		return "", "", fieldErr("toBlob", err)
@@ -172,7 +177,7 @@ func blobKey(key string) string {
 // changed in every round of a move: the move is retried later.
 var errKeptChanging = errors.New("kept changing while being moved; retrying later")
 
-// Archiver moves entities from one table to another table or to blobs, as
+// Worker moves entities from one table to another table or to blobs, as
 // the eventually consistent transactions pattern describes. It is the
 // handler of the "archive" kind. A copy holds exactly the source's
 // properties. Its writes are fenced without a clock and without an extra
@@ -202,7 +207,7 @@ var errKeptChanging = errors.New("kept changing while being moved; retrying late
 //     done.
 //  4. (The runner) delete the message.
 //
-// Every round above is bounded by MaxConflicts. Two rules make every
+// Every round above is bounded by Config.MaxConflicts. Two rules make every
 // interleaving converge. (i) A copy that exists is only written If-Match
 // the ETag its writer read it with, and either with the content it held
 // then (2a) or by a mover that confirmed, after that read, that the source
@@ -283,37 +288,35 @@ var errKeptChanging = errors.New("kept changing while being moved; retrying late
 // A blob target runs the same protocol per entity: Put If-None-Match *,
 // then Get (content and the blob's ETag) and Put If-Match that ETag; the
 // source deletes of a range still go in transactions.
-type Archiver struct {
-	Store storeadapter.Store
-	// Checkpoints keep range positions across redeliveries.
-	Checkpoints idempotent.Checkpoints
-	// MaxConflicts bounds how often one entity is moved again after a
-	// concurrent update, and how often one copy is read again after a
-	// conditional write lost to another mover, before the entity is
-	// reported as changing and the job is retried later. Default 5.
-	MaxConflicts int
+type Worker struct {
+	store       storeadapter.Store
+	checkpoints idempotent.Checkpoints
+	cfg         Config
 }
 
-// Kind returns the "archive" kind with this handler.
-func (a *Archiver) Kind() Kind {
-	return Kind{Name: ArchiveKind, ParseArgs: parseArgs[ArchiveArgs], Handler: a}
-}
-
-// Handle moves the entity or range job.Args (ArchiveArgs) names.
-func (a *Archiver) Handle(ctx context.Context, job Job) error {
-	args, ok := job.Args.(ArchiveArgs)
-	if !ok {
-		return Permanentf("archive: args of type %T, want ArchiveArgs", job.Args)
+// New returns the archive worker on store, configured by cfg (its defaults
+// filled in); an invalid cfg is an error naming the field.
+func New(store storeadapter.Store, cfg Config) (*Worker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	mv := a.mover(args)
+	return &Worker{store: store, checkpoints: idempotent.Checkpoints{Tables: store.Tables(), Table: cfg.CheckpointTable}, cfg: cfg}, nil
+}
+
+// MaxRunTime is how long one archive job may run; see Config.MaxRunTime.
+func (w *Worker) MaxRunTime() time.Duration { return time.Duration(w.cfg.MaxRunTime) }
+
+// Work moves the entity or range job.Args names.
+func (w *Worker) Work(ctx context.Context, job *jobs.Job[Args]) error {
+	mv := w.mover(job.Args)
 	var err error
-	if args.RK != nil {
-		err = mv.one(ctx, *args.RK, nil)
+	if job.Args.RK != nil {
+		err = mv.one(ctx, *job.Args.RK, nil)
 	} else {
 		err = mv.rangeMove(ctx, job.ID)
 	}
 	if err == nil {
-		SetResult(ctx, mv.result())
+		jobs.SetResult(ctx, mv.result())
 	}
 	return err
 }
@@ -333,8 +336,8 @@ func (m *mover) result() string {
 
 // mover carries one job's move.
 type mover struct {
-	a      *Archiver
-	args   ArchiveArgs
+	w      *Worker
+	args   Args
 	pk     string
 	rounds int
 	target archiveTarget
@@ -342,13 +345,13 @@ type mover struct {
 	moved int
 }
 
-func (a *Archiver) mover(args ArchiveArgs) *mover {
-	m := &mover{a: a, args: args, pk: *args.PK, rounds: cmp.Or(a.MaxConflicts, 5)}
+func (w *Worker) mover(args Args) *mover {
+	m := &mover{w: w, args: args, pk: *args.PK, rounds: w.cfg.MaxConflicts}
 	if args.To != "" {
-		m.target = tableTarget{t: a.Store.Tables(), table: args.To, rounds: m.rounds}
+		m.target = tableTarget{t: w.store.Tables(), table: args.To, rounds: m.rounds}
 	} else {
 		container, prefix, _ := args.blobTarget() // validated
-		m.target = blobTarget{b: a.Store.Container(container), prefix: prefix, table: args.Table, rounds: m.rounds}
+		m.target = blobTarget{b: w.store.Container(container), prefix: prefix, table: args.Table, rounds: m.rounds}
 	}
 	return m
 }
@@ -356,7 +359,7 @@ func (a *Archiver) mover(args ArchiveArgs) *mover {
 // one moves one entity (steps 1–3), starting from the version e when it
 // is known (nil: read it first).
 func (m *mover) one(ctx context.Context, rk string, e *storeadapter.Entity) error {
-	t := m.a.Store.Tables()
+	t := m.w.store.Tables()
 	for range m.rounds {
 		if e == nil {
 			got, err := t.GetEntity(ctx, m.args.Table, m.pk, rk)
@@ -368,7 +371,7 @@ func (m *mover) one(ctx context.Context, rk string, e *storeadapter.Entity) erro
 				case moved:
 					return nil
 				}
-				return Permanentf("archive: %s %s/%s does not exist and %s holds no copy", m.args.Table, m.pk, rk, m.target)
+				return jobs.Permanentf("archive: %s %s/%s does not exist and %s holds no copy", m.args.Table, m.pk, rk, m.target)
 			}
 			if err != nil {
 				return fmt.Errorf("archive: read %s %s/%s: %w", m.args.Table, m.pk, rk, err)
@@ -404,7 +407,7 @@ func (m *mover) one(ctx context.Context, rk string, e *storeadapter.Entity) erro
 // sources reads the current versions of source entities of one partition
 // (see rowsOf).
 func (m *mover) sources(ctx context.Context, es []storeadapter.Entity) (map[string]storeadapter.Entity, error) {
-	return rowsOf(ctx, m.a.Store.Tables(), m.args.Table, es)
+	return rowsOf(ctx, m.w.store.Tables(), m.args.Table, es)
 }
 
 // checkpointStep names the range checkpoint of an operation.
@@ -412,8 +415,8 @@ const checkpointStep = "archive"
 
 // rangeMove moves a RowKey range page by page, resuming from a checkpoint.
 func (m *mover) rangeMove(ctx context.Context, opID string) error {
-	t := m.a.Store.Tables()
-	tok, err := m.a.Checkpoints.Load(ctx, opID, checkpointStep)
+	t := m.w.store.Tables()
+	tok, err := m.w.checkpoints.Load(ctx, opID, checkpointStep)
 	if err != nil {
 		return fmt.Errorf("archive: %w", err)
 	}
@@ -424,7 +427,7 @@ func (m *mover) rangeMove(ctx context.Context, opID string) error {
 		q.Continuation = tok
 		page, err := t.Query(ctx, m.args.Table, q)
 		if errors.Is(err, storeadapter.ErrNotFound) {
-			return Permanentf("archive: source table %s does not exist", m.args.Table)
+			return jobs.Permanentf("archive: source table %s does not exist", m.args.Table)
 		}
 		if err != nil {
 			return fmt.Errorf("archive: query %s: %w", m.args.Table, err)
@@ -441,7 +444,7 @@ func (m *mover) rangeMove(ctx context.Context, opID string) error {
 		if len(unsettled) > 0 {
 			continue // a checkpoint past a row left behind would skip it
 		}
-		if err := m.a.Checkpoints.Save(ctx, opID, checkpointStep, tok); err != nil {
+		if err := m.w.checkpoints.Save(ctx, opID, checkpointStep, tok); err != nil {
 			return fmt.Errorf("archive: %w", err)
 		}
 	}
@@ -449,7 +452,7 @@ func (m *mover) rangeMove(ctx context.Context, opID string) error {
 		return fmt.Errorf("archive: %s partition %q: every other row of the range moved, but %d %w: %s",
 			m.args.Table, m.pk, len(unsettled), errKeptChanging, quoteKeys(unsettled, 10))
 	}
-	return m.a.Checkpoints.Clear(ctx, opID, checkpointStep)
+	return m.w.checkpoints.Clear(ctx, opID, checkpointStep)
 }
 
 // quoteKeys lists up to max keys, quoted, and how many more there are.
@@ -506,7 +509,7 @@ func (m *mover) movePage(ctx context.Context, entities []storeadapter.Entity) (u
 			switch {
 			case errors.Is(err, errKeptChanging):
 				unsettled = append(unsettled, e.RowKey)
-			case err != nil && !IsPermanent(err):
+			case err != nil && !jobs.IsPermanent(err):
 				return nil, err
 			}
 		}
@@ -522,7 +525,7 @@ func (m *mover) movePage(ctx context.Context, entities []storeadapter.Entity) (u
 // rows are deleted in a new transaction. Each round drops at least the row
 // that failed, so it ends.
 func (m *mover) deleteMoved(ctx context.Context, es []storeadapter.Entity) (changed []storeadapter.Entity, err error) {
-	t := m.a.Store.Tables()
+	t := m.w.store.Tables()
 	for len(es) > 0 {
 		deletes := make([]storeadapter.TableOp, len(es))
 		for i, e := range es {
@@ -652,7 +655,7 @@ type sourceReader func(ctx context.Context, es []storeadapter.Entity) (map[strin
 // archiveTarget is where moved entities go.
 type archiveTarget interface {
 	// write makes the copies of source versions of one partition (at most
-	// 100) hold their content, fenced as the Archiver describes (step 2),
+	// 100) hold their content, fenced as the Worker describes (step 2),
 	// reading the source with src when a copy holds other content. It
 	// returns each version's placement, in the order of es.
 	write(ctx context.Context, es []storeadapter.Entity, src sourceReader) ([]placement, error)

@@ -1,4 +1,4 @@
-package jobs
+package runner
 
 import (
 	"cmp"
@@ -8,32 +8,19 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
 
+	"github.com/tablekeeper/tablekeeper/internal/clock"
+	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/poison"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
-// Clock is the runner's time source; tests pass localstore.FakeClock.
-type Clock interface {
-	Now() time.Time
-	After(d time.Duration) <-chan time.Time
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time                         { return time.Now() }
-func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
-
-// RealClock is the wall clock.
-var RealClock Clock = realClock{}
-
-// Poisoner records failed attempts and parks messages; *poison.Mover is the
+// Poisoner records failed attempts and parks messages; *poison.Recorder is the
 // implementation.
 type Poisoner interface {
 	RecordAttempt(ctx context.Context, f poison.Failure) error
@@ -72,13 +59,13 @@ type Config struct {
 	// Queue is the work queue. Required.
 	Queue storeadapter.Queue
 	// Registry decodes messages and names their handlers. Required.
-	Registry *Registry
+	Registry *jobs.Registry
 	// Poison records failures and parks messages. Required.
 	Poison Poisoner
 	// Logger receives one line per job; nil discards.
 	Logger *slog.Logger
 	// Clock drives lease renewal and backoff; nil is the wall clock.
-	Clock Clock
+	Clock clock.Clock
 	// Host names this worker in failure records; "" is "unknown".
 	Host string
 
@@ -132,6 +119,10 @@ type Config struct {
 	MaxMessages int
 	// MaxDuration stops Run after this long. 0 means no limit.
 	MaxDuration time.Duration
+	// Observers hear every step of every message (see Event), after the
+	// runner's own logging and Stats.
+	Observers []Observer
+
 	// ShutdownGrace is how long running handlers may go on after Run's
 	// context is cancelled (their leases still renewed) before their own
 	// contexts are cancelled. Default 25 s.
@@ -153,7 +144,7 @@ func (c *Config) Validate() error {
 	c.ReceiveOutage = cmp.Or(c.ReceiveOutage, DefaultReceiveOutage)
 	c.Host = cmp.Or(c.Host, "unknown")
 	if c.Clock == nil {
-		c.Clock = RealClock
+		c.Clock = clock.Real{}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -212,101 +203,119 @@ type Stats struct {
 	Left int
 }
 
-// outcome is how one received message ended; see Stats.
-type outcome int
-
-const (
-	succeeded outcome = iota
-	retried
-	poisoned
-	leaseLost
-	released
-	ackFailed
-	abandoned
-	numOutcomes
-)
-
-// Runner polls the queue and runs jobs. Create it with NewRunner and call
+// Runner polls the queue and runs jobs. Create it with New and call
 // Run once.
 type Runner struct {
-	cfg   Config
-	stats struct {
-		received, receiveFailures atomic.Int64
-		outcomes                  [numOutcomes]atomic.Int64
-		running                   atomic.Int64
-		mu                        sync.Mutex
-		stopReason                string
-		left                      int
-		lastActivity              time.Time // see Config.DrainQuiet
-		final                     bool      // set by abandon: outcomes are counted no more
-	}
+	cfg       Config
+	count     counter
+	observers []Observer
+	mu        sync.Mutex
+	held      map[*held]struct{} // received, no outcome yet
+	final     bool               // set by abandon: outcomes are reported no more
+	// stopReason and left are for Stats; lastActivity for Config.DrainQuiet.
+	stopReason   string
+	left         int
+	lastActivity time.Time
 }
 
-// NewRunner validates cfg and returns a runner.
-func NewRunner(cfg Config) (*Runner, error) {
+// New validates cfg and returns a runner.
+func New(cfg Config) (*Runner, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Runner{cfg: cfg}, nil
+	r := &Runner{cfg: cfg, held: map[*held]struct{}{}}
+	r.observers = append([]Observer{&r.count, logger{cfg.Logger}}, cfg.Observers...)
+	return r, nil
 }
 
 // Stats returns the runner's counters so far.
 func (r *Runner) Stats() Stats {
-	o := &r.stats.outcomes
-	r.stats.mu.Lock()
-	defer r.stats.mu.Unlock()
-	return Stats{Received: r.stats.received.Load(), Succeeded: o[succeeded].Load(), Retried: o[retried].Load(),
-		Poisoned: o[poisoned].Load(), LeaseLost: o[leaseLost].Load(), Released: o[released].Load(),
-		AckFailed: o[ackFailed].Load(), Abandoned: o[abandoned].Load(), ReceiveFailures: r.stats.receiveFailures.Load(),
-		StopReason: r.stats.stopReason, Left: r.stats.left}
+	e := &r.count.events
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return Stats{Received: e[Received].Load(), Succeeded: e[Succeeded].Load(), Retried: e[Retried].Load(),
+		Poisoned: e[Poisoned].Load(), LeaseLost: e[LeaseLost].Load(), Released: e[Released].Load(),
+		AckFailed: e[AckFailed].Load(), Abandoned: e[Abandoned].Load(), ReceiveFailures: r.count.receiveFailures.Load(),
+		StopReason: r.stopReason, Left: r.left}
 }
 
 // Running returns how many received messages the runner holds now, running
 // or waiting for a slot.
-func (r *Runner) Running() int { return int(r.stats.running.Load()) }
+func (r *Runner) Running() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.held)
+}
 
-// end counts the outcome of one received message. An outcome that brings
-// the message back to the queue restarts the drain's quiet period.
-func (r *Runner) end(o outcome) {
-	r.stats.mu.Lock()
-	final := r.stats.final
-	if !final {
-		r.stats.outcomes[o].Add(1)
-		r.stats.running.Add(-1)
+// emit hands an event to every observer.
+func (r *Runner) emit(ctx context.Context, e Event) {
+	for _, o := range r.observers {
+		o.Observe(ctx, e)
 	}
-	r.stats.mu.Unlock()
-	if !final && o != succeeded && o != poisoned {
+}
+
+// receive registers a message just received and reports it. Its
+// envelope is decoded for the events (cheaply, and without failing the
+// message: a failure is reported when the job runs).
+func (r *Runner) receive(ctx context.Context, m storeadapter.Message) *held {
+	h := &held{m: m, log: r.cfg.Logger.With("msg_id", m.ID, "dequeue_count", m.DequeueCount)}
+	if env, err := jobs.DecodeEnvelope(m.Text); err == nil {
+		h.env = env
+		h.log = h.log.With("op_id", env.ID, "kind", env.Kind)
+	}
+	r.mu.Lock()
+	r.held[h] = struct{}{}
+	r.mu.Unlock()
+	r.emit(ctx, h.event(Received))
+	return h
+}
+
+// end reports the outcome of one received message, unless Run has given
+// up on it (see abandon). An outcome that brings the message back to the
+// queue restarts the drain's quiet period.
+func (r *Runner) end(ctx context.Context, h *held, e Event) {
+	r.mu.Lock()
+	final := r.final
+	delete(r.held, h)
+	r.mu.Unlock()
+	if final {
+		return
+	}
+	r.emit(ctx, e)
+	if e.Type != Succeeded && e.Type != Poisoned {
 		r.touch()
 	}
 }
 
-// abandon counts the messages still held, whose handlers ignored their
-// cancellation, as abandoned, and stops counting outcomes. It returns how
+// abandon reports the messages still held, whose handlers ignored their
+// cancellation, as abandoned, and stops reporting outcomes. It returns how
 // many there were.
-func (r *Runner) abandon() int64 {
-	r.stats.mu.Lock()
-	defer r.stats.mu.Unlock()
-	n := r.stats.running.Swap(0)
-	r.stats.outcomes[abandoned].Add(n)
-	r.stats.final = true
-	return n
+func (r *Runner) abandon(ctx context.Context) int {
+	r.mu.Lock()
+	left := r.held
+	r.held, r.final = nil, true
+	r.mu.Unlock()
+	for h := range left {
+		r.emit(ctx, h.event(Abandoned))
+	}
+	return len(left)
 }
 
 // touch records activity now; see Config.DrainQuiet.
 func (r *Runner) touch() {
 	now := r.cfg.Clock.Now()
-	r.stats.mu.Lock()
-	defer r.stats.mu.Unlock()
-	if now.After(r.stats.lastActivity) {
-		r.stats.lastActivity = now
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if now.After(r.lastActivity) {
+		r.lastActivity = now
 	}
 }
 
 // stop records why Run returns.
 func (r *Runner) stop(reason string, left int) {
-	r.stats.mu.Lock()
-	defer r.stats.mu.Unlock()
-	r.stats.stopReason, r.stats.left = reason, left
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stopReason, r.left = reason, left
 }
 
 // Bounds on single storage calls the runner makes for itself (the SDK has
@@ -354,9 +363,6 @@ func (r *Runner) acknowledge(until time.Time, call func(ctx context.Context, ret
 		wait *= 2
 	}
 }
-
-// errLeaseLost cancels a handler whose message lease could not be renewed.
-var errLeaseLost = errors.New("lease on the message was lost")
 
 // Run receives and runs messages until ctx is cancelled (graceful
 // shutdown: no more receives, running handlers get ShutdownGrace to finish,
@@ -448,7 +454,7 @@ func (r *Runner) Run(ctx context.Context) error {
 				if stopCtx.Err() != nil {
 					return nil
 				}
-				r.stats.receiveFailures.Add(1)
+				r.count.receiveFailures.Add(1)
 				if !storeadapter.IsTransient(err) {
 					return fmt.Errorf("runner: receive from %s: %w", c.Queue.Name(), err)
 				}
@@ -489,14 +495,14 @@ func (r *Runner) Run(ctx context.Context) error {
 				batch = min(c.BatchSize, 2*batch)
 			}
 			r.touch()
-			r.stats.received.Add(int64(len(msgs)))
-			r.stats.running.Add(int64(len(msgs)))
 			for _, m := range msgs {
+				h := r.receive(ctx, m)
 				if stopCtx.Err() != nil {
-					r.end(r.release(newHeld(r, m).log, m, m.PopReceipt, leaseEnd(began, c.Visibility, m.NextVisible)))
+					r.end(ctx, h, r.release(h, h.event(Released), m.PopReceipt, leaseEnd(began, c.Visibility, m.NextVisible)))
 					continue
 				}
-				pending = append(pending, r.hold(handlerCtx, m))
+				r.hold(handlerCtx, h)
+				pending = append(pending, h)
 			}
 		}
 		return nil
@@ -513,9 +519,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	for _, h := range pending {
 		h.cancel(nil)
 		if receipt, until, lost := h.lease.stop(); lost {
-			r.end(leaseLost)
+			r.end(ctx, h, h.event(LeaseLost))
 		} else {
-			r.end(r.release(h.log, h.m, receipt, until))
+			r.end(ctx, h, r.release(h, h.event(Released), receipt, until))
 		}
 	}
 
@@ -532,7 +538,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		case <-c.Clock.After(abandonAfter):
 			// A handler that ignores its context is left behind and its
 			// message counted as abandoned; see Stats.Abandoned.
-			c.Logger.ErrorContext(ctx, "jobs ignored cancellation; leaving them behind", "abandoned", r.abandon())
+			c.Logger.ErrorContext(ctx, "jobs ignored cancellation; leaving them behind", "abandoned", r.abandon(ctx))
 		}
 	}
 	return err
@@ -547,9 +553,9 @@ func (r *Runner) drained(ctx context.Context) (int, bool) {
 	cctx, cancel := boundedCtx(callTimeout)
 	n, err := c.Queue.ApproximateCount(cctx)
 	cancel()
-	r.stats.mu.Lock()
-	quiet := c.Clock.Now().Sub(r.stats.lastActivity)
-	r.stats.mu.Unlock()
+	r.mu.Lock()
+	quiet := c.Clock.Now().Sub(r.lastActivity)
+	r.mu.Unlock()
 	switch {
 	case err == nil && n == 0:
 		c.Logger.InfoContext(ctx, "queue drained", "queue", c.Queue.Name(), "invisible", 0)
@@ -582,314 +588,6 @@ func (r *Runner) sleep(ctx context.Context, d time.Duration, done <-chan struct{
 	case <-ctx.Done():
 	case <-done:
 	}
-}
-
-// release makes a message visible again at once and returns the outcome:
-// released, or lease lost / ack failed when that did not work.
-func (r *Runner) release(log *slog.Logger, m storeadapter.Message, receipt string, until time.Time) outcome {
-	err := r.acknowledge(until, func(ctx context.Context, retry bool) error {
-		_, err := r.cfg.Queue.Update(ctx, m.ID, receipt, m.Text, 0)
-		return doneOnRetry(err, retry)
-	})
-	if err != nil {
-		o := ackOutcome(err)
-		log.Warn("could not release the message; it reappears when its lease expires", "outcome", o, "err", err)
-		return o
-	}
-	return released
-}
-
-// doneOnRetry treats a message gone or a pop receipt changed as success on
-// a retry of an update or delete: the earlier try whose reply was lost did
-// the work.
-func doneOnRetry(err error, retry bool) error {
-	if retry && (errors.Is(err, storeadapter.ErrNotFound) || errors.Is(err, storeadapter.ErrPopReceiptMismatch)) {
-		return nil
-	}
-	return err
-}
-
-// ackOutcome is the outcome of a message whose acknowledgement failed with
-// err: lease lost when the message is gone or another receive took it,
-// ack failed otherwise.
-func ackOutcome(err error) outcome {
-	if errors.Is(err, storeadapter.ErrNotFound) || errors.Is(err, storeadapter.ErrPopReceiptMismatch) {
-		return leaseLost
-	}
-	return ackFailed
-}
-
-// String names an outcome as Stats and the logs do.
-func (o outcome) String() string {
-	return [...]string{"succeeded", "retried", "poisoned", "lease lost", "released", "ack failed", "abandoned"}[o]
-}
-
-// held is a received message whose lease is kept from the moment it
-// arrived, whether it runs yet or waits for a slot.
-type held struct {
-	m     storeadapter.Message
-	env   Envelope // zero when the text does not decode
-	log   *slog.Logger
-	lease *lease
-	// ctx is the handler's; cancelled when the lease is lost.
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-}
-
-// newHeld returns a held message with its logger, which carries op_id and
-// kind whenever the envelope decodes (decoding it is cheap and cannot
-// fail the message: a failure is reported when the job runs).
-func newHeld(r *Runner, m storeadapter.Message) *held {
-	h := &held{m: m, log: r.cfg.Logger.With("msg_id", m.ID, "dequeue_count", m.DequeueCount)}
-	if env, err := DecodeEnvelope(m.Text); err == nil {
-		h.env = env
-		h.log = h.log.With("op_id", env.ID, "kind", env.Kind)
-	}
-	return h
-}
-
-// hold starts keeping a received message's lease.
-func (r *Runner) hold(ctx context.Context, m storeadapter.Message) *held {
-	h := newHeld(r, m)
-	h.lease = newLease(r, h)
-	h.ctx, h.cancel = context.WithCancelCause(ctx)
-	go h.lease.keep(h.ctx, h.cancel)
-	return h
-}
-
-// processSafely runs process and survives a panic outside the handler
-// (in decoding, poisoning or acknowledging): the lease is dropped and the
-// message reappears after its visibility timeout.
-func (r *Runner) processSafely(ctx context.Context, h *held) {
-	defer func() {
-		if p := recover(); p != nil {
-			h.cancel(nil)
-			h.lease.stop()
-			r.end(ackFailed)
-			h.log.ErrorContext(ctx, "panic while processing a message; it will be delivered again", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
-		}
-	}()
-	r.end(r.process(ctx, h))
-}
-
-// resultKey is the context key of a job's result; see SetResult.
-type resultKey struct{}
-
-// result holds what a handler reported with SetResult.
-type result struct {
-	mu   sync.Mutex
-	text string
-}
-
-// SetResult records a short, human-readable summary of what the job did,
-// such as "moved 12 entities" or "already done"; the runner logs it as
-// "result" on the job's "job done" line (or on its failure line, when the
-// job fails after setting it). A later call replaces an earlier one. It
-// does nothing when ctx is not a job's context from the runner, so
-// handlers can call it unconditionally. Keep it short and free of
-// secrets; it is cut at 200 characters.
-func SetResult(ctx context.Context, text string) {
-	if res, ok := ctx.Value(resultKey{}).(*result); ok {
-		res.mu.Lock()
-		res.text = truncate(text, 200)
-		res.mu.Unlock()
-	}
-}
-
-// attrs returns the result as log attributes: none when nothing was set.
-func (res *result) attrs() []any {
-	res.mu.Lock()
-	defer res.mu.Unlock()
-	if res.text == "" {
-		return nil
-	}
-	return []any{"result", res.text}
-}
-
-// process runs one held message, acknowledges it and returns its outcome.
-func (r *Runner) process(ctx context.Context, h *held) outcome {
-	c := &r.cfg
-	m, lease, log := h.m, h.lease, h.log
-	defer h.cancel(nil)
-	start := c.Clock.Now()
-	res := &result{}
-	hctx := context.WithValue(h.ctx, resultKey{}, res)
-
-	job := Job{Envelope: h.env, Message: m}
-	var err error
-	overDelivered := m.DequeueCount > c.MaxDequeueCount
-	if overDelivered {
-		err = fmt.Errorf("delivered %d times, more than the maximum %d, without finishing (the worker may have crashed, lost the lease or failed to acknowledge each time)", m.DequeueCount, c.MaxDequeueCount)
-	} else if hctx.Err() != nil {
-		err = context.Cause(hctx) // lost its lease, or shut down, while waiting for a slot
-	} else {
-		var k Kind
-		if job, k, err = c.Registry.Decode(hctx, m); err == nil {
-			err = safeHandle(hctx, k.Handler, job)
-		}
-	}
-	receipt, until, lost := lease.stop()
-	log = log.With("duration", c.Clock.Now().Sub(start))
-	log = log.With(res.attrs()...)
-	if lost {
-		log.WarnContext(ctx, "lease lost; the message will be delivered again", "err", err)
-		return leaseLost
-	}
-	if err != nil && ctx.Err() != nil {
-		// The shutdown grace period ran out: not the job's fault. Hand the
-		// message back at once, without counting an attempt.
-		log.WarnContext(ctx, "job cancelled by shutdown; releasing the message", "err", err)
-		return r.release(log, m, receipt, until)
-	}
-	if err == nil {
-		return r.succeed(ctx, log, m, receipt, until)
-	}
-
-	f := poison.Failure{MessageID: m.ID, Text: m.Text, OpID: job.ID, Kind: job.Kind,
-		Attempt: poison.Attempt{DequeueCount: m.DequeueCount, Time: start, Duration: c.Clock.Now().Sub(start), Host: c.Host, Error: err.Error()}}
-	permanent := IsPermanent(err) || clientError(err)
-	if !permanent && m.DequeueCount < c.MaxDequeueCount {
-		return r.retry(ctx, log, f, err, receipt, until)
-	}
-	var reason string
-	switch {
-	case permanent:
-		reason = "permanent: " + err.Error()
-	case overDelivered:
-		reason = err.Error() + "; " + r.lastError(m.ID, until)
-	default:
-		reason = fmt.Sprintf("dequeue count %d reached the maximum %d; last error: %v", m.DequeueCount, c.MaxDequeueCount, err)
-	}
-	// Move writes the record and sends the poison message before it
-	// deletes the original: confirm the lease first (see confirmLease).
-	receipt, until, lerr := r.confirmLease(m, receipt, until)
-	if lerr != nil {
-		o := ackOutcome(lerr)
-		log.WarnContext(ctx, "could not confirm the lease before poisoning; not poisoned, the message will be delivered again", "outcome", o, "err", err, "lease_err", lerr)
-		return o
-	}
-	if perr := r.acknowledge(until, func(ctx context.Context, _ bool) error { return c.Poison.Move(ctx, f, receipt, reason) }); perr != nil {
-		o := ackOutcome(perr)
-		log.ErrorContext(ctx, "could not move the message to the poison queue; it will be delivered again", "outcome", o, "err", err, "poison_err", perr)
-		return o
-	}
-	log.WarnContext(ctx, "job poisoned", "reason", reason)
-	return poisoned
-}
-
-// confirmLease renews a message's lease right before it is poisoned and
-// returns the new receipt and lease end. The keeper notices a lost lease
-// only at its next renewal, and Move parks the message before its last
-// step, the delete, can find the receipt stale: without this check, a
-// message whose lease lapsed unnoticed would be poisoned while it is live
-// on another worker. An error wrapping ErrNotFound or
-// ErrPopReceiptMismatch means the lease is lost (also on a retry: a try
-// whose reply was lost changed the receipt, and the new one is unknown).
-func (r *Runner) confirmLease(m storeadapter.Message, receipt string, until time.Time) (string, time.Time, error) {
-	c := &r.cfg
-	began := c.Clock.Now()
-	var rc storeadapter.Receipt
-	err := r.acknowledge(until, func(ctx context.Context, _ bool) error {
-		var err error
-		rc, err = c.Queue.Update(ctx, m.ID, receipt, m.Text, c.Visibility)
-		return err
-	})
-	if err != nil {
-		return receipt, until, err
-	}
-	return rc.PopReceipt, leaseEnd(began, c.Visibility, rc.NextVisible), nil
-}
-
-// succeed deletes the message of a job that succeeded, then drops its
-// failure record if earlier deliveries left one.
-func (r *Runner) succeed(ctx context.Context, log *slog.Logger, m storeadapter.Message, receipt string, until time.Time) outcome {
-	c := &r.cfg
-	err := r.acknowledge(until, func(actx context.Context, retry bool) error {
-		err := c.Queue.DeleteMessage(actx, m.ID, receipt)
-		if errors.Is(err, storeadapter.ErrNotFound) {
-			return nil // deleted already: by an earlier try whose reply was lost, or by another worker
-		}
-		return err
-	})
-	if err != nil {
-		o := ackOutcome(err)
-		log.WarnContext(ctx, "job done but the message could not be deleted; it will run again", "outcome", o, "err", err)
-		return o
-	}
-	log.InfoContext(ctx, "job done")
-	if m.DequeueCount > 1 { // earlier attempts may have left a failure record
-		// Past the lease too: the message is gone, nobody else will.
-		ferr := r.acknowledge(c.Clock.Now().Add(c.Visibility), func(actx context.Context, _ bool) error { return c.Poison.Forget(actx, m.ID) })
-		if ferr != nil {
-			log.WarnContext(ctx, "could not drop the failure record of the succeeded message; poison purge removes it once it is older than the queue's message time to live", "err", ferr)
-		}
-	}
-	return succeeded
-}
-
-// retry records a transient failure and hides the message for the retry
-// backoff.
-func (r *Runner) retry(ctx context.Context, log *slog.Logger, f poison.Failure, jobErr error, receipt string, until time.Time) outcome {
-	c := &r.cfg
-	if rerr := r.acknowledge(until, func(actx context.Context, _ bool) error { return c.Poison.RecordAttempt(actx, f) }); rerr != nil {
-		log.WarnContext(ctx, "could not record the failed attempt", "err", rerr)
-	}
-	delay := RetryDelay(f.Attempt.DequeueCount, c.RetryBase, c.RetryMax)
-	err := r.acknowledge(until, func(actx context.Context, retry bool) error {
-		_, err := c.Queue.Update(actx, f.MessageID, receipt, f.Text, delay)
-		return doneOnRetry(err, retry)
-	})
-	if err != nil {
-		o := ackOutcome(err)
-		log.WarnContext(ctx, "job failed, and its retry could not be scheduled; the message reappears when its lease expires", "outcome", o, "err", jobErr, "ack_err", err)
-		return o
-	}
-	log.WarnContext(ctx, "job failed; will retry", "err", jobErr, "retry_in", delay)
-	return retried
-}
-
-// lastError describes the last failed attempt recorded for a message, for
-// the reason of a message poisoned by its delivery count. A failure to read
-// the record is described, never returned: it must not stop the move.
-func (r *Runner) lastError(messageID string, until time.Time) string {
-	var a poison.Attempt
-	var found bool
-	err := r.acknowledge(until, func(ctx context.Context, _ bool) error {
-		var err error
-		a, found, err = r.cfg.Poison.LastAttempt(ctx, messageID)
-		return err
-	})
-	switch {
-	case err != nil:
-		return fmt.Sprintf("last error unknown: the failure record could not be read (%v)", err)
-	case !found:
-		return "no failed attempt was recorded"
-	}
-	return fmt.Sprintf("last recorded error (delivery %d on %s): %s", a.DequeueCount, a.Host, a.Error)
-}
-
-// clientError reports whether err is a storage request the service refused
-// for what it asked: invalid input or too large (400, 413). Retrying the
-// same request cannot succeed, so the message is poisoned at once, as
-// DESIGN asks of 4xx. Other 4xx that escape a handler (404, 409, 412,
-// 401/403) are retried: they may depend on what others do meanwhile, a
-// role assignment still propagating or a lease that lapses, and a handler
-// that knows better returns a Permanent error itself.
-func clientError(err error) bool {
-	return !storeadapter.IsTransient(err) && (errors.Is(err, storeadapter.ErrInvalidInput) || errors.Is(err, storeadapter.ErrTooLarge))
-}
-
-// safeHandle runs a handler, turning a panic into a permanent error.
-func safeHandle(ctx context.Context, h Handler, job Job) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = Permanentf("handler panic: %v\n%s", p, debug.Stack())
-		}
-	}()
-	if err = h.Handle(ctx, job); err != nil && context.Cause(ctx) == errLeaseLost {
-		err = fmt.Errorf("%w: %w", errLeaseLost, err)
-	}
-	return err
 }
 
 // RetryDelay is the visibility delay before delivery x+1 after a transient
@@ -977,6 +675,7 @@ func (l *lease) keep(ctx context.Context, cancel context.CancelCauseFunc) {
 			l.receipt, l.until = rc.PopReceipt, leaseEnd(began, c.Visibility, rc.NextVisible)
 			l.mu.Unlock()
 			wait, failed = c.Visibility/2, nil
+			l.r.emit(ctx, l.h.event(LeaseRenewed))
 		case errors.Is(err, storeadapter.ErrNotFound) || errors.Is(err, storeadapter.ErrPopReceiptMismatch):
 			if failed != nil && errors.Is(err, storeadapter.ErrPopReceiptMismatch) {
 				l.h.log.WarnContext(ctx, "lease renewal reply probably lost: the failed renewal went through and changed the pop receipt; the lease is lost", "err", err, "earlier_err", failed)
@@ -1009,6 +708,6 @@ func (l *lease) stop() (receipt string, until time.Time, lost bool) {
 }
 
 // backoffClock adapts Clock to backoff.Clock.
-type backoffClock struct{ c Clock }
+type backoffClock struct{ c clock.Clock }
 
 func (b backoffClock) Now() time.Time { return b.c.Now() }

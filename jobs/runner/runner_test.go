@@ -1,4 +1,4 @@
-package jobs_test
+package runner_test
 
 import (
 	"bytes"
@@ -14,7 +14,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/tablekeeper/tablekeeper/internal/clock"
 	"github.com/tablekeeper/tablekeeper/jobs"
+	"github.com/tablekeeper/tablekeeper/jobs/runner"
 	"github.com/tablekeeper/tablekeeper/localstore"
 	"github.com/tablekeeper/tablekeeper/poison"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
@@ -79,28 +81,43 @@ func (p *fakePoisoner) reasons() []string {
 	return append([]string(nil), p.moved...)
 }
 
+// testArgs are the args of the "test" kind: an empty object.
+type testArgs struct{}
+
+func (testArgs) Kind() string    { return "test" }
+func (testArgs) Validate() error { return nil }
+
 type bundle struct {
-	clock  *localstore.FakeClock
+	clock  *clock.Fake
 	store  *localstore.Store
 	queue  storeadapter.Queue
 	poison *fakePoisoner
-	cfg    jobs.Config
+	cfg    runner.Config
 }
 
 // setup returns a fake-clock store with a queue and a runner config whose
 // registry has one kind, "test", running handle.
-func setup(t *testing.T, handle jobs.HandlerFunc) *bundle {
+func setup(t *testing.T, handle jobs.WorkFunc[testArgs]) *bundle {
 	t.Helper()
-	clock := localstore.NewFakeClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
+	return setupWorker(t, handle)
+}
+
+// setupWorker is setup with any worker of the "test" kind.
+func setupWorker(t *testing.T, w jobs.Worker[testArgs]) *bundle {
+	t.Helper()
+	clock := clock.NewFake(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
 	store := localstore.New(localstore.Options{Now: clock.Now})
 	q := store.Queue("work")
 	if err := q.Create(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	kind := jobs.Kind{Name: "test", Handler: handle, ParseArgs: func(raw json.RawMessage) (any, error) { return string(raw), nil }}
+	reg := jobs.NewRegistry(nil)
+	if err := jobs.Register(reg, w); err != nil {
+		t.Fatal(err)
+	}
 	p := &fakePoisoner{q: q}
-	return &bundle{clock: clock, store: store, queue: q, poison: p, cfg: jobs.Config{
-		Queue: q, Registry: jobs.NewRegistry(nil, kind), Poison: p, Clock: clock,
+	return &bundle{clock: clock, store: store, queue: q, poison: p, cfg: runner.Config{
+		Queue: q, Registry: reg, Poison: p, Clock: clock,
 		Concurrency: 4, Visibility: 30 * time.Second, RetryBase: time.Second, RetryMax: time.Minute, ShutdownGrace: time.Minute,
 	}}
 }
@@ -118,9 +135,9 @@ func (b *bundle) send(t *testing.T, id string) {
 
 // start runs a runner in the background; stop cancels it and returns
 // Run's error.
-func (b *bundle) start(t *testing.T) (*jobs.Runner, func() error) {
+func (b *bundle) start(t *testing.T) (*runner.Runner, func() error) {
 	t.Helper()
-	r, err := jobs.NewRunner(b.cfg)
+	r, err := runner.New(b.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,79 +157,84 @@ func (b *bundle) start(t *testing.T) (*jobs.Runner, func() error) {
 // TestLeaseRenewal keeps a slow handler's message invisible well past its
 // first visibility timeout and deletes it with the newest pop receipt.
 func TestLeaseRenewal(t *testing.T) {
-	release := make(chan struct{})
-	started := make(chan jobs.Job, 1)
-	b := setup(t, func(ctx context.Context, job jobs.Job) error {
-		started <- job
-		<-release
-		return nil
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		started := make(chan *jobs.Job[testArgs], 1)
+		b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
+			started <- job
+			<-release
+			return nil
+		})
+		b.cfg.MaxMessages = 1
+		b.send(t, "op-1")
+		start := b.clock.Now()
+		r, errc := b.run(t)
+		job := <-started
+		// 96 s, more than three visibility timeouts.
+		b.advanceUntil(t, 4*time.Second, 96*time.Second, func() bool { return b.clock.Now().Sub(start) >= 96*time.Second })
+		if got, err := b.queue.Receive(context.Background(), 1, time.Second); err != nil || len(got) != 0 {
+			t.Fatalf("another receive got %d messages (err %v) while the lease was kept; want none", len(got), err)
+		}
+		if n := b.store.Calls()["UpdateMessage"]; n < 3 {
+			t.Fatalf("UpdateMessage called %d times in 96 s with a 30 s lease; want at least 3", n)
+		}
+		// The first receipt is stale now: only the newest can delete.
+		if err := b.queue.DeleteMessage(context.Background(), job.Message.ID, job.Message.PopReceipt); !errors.Is(err, storeadapter.ErrPopReceiptMismatch) {
+			t.Fatalf("delete with the first receipt = %v, want ErrPopReceiptMismatch", err)
+		}
+		close(release)
+		if err := b.drive(t, errc, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if s := r.Stats(); s.Succeeded != 1 {
+			t.Fatalf("stats %+v; want the job succeeded", s)
+		}
+		if n, _ := b.queue.ApproximateCount(context.Background()); n != 0 {
+			t.Fatalf("%d messages left after the job succeeded; want 0", n)
+		}
 	})
-	b.send(t, "op-1")
-	r, stop := b.start(t)
-	job := <-started
-	for range 6 { // 6 × 16 s = 96 s, more than three visibility timeouts
-		b.clock.BlockUntilTimers(2) // the lease keeper's and the idle poll's
-		b.clock.Advance(16 * time.Second)
-	}
-	b.clock.BlockUntilTimers(2)
-	if got, err := b.queue.Receive(context.Background(), 1, time.Second); err != nil || len(got) != 0 {
-		t.Fatalf("another receive got %d messages (err %v) while the lease was kept; want none", len(got), err)
-	}
-	if b.store.Calls()["UpdateMessage"] < 3 {
-		t.Fatalf("UpdateMessage called %d times in 96 s with a 30 s lease; want at least 3", b.store.Calls()["UpdateMessage"])
-	}
-	// The first receipt is stale now: only the newest can delete.
-	if err := b.queue.DeleteMessage(context.Background(), job.Message.ID, job.Message.PopReceipt); !errors.Is(err, storeadapter.ErrPopReceiptMismatch) {
-		t.Fatalf("delete with the first receipt = %v, want ErrPopReceiptMismatch", err)
-	}
-	close(release)
-	waitFor(t, func() bool { return r.Stats().Succeeded == 1 })
-	if n, _ := b.queue.ApproximateCount(context.Background()); n != 0 {
-		t.Fatalf("%d messages left after the job succeeded; want 0", n)
-	}
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestLeaseLossCancelsHandler deletes a running message behind the
 // runner's back: the next renewal fails and the handler's context ends.
 func TestLeaseLossCancelsHandler(t *testing.T) {
-	started := make(chan jobs.Job, 1)
-	cancelled := make(chan error, 1)
-	b := setup(t, func(ctx context.Context, job jobs.Job) error {
-		started <- job
-		<-ctx.Done()
-		cancelled <- context.Cause(ctx)
-		return ctx.Err()
+	synctest.Test(t, func(t *testing.T) {
+		started := make(chan *jobs.Job[testArgs], 1)
+		h := &cancelled{}
+		b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
+			started <- job
+			return h.Handle(ctx, job)
+		})
+		h.clock = b.clock
+		b.cfg.MaxMessages = 1
+		b.send(t, "op-1")
+		start := b.clock.Now()
+		r, errc := b.run(t)
+		job := <-started
+		if err := b.queue.DeleteMessage(context.Background(), job.Message.ID, job.Message.PopReceipt); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.drive(t, errc, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if took := h.at.Sub(start); took > 16*time.Second || !strings.Contains(fmt.Sprint(h.cause), "lease") {
+			t.Fatalf("handler cancelled after %v with cause %v; want the lease-lost cause at the first renewal, 15 s", took, h.cause)
+		}
+		if s := r.Stats(); s.LeaseLost != 1 || s.Succeeded+s.Retried+s.Poisoned != 0 {
+			t.Fatalf("stats %+v: a lost message must be counted lease lost, neither acknowledged, retried nor poisoned", s)
+		}
 	})
-	b.send(t, "op-1")
-	r, stop := b.start(t)
-	job := <-started
-	if err := b.queue.DeleteMessage(context.Background(), job.Message.ID, job.Message.PopReceipt); err != nil {
-		t.Fatal(err)
-	}
-	b.clock.BlockUntilTimers(2)
-	b.clock.Advance(16 * time.Second)
-	if cause := <-cancelled; cause == nil || !strings.Contains(cause.Error(), "lease") {
-		t.Fatalf("handler context cause = %v, want the lease-lost cause", cause)
-	}
-	waitFor(t, func() bool { return r.Stats().LeaseLost == 1 })
-	if s := r.Stats(); s.Succeeded+s.Retried+s.Poisoned != 0 {
-		t.Fatalf("stats %+v: a lost message must be neither acknowledged, retried nor poisoned", s)
-	}
-	stop()
 }
 
 // cancelled is a handler that blocks until its context ends and records
 // the cause and the clock time.
 type cancelled struct {
-	clock *localstore.FakeClock
+	clock *clock.Fake
 	cause error
 	at    time.Time
 }
 
-func (c *cancelled) Handle(ctx context.Context, job jobs.Job) error {
+func (c *cancelled) Handle(ctx context.Context, job *jobs.Job[testArgs]) error {
 	<-ctx.Done()
 	c.cause, c.at = context.Cause(ctx), c.clock.Now()
 	return ctx.Err()
@@ -279,7 +301,7 @@ func TestLostRenewalReplyLogged(t *testing.T) {
 func TestPoisonConfirmsLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var b *bundle
-		b = setup(t, func(ctx context.Context, job jobs.Job) error {
+		b = setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
 			// Another worker's receive changes the pop receipt; the
 			// message stays hidden for it.
 			if _, err := b.queue.Update(ctx, job.Message.ID, job.Message.PopReceipt, job.Message.Text, time.Hour); err != nil {
@@ -288,9 +310,17 @@ func TestPoisonConfirmsLease(t *testing.T) {
 			return jobs.Permanentf("bad args")
 		})
 		pq := b.store.Queue("work-poison")
-		mover := poison.New(poison.Config{Tables: b.store.Tables(), Source: b.queue, Poison: pq,
-			Blobs: b.store.Container("work-poison"), Now: b.clock.Now, Host: "w1"})
-		b.cfg.Poison, b.cfg.MaxMessages = mover, 1
+		pcfg := poison.Config{Tables: b.store.Tables(), Source: b.queue, Poison: pq,
+			Blobs: b.store.Container("work-poison"), Now: b.clock.Now, Host: "w1"}
+		rec, err := poison.NewRecorder(pcfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		insp, err := poison.NewInspector(pcfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.cfg.Poison, b.cfg.MaxMessages = rec, 1
 		b.send(t, "op-1")
 		r, errc := b.run(t)
 		if err := b.drive(t, errc, time.Second); err != nil {
@@ -299,7 +329,7 @@ func TestPoisonConfirmsLease(t *testing.T) {
 		if s := r.Stats(); s.LeaseLost != 1 || s.Poisoned != 0 {
 			t.Errorf("stats %+v; want the message counted as lease lost, not poisoned", s)
 		}
-		recs, err := mover.List(context.Background(), "")
+		recs, err := insp.List(context.Background(), "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -313,7 +343,7 @@ func TestPoisonConfirmsLease(t *testing.T) {
 // TestTransientStorageErrorRetried: a table name still being deleted (409,
 // but transient) is retried, not poisoned.
 func TestTransientStorageErrorRetried(t *testing.T) {
-	b := setup(t, func(ctx context.Context, job jobs.Job) error {
+	b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
 		return fmt.Errorf("create target: %w", storeadapter.ErrTableBeingDeleted)
 	})
 	b.send(t, "op-1")
@@ -328,7 +358,7 @@ func TestTransientStorageErrorRetried(t *testing.T) {
 // TestForbiddenRetried: a refused credential (a role assignment still
 // propagating) is retried, not poisoned.
 func TestForbiddenRetried(t *testing.T) {
-	b := setup(t, func(ctx context.Context, job jobs.Job) error {
+	b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
 		return fmt.Errorf("write target: %w", storeadapter.ErrForbidden)
 	})
 	b.send(t, "op-1")
@@ -345,7 +375,7 @@ func TestForbiddenRetried(t *testing.T) {
 func TestSuccessAfterRetryForgetsFailures(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var calls atomic.Int32
-		b := setup(t, func(ctx context.Context, job jobs.Job) error {
+		b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
 			if calls.Add(1) == 1 {
 				return errors.New("storage hiccup")
 			}
@@ -371,12 +401,12 @@ func TestSuccessAfterRetryForgetsFailures(t *testing.T) {
 
 // TestMaxMessages stops after exactly MaxMessages, even below half a batch.
 func TestMaxMessages(t *testing.T) {
-	b := setup(t, func(ctx context.Context, job jobs.Job) error { return nil })
+	b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error { return nil })
 	for i := range 6 {
 		b.send(t, fmt.Sprintf("op-%d", i))
 	}
 	b.cfg.MaxMessages = 3
-	r, err := jobs.NewRunner(b.cfg)
+	r, err := runner.New(b.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -399,7 +429,7 @@ func TestMaxMessages(t *testing.T) {
 // poisoned at the threshold with every attempt recorded.
 func TestRetryBackoffGrows(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := setup(t, func(ctx context.Context, job jobs.Job) error { return errors.New("storage hiccup") })
+		b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error { return errors.New("storage hiccup") })
 		b.cfg.MaxDequeueCount = 3
 		b.cfg.IdleMax = time.Second // so a poll follows every clock step below
 		b.send(t, "op-1")
@@ -448,12 +478,12 @@ func TestRetryDelay(t *testing.T) {
 		lo, hi := time.Duration(0.8*want), time.Duration(1.2*want)
 		lo, hi = min(max(lo, base), maxDelay), min(max(hi, base), maxDelay)
 		for range 200 {
-			if d := jobs.RetryDelay(x, base, maxDelay); d < lo || d > hi {
+			if d := runner.RetryDelay(x, base, maxDelay); d < lo || d > hi {
 				t.Fatalf("RetryDelay(%d) = %v, want within [%v, %v]", x, d, lo, hi)
 			}
 		}
 	}
-	if d := jobs.RetryDelay(1000, base, maxDelay); d != maxDelay {
+	if d := runner.RetryDelay(1000, base, maxDelay); d != maxDelay {
 		t.Fatalf("RetryDelay(1000) = %v, want the cap %v", d, maxDelay)
 	}
 }
@@ -462,7 +492,7 @@ func TestRetryDelay(t *testing.T) {
 // requests the service refused (4xx) and panics go to the poison queue at
 // once, and the worker keeps running.
 func TestPoisonOnFirstDelivery(t *testing.T) {
-	b := setup(t, func(ctx context.Context, job jobs.Job) error {
+	b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
 		switch job.ID {
 		case "op-permanent":
 			return jobs.Permanentf("target table name is not allowed")
@@ -500,12 +530,12 @@ func TestPoisonOnFirstDelivery(t *testing.T) {
 
 // TestDrain returns once the queue is empty and every message handled.
 func TestDrain(t *testing.T) {
-	b := setup(t, func(ctx context.Context, job jobs.Job) error { return nil })
+	b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error { return nil })
 	for _, id := range []string{"a", "b", "c", "d", "e", "f"} {
 		b.send(t, "op-"+id)
 	}
 	b.cfg.Drain = true
-	r, err := jobs.NewRunner(b.cfg)
+	r, err := runner.New(b.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -517,32 +547,269 @@ func TestDrain(t *testing.T) {
 	}
 }
 
-// TestShutdownLetsRunningJobFinish cancels Run while a job runs: the job
-// finishes within the grace period and its message is deleted.
+// TestShutdownLetsRunningJobFinish cancels Run while a job runs: Run
+// waits for it (it has not returned while the job still runs, after the
+// shutdown began), the job finishes within the grace period and its
+// message is deleted.
 func TestShutdownLetsRunningJobFinish(t *testing.T) {
-	release := make(chan struct{})
-	started := make(chan struct{}, 1)
-	b := setup(t, func(ctx context.Context, job jobs.Job) error {
-		started <- struct{}{}
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		started := make(chan struct{}, 1)
+		b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
+			started <- struct{}{}
+			select {
+			case <-release:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+		b.send(t, "op-1")
+		r, stop := b.start(t)
+		<-started
+		errc := make(chan error, 1)
+		go func() { errc <- stop() }()
+		synctest.Wait() // the shutdown has begun: Run waits for the job
 		select {
-		case <-release:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
+		case err := <-errc:
+			t.Fatalf("Run returned (%v) while its job still ran", err)
+		default:
+		}
+		if n := r.Running(); n != 1 {
+			t.Fatalf("Running = %d during the shutdown, want the 1 job", n)
+		}
+		close(release)
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+		if s := r.Stats(); s.Succeeded != 1 || s.StopReason != "shutdown" {
+			t.Fatalf("stats %+v; want the running job to finish during shutdown", s)
+		}
+		if n, _ := b.queue.ApproximateCount(context.Background()); n != 0 {
+			t.Fatalf("%d messages left; want the finished job's deleted", n)
 		}
 	})
-	b.send(t, "op-1")
-	r, stop := b.start(t)
-	<-started
-	errc := make(chan error, 1)
-	go func() { errc <- stop() }()
-	close(release)
-	if err := <-errc; err != nil {
-		t.Fatal(err)
+}
+
+// TestShutdownGraceExpiryCancelsHandlers: a job still running when the
+// grace period ends is cancelled; its message is released at once (visible
+// again, no attempt counted) and Run returns.
+func TestShutdownGraceExpiryCancelsHandlers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := &cancelled{}
+		started := make(chan struct{}, 1)
+		b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
+			started <- struct{}{}
+			return h.Handle(ctx, job)
+		})
+		h.clock = b.clock
+		b.send(t, "op-1")
+		r, stop := b.start(t)
+		<-started
+		begun := b.clock.Now()
+		errc := make(chan error, 1)
+		go func() { errc <- stop() }()
+		if err := b.drive(t, errc, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if took := h.at.Sub(begun); took < b.cfg.ShutdownGrace || took > b.cfg.ShutdownGrace+5*time.Second || !errors.Is(h.cause, context.Canceled) {
+			t.Errorf("handler cancelled %v after the shutdown with cause %v; want the grace period, %v, and context.Canceled", took, h.cause, b.cfg.ShutdownGrace)
+		}
+		s := r.Stats()
+		checkAddsUp(t, s)
+		if s.Released != 1 || s.Retried+s.Poisoned+s.Abandoned != 0 {
+			t.Errorf("stats %+v; want the cancelled job's message released", s)
+		}
+		if got, err := b.queue.Receive(context.Background(), 1, time.Second); err != nil || len(got) != 1 {
+			t.Errorf("receive after the shutdown got %d messages (err %v); want the released one, visible at once", len(got), err)
+		}
+		if len(b.poison.attempts) != 0 {
+			t.Errorf("%d attempts recorded; a job cancelled by shutdown counts none", len(b.poison.attempts))
+		}
+	})
+}
+
+// TestTransientRenewalFailureRetried: the first renewal fails transiently;
+// the keeper tries again before the lease ends, the lease holds, and the
+// job succeeds.
+func TestTransientRenewalFailureRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var b *bundle
+		b = setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
+			select { // longer than a visibility timeout
+			case <-b.clock.After(40 * time.Second):
+				return nil
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+		})
+		b.cfg.Queue = &faultyQueue{Queue: b.queue, updates: func(n int) (bool, error) {
+			if n == 0 {
+				return false, errInjected
+			}
+			return true, nil
+		}}
+		b.cfg.MaxMessages = 1
+		logs := b.logTo()
+		b.send(t, "op-1")
+		r, errc := b.run(t)
+		if err := b.drive(t, errc, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if s := r.Stats(); s.Succeeded != 1 || s.LeaseLost != 0 {
+			t.Errorf("stats %+v; want the job succeeded, its lease kept", s)
+		}
+		if l := logs.lines("lease renewal failed; retrying"); len(l) != 1 {
+			t.Errorf("%d lines say a renewal failed; want 1", len(l))
+		}
+		if n, _ := b.queue.ApproximateCount(context.Background()); n != 0 {
+			t.Errorf("%d messages left; want the job's deleted with the renewed receipt", n)
+		}
+	})
+}
+
+// slowWorker is a test kind's worker with a maximum run time whose jobs
+// wait for their context, or, when stubborn, ignore it until released.
+type slowWorker struct {
+	maxRunTime time.Duration
+	stubborn   bool
+	release    chan struct{}
+	cause      error
+}
+
+func (w *slowWorker) MaxRunTime() time.Duration { return w.maxRunTime }
+
+func (w *slowWorker) Work(ctx context.Context, job *jobs.Job[testArgs]) error {
+	if w.stubborn {
+		<-w.release
+		return nil
 	}
-	if s := r.Stats(); s.Succeeded != 1 {
-		t.Fatalf("stats %+v; want the running job to finish during shutdown", s)
+	<-ctx.Done()
+	w.cause = context.Cause(ctx)
+	return ctx.Err()
+}
+
+// events is an observer that records every event.
+type events struct {
+	mu  sync.Mutex
+	all []runner.Event
+}
+
+func (o *events) Observe(_ context.Context, e runner.Event) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.all = append(o.all, e)
+}
+
+// types returns the event types recorded, compacting repeated lease
+// renewals into one.
+func (o *events) types() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var names []string
+	for _, e := range o.all {
+		if n := e.Type.String(); len(names) == 0 || names[len(names)-1] != n {
+			names = append(names, n)
+		}
 	}
+	return strings.Join(names, ", ")
+}
+
+// TestMaxRunTimeCancelsHandler: a job past its kind's maximum run time is
+// cancelled with that cause and retried as a transient failure; its lease
+// is renewed until then, and no longer. Observers see each step.
+func TestMaxRunTimeCancelsHandler(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := &slowWorker{maxRunTime: 2 * time.Minute}
+		b := setupWorker(t, w)
+		obs := &events{}
+		b.cfg.Observers = []runner.Observer{obs}
+		b.cfg.MaxMessages = 1
+		logs := b.logTo()
+		b.send(t, "op-1")
+		start := b.clock.Now()
+		r, errc := b.run(t)
+		if err := b.drive(t, errc, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(fmt.Sprint(w.cause), "maximum run time") {
+			t.Errorf("handler cause %v; want the maximum run time", w.cause)
+		}
+		if s := r.Stats(); s.Retried != 1 {
+			t.Errorf("stats %+v; want the job retried", s)
+		}
+		if l := logs.lines("job failed; will retry"); len(l) != 1 || !strings.Contains(fmt.Sprint(l[0]["err"]), "maximum run time") {
+			t.Errorf("retry lines %v; want one naming the maximum run time", l)
+		}
+		if got, want := obs.types(), "received, started, lease renewed, finished, retried"; got != want {
+			t.Errorf("events %q, want %q", got, want)
+		}
+		for _, e := range obs.all {
+			if e.Type == runner.LeaseRenewed && e.Message.ID == "" {
+				t.Errorf("a lease renewal event without its message: %+v", e)
+			}
+			if e.Type == runner.Finished && (e.Class != runner.ClassTransient || e.Duration != 2*time.Minute || e.Envelope.ID != "op-1") {
+				t.Errorf("finished event %+v; want class transient after 2m for op-1", e)
+			}
+		}
+		if last := b.clock.Now().Sub(start); last > 3*time.Minute {
+			t.Errorf("Run ended %v after the start; want soon after the 2 min maximum", last)
+		}
+	})
+}
+
+// TestMaxRunTimeLeavesStubbornHandler: a handler that ignores the
+// cancellation at its maximum run time is left behind: its message is
+// retried and no longer kept hidden, so it cannot hold its lease forever.
+func TestMaxRunTimeLeavesStubbornHandler(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := &slowWorker{maxRunTime: time.Minute, stubborn: true, release: make(chan struct{})}
+		b := setupWorker(t, w)
+		b.cfg.MaxMessages = 1
+		logs := b.logTo()
+		b.send(t, "op-1")
+		r, errc := b.run(t)
+		if err := b.drive(t, errc, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if s := r.Stats(); s.Retried != 1 {
+			t.Errorf("stats %+v; want the job retried", s)
+		}
+		if l := logs.lines("job failed; will retry"); len(l) != 1 || !strings.Contains(fmt.Sprint(l[0]["err"]), "left behind") {
+			t.Errorf("retry lines %v; want one saying the handler was left behind", l)
+		}
+		renewals := b.store.Calls()["UpdateMessage"]
+		b.clock.Advance(10 * time.Minute)
+		synctest.Wait()
+		if n := b.store.Calls()["UpdateMessage"]; n != renewals {
+			t.Errorf("%d more updates after the job was left behind; want its lease no longer renewed", n-renewals)
+		}
+		close(w.release)
+		synctest.Wait()
+	})
+}
+
+// TestTraceParentOnContext: the envelope's traceparent reaches the handler.
+func TestTraceParentOnContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+		var got string
+		b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
+			got = jobs.TraceParent(ctx)
+			return nil
+		})
+		text, err := jobs.Encode(jobs.Envelope{V: 1, ID: "op-1", Kind: "test", Args: json.RawMessage(`{}`), TraceParent: tp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.queue.Send(context.Background(), text, storeadapter.SendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		b.drain(t, time.Second)
+		if got != tp {
+			t.Fatalf("TraceParent(ctx) = %q, want %q", got, tp)
+		}
+	})
 }
 
 // TestAbandonedJobsCounted: a handler ignores cancellation at shutdown.
@@ -551,7 +818,7 @@ func TestShutdownLetsRunningJobFinish(t *testing.T) {
 func TestAbandonedJobsCounted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		started, release := make(chan struct{}), make(chan struct{})
-		b := setup(t, func(ctx context.Context, job jobs.Job) error {
+		b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
 			close(started)
 			<-release
 			return nil
@@ -624,9 +891,9 @@ func (b *bundle) logTo() *syncBuffer {
 
 // run starts a runner on b.cfg and returns it with the channel Run's
 // error arrives on.
-func (b *bundle) run(t *testing.T) (*jobs.Runner, <-chan error) {
+func (b *bundle) run(t *testing.T) (*runner.Runner, <-chan error) {
 	t.Helper()
-	r, err := jobs.NewRunner(b.cfg)
+	r, err := runner.New(b.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -676,7 +943,7 @@ func (b *bundle) drive(t *testing.T, errc <-chan error, step time.Duration) erro
 // drain runs a runner on b.cfg (with Drain) to its end, driving the clock,
 // fails the test unless Run returns nil and every received message ended
 // in one outcome, and returns the runner's stats.
-func (b *bundle) drain(t *testing.T, step time.Duration) jobs.Stats {
+func (b *bundle) drain(t *testing.T, step time.Duration) runner.Stats {
 	t.Helper()
 	b.cfg.Drain = true
 	r, errc := b.run(t)
@@ -689,7 +956,7 @@ func (b *bundle) drain(t *testing.T, step time.Duration) jobs.Stats {
 }
 
 // checkAddsUp checks that every received message ended in one outcome.
-func checkAddsUp(t *testing.T, s jobs.Stats) {
+func checkAddsUp(t *testing.T, s runner.Stats) {
 	t.Helper()
 	if sum := s.Succeeded + s.Retried + s.Poisoned + s.LeaseLost + s.Released + s.AckFailed + s.Abandoned; sum != s.Received {
 		t.Errorf("stats %+v: outcomes add up to %d, but %d messages were received", s, sum, s.Received)
@@ -774,7 +1041,7 @@ func (q *faultyQueue) DeleteMessage(ctx context.Context, id, receipt string) err
 func TestLostDeleteReplyCountsSucceeded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var calls atomic.Int32
-		b := setup(t, func(ctx context.Context, job jobs.Job) error {
+		b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
 			if calls.Add(1) == 1 {
 				return fmt.Errorf("read source: %w", storeadapter.ErrUnavailable)
 			}
@@ -806,7 +1073,7 @@ func TestLostDeleteReplyCountsSucceeded(t *testing.T) {
 // poisoned once, and the queue ends empty.
 func TestOutcomesAddUpUnderFaults(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := setup(t, func(ctx context.Context, job jobs.Job) error {
+		b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
 			switch {
 			case strings.HasPrefix(job.ID, "flaky"):
 				return fmt.Errorf("target: %w", storeadapter.ErrUnavailable)
@@ -837,7 +1104,7 @@ func TestOutcomesAddUpUnderFaults(t *testing.T) {
 // count is poisoned with its op id and kind and with the last recorded
 // error in the reason.
 func TestOverDeliveredPoisonKeepsContext(t *testing.T) {
-	b := setup(t, func(ctx context.Context, job jobs.Job) error {
+	b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
 		t.Errorf("handler ran for a message past the maximum dequeue count")
 		return nil
 	})
@@ -877,7 +1144,7 @@ const badText = "bad-message"
 // still run and the drain ends.
 func TestReceiveBatchShrinksPastBadMessage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := setup(t, func(ctx context.Context, job jobs.Job) error { return nil })
+		b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error { return nil })
 		for i := range 20 {
 			b.send(t, fmt.Sprintf("op-%d", i))
 			if i == 3 {
@@ -914,7 +1181,7 @@ func TestReceiveBatchShrinksPastBadMessage(t *testing.T) {
 // been visible for DrainQuiet and says how many were left.
 func TestDrainEndsWithInvisibleLeftovers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := setup(t, func(ctx context.Context, job jobs.Job) error { return nil })
+		b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error { return nil })
 		ctx := context.Background()
 		b.send(t, "op-elsewhere")
 		if msgs, err := b.queue.Receive(ctx, 1, 24*time.Hour); err != nil || len(msgs) != 1 {
@@ -952,7 +1219,7 @@ func TestDrainWaitsForOwnRetry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var calls atomic.Int32
 		var b *bundle
-		b = setup(t, func(ctx context.Context, job jobs.Job) error {
+		b = setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
 			if calls.Add(1) > 1 {
 				return nil
 			}
@@ -976,14 +1243,14 @@ func TestDrainWaitsForOwnRetry(t *testing.T) {
 // error once receives have failed for ReceiveOutage.
 func TestReceiveOutageEndsRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		clock := localstore.NewFakeClock(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
+		clock := clock.NewFake(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
 		store := localstore.New(localstore.Options{Now: clock.Now, Fault: func(op string) error {
 			if op == "Receive" {
 				return fmt.Errorf("dial tcp 127.0.0.1:1: connection refused: %w", storeadapter.ErrUnavailable)
 			}
 			return nil
 		}})
-		b := setup(t, func(ctx context.Context, job jobs.Job) error { return nil })
+		b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error { return nil })
 		q := store.Queue("work")
 		if err := q.Create(context.Background()); err != nil {
 			t.Fatal(err)
@@ -1011,7 +1278,7 @@ func TestReceiveOutageEndsRun(t *testing.T) {
 // TestSetResultLogged: what a handler reports with SetResult appears on its
 // "job done" line, with its op id and kind.
 func TestSetResultLogged(t *testing.T) {
-	b := setup(t, func(ctx context.Context, job jobs.Job) error {
+	b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
 		jobs.SetResult(ctx, "moved 3 entities")
 		return nil
 	})

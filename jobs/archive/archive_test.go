@@ -1,4 +1,4 @@
-package jobs_test
+package archive_test
 
 import (
 	"context"
@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/tablekeeper/tablekeeper/idempotent"
+	"github.com/tablekeeper/tablekeeper/internal/clock"
 	"github.com/tablekeeper/tablekeeper/jobs"
+	"github.com/tablekeeper/tablekeeper/jobs/archive"
 	"github.com/tablekeeper/tablekeeper/localstore"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
@@ -44,7 +46,7 @@ func assertSameProperties(t *testing.T, want, got storeadapter.Entity) {
 
 type archiveBundle struct {
 	store *localstore.Store
-	arch  *jobs.Archiver
+	arch  *archive.Worker
 	fault func(op string) error
 }
 
@@ -53,7 +55,7 @@ func newArchive(t *testing.T) *archiveBundle {
 	b := &archiveBundle{}
 	// A clock that stands still: every write of an entity must still give
 	// it a later Timestamp, the version archive copies record.
-	clock := localstore.NewFakeClock(time.Date(2026, 11, 21, 9, 30, 0, 0, time.UTC))
+	clock := clock.NewFake(time.Date(2026, 11, 21, 9, 30, 0, 0, time.UTC))
 	b.store = localstore.New(localstore.Options{Now: clock.Now, Fault: func(op string) error {
 		if b.fault != nil {
 			return b.fault(op)
@@ -65,18 +67,20 @@ func newArchive(t *testing.T) *archiveBundle {
 			t.Fatal(err)
 		}
 	}
-	b.arch = &jobs.Archiver{Store: b.store, Checkpoints: idempotent.Checkpoints{Tables: b.store.Tables(), Table: "Checkpoints"}}
+	var err error
+	if b.arch, err = archive.New(b.store, archive.Config{CheckpointTable: "Checkpoints"}); err != nil {
+		t.Fatal(err)
+	}
 	return b
 }
 
 func (b *archiveBundle) run(t *testing.T, id, args string) error {
 	t.Helper()
-	k := b.arch.Kind()
-	parsed, err := k.ParseArgs(json.RawMessage(args))
+	parsed, err := jobs.ParseArgs[archive.Args](json.RawMessage(args))
 	if err != nil {
 		t.Fatalf("args %s: %v", args, err)
 	}
-	return k.Handler.Handle(context.Background(), jobs.Job{Envelope: jobs.Envelope{V: 1, ID: id, Kind: "archive"}, Args: parsed})
+	return b.arch.Work(context.Background(), &jobs.Job[archive.Args]{Envelope: jobs.Envelope{V: 1, ID: id, Kind: archive.Kind}, Args: parsed})
 }
 
 func (b *archiveBundle) insert(t *testing.T, e storeadapter.Entity) {
@@ -326,9 +330,8 @@ func TestArchiveArgs(t *testing.T) {
 		{`[1,2]`, "args: must be a JSON object"},
 		{``, "args: is required"},
 	}
-	k := (&jobs.Archiver{}).Kind()
 	for _, c := range cases {
-		_, err := k.ParseArgs(json.RawMessage(c.args))
+		_, err := jobs.ParseArgs[archive.Args](json.RawMessage(c.args))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("ParseArgs(%.60s) = %v, want an error containing %q", c.args, err, c.want)
 		}
@@ -339,7 +342,7 @@ func TestArchiveArgs(t *testing.T) {
 		`{"table":"Employees","to":"Archive","pk":"a","rkFrom":"","rkTo":""}`,                   // so is an empty one
 		`{"table":"Employees","toBlob":"archive/a.b/..c/x..","pk":"a","rk":"b"}`,                // dots inside names are fine
 	} {
-		if _, err := k.ParseArgs(json.RawMessage(valid)); err != nil {
+		if _, err := jobs.ParseArgs[archive.Args](json.RawMessage(valid)); err != nil {
 			t.Errorf("ParseArgs(%s) = %v, want it accepted", valid, err)
 		}
 	}
@@ -757,7 +760,7 @@ func TestArchiveBlobNamesWithDots(t *testing.T) {
 	for _, c := range cases {
 		want := versioned(c.pk, c.rk, 1)
 		b.insert(t, want)
-		raw, _ := json.Marshal(jobs.ArchiveArgs{Table: "Employees", ToBlob: "archive/2026", PK: &c.pk, RK: &c.rk})
+		raw, _ := json.Marshal(archive.Args{Table: "Employees", ToBlob: "archive/2026", PK: &c.pk, RK: &c.rk})
 		if err := b.run(t, "op-"+c.name, string(raw)); err != nil {
 			t.Fatalf("archive %q/%q: %v", c.pk, c.rk, err)
 		}

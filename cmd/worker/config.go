@@ -1,0 +1,138 @@
+package main
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+	"unicode/utf8"
+
+	"github.com/tablekeeper/tablekeeper/cmd/internal/cli"
+	"github.com/tablekeeper/tablekeeper/jobs"
+	"github.com/tablekeeper/tablekeeper/jobs/catalog"
+)
+
+// fileConfig is the -config file: a runner section and one section per
+// job kind (the catalog's). Keys are exact and case-sensitive; an unknown
+// key is an error naming it and its line:column. Secrets are not settings:
+// the connection string stays in the environment.
+type fileConfig struct {
+	Runner runnerSection `json:"runner"`
+	catalog.Config
+}
+
+// runnerSection is the "runner" section: the worker's flags of the same
+// meaning (which win over it, as the environment does). A zero or missing
+// value leaves the flag's default.
+type runnerSection struct {
+	Queue           string        `json:"queue,omitempty"`
+	Concurrency     int           `json:"concurrency,omitempty"`
+	Batch           int           `json:"batch,omitempty"`
+	Visibility      jobs.Duration `json:"visibility,omitempty"`
+	MaxDequeueCount int64         `json:"maxDequeueCount,omitempty"`
+	RetryBase       jobs.Duration `json:"retryBase,omitempty"`
+	RetryMax        jobs.Duration `json:"retryMax,omitempty"`
+	IdleMax         jobs.Duration `json:"idleMax,omitempty"`
+	Drain           bool          `json:"drain,omitempty"`
+	DrainQuiet      jobs.Duration `json:"drainQuiet,omitempty"`
+	MaxMessages     int           `json:"maxMessages,omitempty"`
+	MaxDuration     jobs.Duration `json:"maxDuration,omitempty"`
+	ShutdownGrace   jobs.Duration `json:"shutdownGrace,omitempty"`
+	ReceiveOutage   jobs.Duration `json:"receiveOutage,omitempty"`
+}
+
+// applyConfig reads the -config file strictly and sets every runner
+// setting that neither a flag nor the environment set, and the kinds'
+// sections (-checkpoint-table, when given, wins over archive.checkpointTable).
+func (m *Main) applyConfig() error {
+	data, err := os.ReadFile(m.ConfigPath)
+	if err != nil {
+		return fmt.Errorf("-config: %w", err)
+	}
+	var f fileConfig
+	if trimmed := bytes.TrimSpace(data); len(trimmed) == 0 || trimmed[0] != '{' {
+		return fmt.Errorf("-config %s: not a JSON object", m.ConfigPath)
+	}
+	if err := jobs.DecodeStrict(data, &f, ""); err != nil {
+		var de *jobs.DecodeError
+		if errors.As(err, &de) {
+			line, col := lineColumn(data, de.Offset)
+			return fmt.Errorf("-config %s:%d:%d: %w", m.ConfigPath, line, col, err)
+		}
+		return fmt.Errorf("-config %s: %w", m.ConfigPath, err)
+	}
+	set := map[string]bool{}
+	m.fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	set["queue"] = set["queue"] || os.Getenv(cli.EnvQueue) != ""
+	s, r := f.Runner, &m.Runner
+	fill(set, "queue", &m.Queue, s.Queue)
+	fill(set, "concurrency", &r.Concurrency, s.Concurrency)
+	fill(set, "batch", &r.BatchSize, s.Batch)
+	fill(set, "visibility", &r.Visibility, time.Duration(s.Visibility))
+	fill(set, "max-dequeue-count", &r.MaxDequeueCount, s.MaxDequeueCount)
+	fill(set, "retry-base", &r.RetryBase, time.Duration(s.RetryBase))
+	fill(set, "retry-max", &r.RetryMax, time.Duration(s.RetryMax))
+	fill(set, "idle-max", &r.IdleMax, time.Duration(s.IdleMax))
+	fill(set, "drain", &r.Drain, s.Drain)
+	fill(set, "drain-quiet", &r.DrainQuiet, time.Duration(s.DrainQuiet))
+	fill(set, "max-messages", &r.MaxMessages, s.MaxMessages)
+	fill(set, "max-duration", &r.MaxDuration, time.Duration(s.MaxDuration))
+	fill(set, "shutdown-grace", &r.ShutdownGrace, time.Duration(s.ShutdownGrace))
+	fill(set, "receive-outage", &r.ReceiveOutage, time.Duration(s.ReceiveOutage))
+	checkpoints := m.Kinds.Archive.CheckpointTable // the flag's value or default
+	m.Kinds = f.Config
+	if set["checkpoint-table"] || m.Kinds.Archive.CheckpointTable == "" {
+		m.Kinds.Archive.CheckpointTable = checkpoints
+	}
+	return nil
+}
+
+// fill sets *dst to the file's value v unless the flag name was set (on
+// the command line or through the environment) or v is zero (missing).
+func fill[T comparable](set map[string]bool, name string, dst *T, v T) {
+	var zero T
+	if !set[name] && v != zero {
+		*dst = v
+	}
+}
+
+// lineColumn returns the 1-based line and column (in characters) of the
+// byte offset in data.
+func lineColumn(data []byte, offset int64) (line, col int) {
+	before := data[:min(max(offset, 0), int64(len(data)))]
+	line = bytes.Count(before, []byte("\n")) + 1
+	return line, utf8.RuneCount(before[bytes.LastIndexByte(before, '\n')+1:]) + 1
+}
+
+// printConfig writes the effective configuration as JSON: the runner
+// settings after flags, environment and file, with the defaults filled in,
+// and every kind's section. The connection string is never printed, only
+// whether one is set.
+func (m *Main) printConfig(w io.Writer) error {
+	r := m.Runner
+	out := struct {
+		ConnectionString string        `json:"connectionString,omitempty"`
+		Account          string        `json:"account,omitempty"`
+		Runner           runnerSection `json:"runner"`
+		catalog.Config
+	}{
+		Account: m.Account.Name,
+		Runner: runnerSection{Queue: m.Queue, Concurrency: r.Concurrency, Batch: r.BatchSize, Visibility: jobs.Duration(r.Visibility),
+			MaxDequeueCount: r.MaxDequeueCount, RetryBase: jobs.Duration(r.RetryBase), RetryMax: jobs.Duration(r.RetryMax),
+			IdleMax: jobs.Duration(r.IdleMax), Drain: r.Drain, DrainQuiet: jobs.Duration(cmp.Or(r.DrainQuiet, 2*r.Visibility)),
+			MaxMessages: r.MaxMessages, MaxDuration: jobs.Duration(r.MaxDuration), ShutdownGrace: jobs.Duration(r.ShutdownGrace),
+			ReceiveOutage: jobs.Duration(r.ReceiveOutage)},
+		Config: m.Kinds,
+	}
+	if cmp.Or(m.Account.ConnectionString, os.Getenv(cli.EnvConnectionString)) != "" {
+		out.ConnectionString = "(set; redacted)"
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}

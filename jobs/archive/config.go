@@ -1,0 +1,52 @@
+package archive
+
+import (
+	"cmp"
+	"fmt"
+	"time"
+
+	"github.com/tablekeeper/tablekeeper/jobs"
+	"github.com/tablekeeper/tablekeeper/storeadapter"
+)
+
+// Defaults of Config.
+const (
+	DefaultCheckpointTable = "TablekeeperCheckpoints"
+	DefaultMaxConflicts    = 5
+	MaxMaxConflicts        = 100
+)
+
+// Config is the "archive" section of the worker's config file. Zero
+// fields take the documented defaults.
+type Config struct {
+	// CheckpointTable keeps the positions of range moves across
+	// redeliveries. Default "TablekeeperCheckpoints"; a valid table name.
+	CheckpointTable string `json:"checkpointTable,omitempty"`
+	// MaxConflicts bounds how often one entity is moved again after a
+	// concurrent update, and how often one copy is read again after a
+	// conditional write lost to another mover, before the entity is
+	// reported as changing and the job is retried later. Default 5, 1–100.
+	MaxConflicts int `json:"maxConflicts,omitempty"`
+	// MaxRunTime is how long one archive job may run before its context is
+	// cancelled and it is retried. Default jobs.DefaultMaxRunTime (30 min),
+	// 1s–24h.
+	MaxRunTime jobs.Duration `json:"maxRunTime,omitempty"`
+}
+
+// Validate fills the defaults and checks each field, naming it and its
+// rule. It never panics.
+func (c *Config) Validate() error {
+	c.CheckpointTable = cmp.Or(c.CheckpointTable, DefaultCheckpointTable)
+	c.MaxConflicts = cmp.Or(c.MaxConflicts, DefaultMaxConflicts)
+	c.MaxRunTime = cmp.Or(c.MaxRunTime, jobs.Duration(jobs.DefaultMaxRunTime))
+	if err := storeadapter.ValidateTableName(c.CheckpointTable); err != nil {
+		return fmt.Errorf("archive.checkpointTable: %w", err)
+	}
+	if c.MaxConflicts < 1 || c.MaxConflicts > MaxMaxConflicts {
+		return fmt.Errorf("archive.maxConflicts: must be 1-%d, got %d", MaxMaxConflicts, c.MaxConflicts)
+	}
+	if d := time.Duration(c.MaxRunTime); d < time.Second || d > 24*time.Hour {
+		return fmt.Errorf("archive.maxRunTime: must be 1s-24h, got %v", d)
+	}
+	return nil
+}

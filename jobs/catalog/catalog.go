@@ -1,0 +1,83 @@
+package catalog
+
+import (
+	"errors"
+
+	"github.com/tablekeeper/tablekeeper/jobs"
+	"github.com/tablekeeper/tablekeeper/jobs/archive"
+	"github.com/tablekeeper/tablekeeper/storeadapter"
+)
+
+// kinds is the list of job kinds: one line each, naming the kind's Args
+// type, its section of Config and its worker's constructor.
+var kinds = []kind{
+	define[archive.Args](func(c *Config) *archive.Config { return &c.Archive }, archive.New),
+}
+
+// Config holds one section per kind of the worker's config file; each
+// kind owns its section's type, defaults and Validate.
+type Config struct {
+	// Archive configures the "archive" kind.
+	Archive archive.Config `json:"archive"`
+}
+
+// Validate fills every section's defaults and checks it; each error names
+// the section and the field.
+func (c *Config) Validate() error {
+	var errs []error
+	for _, k := range kinds {
+		errs = append(errs, k.validate(c))
+	}
+	return errors.Join(errs...)
+}
+
+// NewRegistry returns the registry of every kind's worker, each built on
+// store with its section of cfg; argsRef blobs are read from store.
+func NewRegistry(store storeadapter.Store, cfg Config) (*jobs.Registry, error) {
+	r := jobs.NewRegistry(store.Container)
+	for _, k := range kinds {
+		if err := k.worker(r, store, &cfg); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// ArgsRegistry returns a registry that decodes and validates the messages
+// of every kind, with no workers: what producers (the CLI) check before
+// they send. blobs opens the container of an argsRef (nil refuses argsRef).
+func ArgsRegistry(blobs func(container string) storeadapter.Blobs) *jobs.Registry {
+	r := jobs.NewRegistry(blobs)
+	for _, k := range kinds {
+		if err := k.args(r); err != nil {
+			panic(err) // two kinds of one name in the list above: a programming error
+		}
+	}
+	return r
+}
+
+// kind is one entry of the catalog.
+type kind struct {
+	args     func(r *jobs.Registry) error
+	worker   func(r *jobs.Registry, store storeadapter.Store, cfg *Config) error
+	validate func(cfg *Config) error
+}
+
+// define makes the catalog entry of kind T from its config section and
+// its worker's constructor.
+func define[T jobs.Args, C any, PC interface {
+	*C
+	Validate() error
+}, W jobs.Worker[T]](section func(*Config) PC, newWorker func(storeadapter.Store, C) (W, error)) kind {
+	return kind{
+		args: jobs.RegisterArgs[T],
+		worker: func(r *jobs.Registry, store storeadapter.Store, cfg *Config) error {
+			w, err := newWorker(store, *section(cfg))
+			if err != nil {
+				return err
+			}
+			return jobs.Register[T](r, w)
+		},
+		validate: func(cfg *Config) error { return section(cfg).Validate() },
+	}
+}

@@ -1,0 +1,49 @@
+package catalog_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/tablekeeper/tablekeeper/jobs/catalog"
+	"github.com/tablekeeper/tablekeeper/localstore"
+	"github.com/tablekeeper/tablekeeper/storeadapter"
+)
+
+// TestCatalog: the worker's registry and the producers' registry know the
+// same kinds; a producer's registry decodes args but runs nothing.
+func TestCatalog(t *testing.T) {
+	var cfg catalog.Config
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	workers, err := catalog.NewRegistry(localstore.New(localstore.Options{}), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := catalog.ArgsRegistry(nil)
+	if w, a := strings.Join(workers.Kinds(), ","), strings.Join(args.Kinds(), ","); w != a || w != "archive" {
+		t.Fatalf("worker kinds %q, producer kinds %q; want both \"archive\"", w, a)
+	}
+	if h, _ := workers.Handler("archive"); h == nil {
+		t.Error("the worker registry has no archive handler")
+	}
+	if h, _ := args.Handler("archive"); h != nil {
+		t.Error("the producers' registry has a handler; want args only")
+	}
+	text := `{"v":1,"id":"op-1","kind":"archive","args":{"table":"Src","to":"Src","pk":"p","rk":"r"}}`
+	if _, err := args.Decode(t.Context(), storeadapter.Message{Text: text}); err == nil || !strings.Contains(err.Error(), "args.to: must differ from args.table") {
+		t.Errorf("decode of invalid archive args: %v, want the archive kind's own rule", err)
+	}
+}
+
+// TestConfigValidate names the section and the field of a bad setting.
+func TestConfigValidate(t *testing.T) {
+	cfg := catalog.Config{}
+	cfg.Archive.MaxConflicts = 1000
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "archive.maxConflicts: must be 1-100, got 1000") {
+		t.Fatalf("Validate = %v, want the archive.maxConflicts rule", err)
+	}
+	if _, err := catalog.NewRegistry(localstore.New(localstore.Options{}), catalog.Config{Archive: cfg.Archive}); err == nil {
+		t.Fatal("NewRegistry accepted an invalid archive section")
+	}
+}

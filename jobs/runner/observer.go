@@ -1,0 +1,149 @@
+package runner
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/tablekeeper/tablekeeper/jobs"
+	"github.com/tablekeeper/tablekeeper/storeadapter"
+)
+
+// EventType names a step in a received message's life.
+type EventType int
+
+// The steps the runner reports to observers. Every received message has
+// one Received event and then exactly one outcome event: Succeeded,
+// Retried, Poisoned, LeaseLost, Released, AckFailed or Abandoned. Started,
+// Finished and LeaseRenewed come between them for a message whose job ran.
+const (
+	Received     EventType = iota // the message arrived; its lease is kept from now on
+	Started                       // its handler starts
+	Finished                      // its handler returned: Class, Duration and Err say how
+	LeaseRenewed                  // its lease was renewed (the message stays hidden)
+	Succeeded                     // outcome: the job succeeded and the message is deleted
+	Retried                       // outcome: the job failed transiently; the message comes back after Delay
+	Poisoned                      // outcome: moved to the poison queue for Reason
+	LeaseLost                     // outcome: the lease was lost (another worker may have the message)
+	Released                      // outcome: handed back unstarted, or cancelled by shutdown
+	AckFailed                     // outcome: the acknowledgement kept failing; it runs again when its lease expires
+	Abandoned                     // outcome: its handler ignored the cancellation at the end of the shutdown grace period
+	numEventTypes
+)
+
+// String names an event type as Stats and the logs do.
+func (t EventType) String() string {
+	return [...]string{"received", "started", "finished", "lease renewed", "succeeded", "retried", "poisoned",
+		"lease lost", "released", "ack failed", "abandoned"}[t]
+}
+
+// Event is one step of one message, as observers see it.
+type Event struct {
+	Type    EventType
+	Message storeadapter.Message
+	// Envelope is the message's envelope; zero when the text does not decode.
+	Envelope jobs.Envelope
+	// Ran is whether the message was processed (its job ran, or it was
+	// refused before running): Duration is meaningful then.
+	Ran bool
+	// Duration is how long the job ran, on Finished and the outcome after it.
+	Duration time.Duration
+	// Class is how the job ended, on Finished and the outcome after it.
+	Class Class
+	// Err is the job's error (nil when it succeeded).
+	Err error
+	// Result is what the job reported with jobs.SetResult.
+	Result string
+	// Delay is when a Retried message comes back.
+	Delay time.Duration
+	// Reason is why a message was Poisoned.
+	Reason string
+	// Stage and AckErr say which acknowledgement failed and how, on an
+	// outcome of AckFailed or LeaseLost that an acknowledgement decided:
+	// "delete", "retry", "confirm" (the lease check before poisoning),
+	// "poison", "release" or "process" (a panic outside the handler).
+	Stage  string
+	AckErr error
+}
+
+// Observer hears every step of every message: logs, Stats and metrics are
+// observers. Observe is called from the runner's goroutines, concurrently,
+// and must not block.
+type Observer interface {
+	Observe(ctx context.Context, e Event)
+}
+
+// ObserverFunc adapts a function to Observer.
+type ObserverFunc func(ctx context.Context, e Event)
+
+// Observe calls f.
+func (f ObserverFunc) Observe(ctx context.Context, e Event) { f(ctx, e) }
+
+// counter is the observer behind Stats.
+type counter struct {
+	events          [numEventTypes]atomic.Int64
+	receiveFailures atomic.Int64
+}
+
+func (c *counter) Observe(_ context.Context, e Event) { c.events[e.Type].Add(1) }
+
+// logger is the observer that writes one line per outcome (and debug lines
+// for the steps before it).
+type logger struct{ log *slog.Logger }
+
+// ackLines are the lines of an outcome an acknowledgement decided, by stage.
+var ackLines = map[string]string{
+	"delete":  "job done but the message could not be deleted; it will run again",
+	"retry":   "job failed, and its retry could not be scheduled; the message reappears when its lease expires",
+	"confirm": "could not confirm the lease before poisoning; not poisoned, the message will be delivered again",
+	"poison":  "could not move the message to the poison queue; it will be delivered again",
+	"release": "could not release the message; it reappears when its lease expires",
+}
+
+// ackErrKeys name the acknowledgement's error in its line, by stage.
+var ackErrKeys = map[string]string{"delete": "err", "retry": "ack_err", "confirm": "lease_err", "poison": "poison_err", "release": "err"}
+
+func (l logger) Observe(ctx context.Context, e Event) {
+	m := e.Message
+	log := l.log.With("msg_id", m.ID, "dequeue_count", m.DequeueCount)
+	if e.Envelope.ID != "" {
+		log = log.With("op_id", e.Envelope.ID, "kind", e.Envelope.Kind)
+	}
+	if e.Ran && e.Type != Started {
+		log = log.With("duration", e.Duration)
+	}
+	if e.Result != "" {
+		log = log.With("result", e.Result)
+	}
+	if line, ok := ackLines[e.Stage]; ok {
+		attrs := []any{"outcome", e.Type.String(), ackErrKeys[e.Stage], e.AckErr}
+		if e.Stage != "delete" && e.Stage != "release" {
+			attrs = append(attrs, "err", e.Err)
+		}
+		level := slog.LevelWarn
+		if e.Stage == "poison" {
+			level = slog.LevelError
+		}
+		log.Log(ctx, level, line, attrs...)
+		return
+	}
+	switch e.Type {
+	case Received, Started, LeaseRenewed:
+		log.DebugContext(ctx, e.Type.String())
+	case Finished:
+		log.DebugContext(ctx, "job finished", "class", e.Class.String(), "err", e.Err)
+	case Succeeded:
+		log.InfoContext(ctx, "job done")
+	case Retried:
+		log.WarnContext(ctx, "job failed; will retry", "err", e.Err, "retry_in", e.Delay)
+	case Poisoned:
+		log.WarnContext(ctx, "job poisoned", "reason", e.Reason)
+	case LeaseLost:
+		log.WarnContext(ctx, "lease lost; the message will be delivered again", "err", e.Err)
+	case Released:
+		if e.Class == ClassShutdown {
+			log.WarnContext(ctx, "job cancelled by shutdown; releasing the message", "err", e.Err)
+		}
+	}
+}

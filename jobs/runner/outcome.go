@@ -1,0 +1,347 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"time"
+
+	"github.com/tablekeeper/tablekeeper/jobs"
+	"github.com/tablekeeper/tablekeeper/poison"
+	"github.com/tablekeeper/tablekeeper/storeadapter"
+)
+
+// Class is how a job ended, as classify decides it.
+type Class int
+
+// The classes of classify's table.
+const (
+	ClassSuccess   Class = iota // the handler returned nil
+	ClassPermanent              // a jobs.Permanent error: a malformed message, invalid args, a handler panic
+	ClassRefused                // storage refused the request itself (invalid input, too large)
+	ClassTransient              // anything else: retried, poisoned past MaxDequeueCount
+	ClassLeaseLost              // the lease was lost while the job ran
+	ClassShutdown               // the job failed after the shutdown grace period cancelled it
+)
+
+// String names a class.
+func (c Class) String() string {
+	return [...]string{"success", "permanent", "storage refusal", "transient", "lease lost", "shutdown"}[c]
+}
+
+// classify is the one table that decides what happens to a message whose
+// job ended with err. The first row that matches wins:
+//
+//	row  condition                                  class       the runner then
+//	1    the lease was lost                         lease lost  does nothing: the message reappears, or another worker has it
+//	2    err == nil                                 success     deletes the message, drops its failure record
+//	3    shutdown: the grace period cancelled it    shutdown    releases the message at once, no attempt counted
+//	4    jobs.IsPermanent(err)                      permanent   poisons the message now
+//	5    storage refused the request (400, 413):    refused     poisons the message now (retrying the same request
+//	     ErrInvalidInput or ErrTooLarge, not                    cannot succeed; DESIGN asks this of 4xx)
+//	     transient
+//	6    anything else: a transient storage error,  transient   records the attempt and retries after RetryDelay;
+//	     404/409/412/403 escaping a handler, the                poisons once the delivery count reaches MaxDequeueCount
+//	     maximum run time, a message delivered
+//	     more than MaxDequeueCount times
+//
+// Row 6 keeps 404, 409, 412 and 401/403 transient: they may depend on what
+// others do meanwhile, a role assignment still propagating or a lease that
+// lapses, and a handler that knows better returns a Permanent error.
+func classify(err error, leaseLost, shutdown bool) Class {
+	switch {
+	case leaseLost:
+		return ClassLeaseLost
+	case err == nil:
+		return ClassSuccess
+	case shutdown:
+		return ClassShutdown
+	case jobs.IsPermanent(err):
+		return ClassPermanent
+	case !storeadapter.IsTransient(err) && (errors.Is(err, storeadapter.ErrInvalidInput) || errors.Is(err, storeadapter.ErrTooLarge)):
+		return ClassRefused
+	}
+	return ClassTransient
+}
+
+// Causes of a handler's cancellation, besides shutdown.
+var (
+	errLeaseLost  = errors.New("lease on the message was lost")
+	errMaxRunTime = errors.New("the job ran past its maximum run time")
+)
+
+// held is a received message whose lease is kept from the moment it
+// arrived, whether it runs yet or waits for a slot.
+type held struct {
+	m     storeadapter.Message
+	env   jobs.Envelope // zero when the text does not decode
+	log   *slog.Logger
+	lease *lease
+	// ctx is the handler's; cancelled when the lease is lost.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+// event returns an event of type t about h.
+func (h *held) event(t EventType) Event { return Event{Type: t, Message: h.m, Envelope: h.env} }
+
+// hold starts keeping a received message's lease.
+func (r *Runner) hold(ctx context.Context, h *held) {
+	h.lease = newLease(r, h)
+	h.ctx, h.cancel = context.WithCancelCause(ctx)
+	go h.lease.keep(h.ctx, h.cancel)
+}
+
+// processSafely runs process and survives a panic outside the handler
+// (in decoding, poisoning or acknowledging): the lease is dropped and the
+// message reappears after its visibility timeout.
+func (r *Runner) processSafely(ctx context.Context, h *held) {
+	defer func() {
+		if p := recover(); p != nil {
+			h.cancel(nil)
+			h.lease.stop()
+			h.log.ErrorContext(ctx, "panic while processing a message; it will be delivered again", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			e := h.event(AckFailed)
+			e.Stage, e.AckErr = "process", fmt.Errorf("panic: %v", p)
+			r.end(ctx, h, e)
+		}
+	}()
+	r.end(ctx, h, r.process(ctx, h))
+}
+
+// process runs one held message, acknowledges it as classify says and
+// returns its outcome event.
+func (r *Runner) process(ctx context.Context, h *held) Event {
+	c := &r.cfg
+	m, lease := h.m, h.lease
+	defer h.cancel(nil)
+	start := c.Clock.Now()
+	hctx, res := jobs.WithResult(jobs.WithTraceParent(h.ctx, h.env.TraceParent))
+
+	task := &jobs.Task{Envelope: h.env, Message: m}
+	var err error
+	overDelivered := m.DequeueCount > c.MaxDequeueCount
+	if overDelivered {
+		err = fmt.Errorf("delivered %d times, more than the maximum %d, without finishing (the worker may have crashed, lost the lease or failed to acknowledge each time)", m.DequeueCount, c.MaxDequeueCount)
+	} else if hctx.Err() != nil {
+		err = context.Cause(hctx) // lost its lease, or shut down, while waiting for a slot
+	} else if task, err = c.Registry.Decode(hctx, m); err == nil {
+		r.emit(ctx, h.event(Started))
+		err = r.run(hctx, task)
+	}
+	receipt, until, lost := lease.stop()
+	e := h.event(Finished)
+	e.Ran, e.Duration, e.Err, e.Result = true, c.Clock.Now().Sub(start), err, res.Text()
+	e.Class = classify(err, lost, ctx.Err() != nil)
+	r.emit(ctx, e)
+
+	switch e.Class {
+	case ClassLeaseLost:
+		e.Type = LeaseLost
+		return e
+	case ClassShutdown:
+		// The shutdown grace period ran out: not the job's fault. Hand the
+		// message back at once, without counting an attempt.
+		e.Type = Released
+		return r.release(h, e, receipt, until)
+	case ClassSuccess:
+		return r.succeed(ctx, h, e, receipt, until)
+	}
+	f := poison.Failure{MessageID: m.ID, Text: m.Text, OpID: task.ID, Kind: task.Kind,
+		Attempt: poison.Attempt{DequeueCount: m.DequeueCount, Time: start, Duration: e.Duration, Host: c.Host, Error: err.Error()}}
+	if e.Class == ClassTransient && m.DequeueCount < c.MaxDequeueCount {
+		return r.retry(ctx, h, e, f, receipt, until)
+	}
+	switch {
+	case e.Class != ClassTransient:
+		e.Reason = "permanent: " + err.Error()
+	case overDelivered:
+		e.Reason = err.Error() + "; " + r.lastError(m.ID, until)
+	default:
+		e.Reason = fmt.Sprintf("dequeue count %d reached the maximum %d; last error: %v", m.DequeueCount, c.MaxDequeueCount, err)
+	}
+	return r.poison(e, f, receipt, until)
+}
+
+// run runs a task's handler, through the registry's middleware, for at
+// most the kind's maximum run time: then its context is cancelled with
+// errMaxRunTime as the cause, and a handler that still has not returned
+// abandonAfter later is left behind (its message is retried; it may still
+// finish its work, which every handler must tolerate anyway). A panic is a
+// permanent error.
+func (r *Runner) run(ctx context.Context, task *jobs.Task) error {
+	h, maxRunTime := r.cfg.Registry.Handler(task.Kind)
+	if h == nil {
+		return jobs.Permanentf("envelope: kind: %q has no worker here", task.Kind)
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	done := make(chan error, 1)
+	go func() { done <- safeHandle(ctx, h, task) }()
+	select {
+	case err := <-done:
+		return err
+	case <-r.cfg.Clock.After(maxRunTime):
+	}
+	cancel(errMaxRunTime)
+	select {
+	case err := <-done:
+		return err
+	case <-r.cfg.Clock.After(abandonAfter):
+		return fmt.Errorf("%w (%v); the handler ignored its cancellation for %v and was left behind", errMaxRunTime, maxRunTime, abandonAfter)
+	}
+}
+
+// safeHandle runs a handler, turning a panic into a permanent error and
+// adding the cause of a cancellation (lease lost, maximum run time) to the
+// handler's error.
+func safeHandle(ctx context.Context, h jobs.Handler, task *jobs.Task) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = jobs.Permanentf("handler panic: %v\n%s", p, debug.Stack())
+		}
+	}()
+	err = h.Handle(ctx, task)
+	if cause := context.Cause(ctx); err != nil && (cause == errLeaseLost || cause == errMaxRunTime) {
+		err = fmt.Errorf("%w: %w", cause, err)
+	}
+	return err
+}
+
+// ackFailed turns e into the outcome of a failed acknowledgement at stage:
+// lease lost when the message is gone or another receive took it, ack
+// failed otherwise.
+func ackFailed(e Event, stage string, err error) Event {
+	e.Type, e.Stage, e.AckErr = AckFailed, stage, err
+	if errors.Is(err, storeadapter.ErrNotFound) || errors.Is(err, storeadapter.ErrPopReceiptMismatch) {
+		e.Type = LeaseLost
+	}
+	return e
+}
+
+// succeed deletes the message of a job that succeeded, then drops its
+// failure record if earlier deliveries left one.
+func (r *Runner) succeed(ctx context.Context, h *held, e Event, receipt string, until time.Time) Event {
+	c, m := &r.cfg, h.m
+	err := r.acknowledge(until, func(actx context.Context, retry bool) error {
+		err := c.Queue.DeleteMessage(actx, m.ID, receipt)
+		if errors.Is(err, storeadapter.ErrNotFound) {
+			return nil // deleted already: by an earlier try whose reply was lost, or by another worker
+		}
+		return err
+	})
+	if err != nil {
+		return ackFailed(e, "delete", err)
+	}
+	if m.DequeueCount > 1 { // earlier attempts may have left a failure record
+		// Past the lease too: the message is gone, nobody else will.
+		ferr := r.acknowledge(c.Clock.Now().Add(c.Visibility), func(actx context.Context, _ bool) error { return c.Poison.Forget(actx, m.ID) })
+		if ferr != nil {
+			h.log.WarnContext(ctx, "could not drop the failure record of the succeeded message; poison purge removes it once it is older than the queue's message time to live", "err", ferr)
+		}
+	}
+	e.Type = Succeeded
+	return e
+}
+
+// retry records a transient failure and hides the message for the retry
+// backoff.
+func (r *Runner) retry(ctx context.Context, h *held, e Event, f poison.Failure, receipt string, until time.Time) Event {
+	c := &r.cfg
+	if rerr := r.acknowledge(until, func(actx context.Context, _ bool) error { return c.Poison.RecordAttempt(actx, f) }); rerr != nil {
+		h.log.WarnContext(ctx, "could not record the failed attempt", "err", rerr)
+	}
+	delay := RetryDelay(f.Attempt.DequeueCount, c.RetryBase, c.RetryMax)
+	err := r.acknowledge(until, func(actx context.Context, retry bool) error {
+		_, err := c.Queue.Update(actx, f.MessageID, receipt, f.Text, delay)
+		return doneOnRetry(err, retry)
+	})
+	if err != nil {
+		return ackFailed(e, "retry", err)
+	}
+	e.Type, e.Delay = Retried, delay
+	return e
+}
+
+// poison moves the message to the poison queue for e.Reason, after
+// confirming its lease: Move writes the record and sends the poison
+// message before it deletes the original (see confirmLease).
+func (r *Runner) poison(e Event, f poison.Failure, receipt string, until time.Time) Event {
+	receipt, until, err := r.confirmLease(f.MessageID, f.Text, receipt, until)
+	if err != nil {
+		return ackFailed(e, "confirm", err)
+	}
+	if err := r.acknowledge(until, func(ctx context.Context, _ bool) error { return r.cfg.Poison.Move(ctx, f, receipt, e.Reason) }); err != nil {
+		return ackFailed(e, "poison", err)
+	}
+	e.Type = Poisoned
+	return e
+}
+
+// confirmLease renews a message's lease right before it is poisoned and
+// returns the new receipt and lease end. The keeper notices a lost lease
+// only at its next renewal, and Move parks the message before its last
+// step, the delete, can find the receipt stale: without this check, a
+// message whose lease lapsed unnoticed would be poisoned while it is live
+// on another worker. An error wrapping ErrNotFound or
+// ErrPopReceiptMismatch means the lease is lost (also on a retry: a try
+// whose reply was lost changed the receipt, and the new one is unknown).
+func (r *Runner) confirmLease(id, text, receipt string, until time.Time) (string, time.Time, error) {
+	c := &r.cfg
+	began := c.Clock.Now()
+	var rc storeadapter.Receipt
+	err := r.acknowledge(until, func(ctx context.Context, _ bool) error {
+		var err error
+		rc, err = c.Queue.Update(ctx, id, receipt, text, c.Visibility)
+		return err
+	})
+	if err != nil {
+		return receipt, until, err
+	}
+	return rc.PopReceipt, leaseEnd(began, c.Visibility, rc.NextVisible), nil
+}
+
+// release makes a message visible again at once and returns e as the
+// outcome, or lease lost / ack failed when that did not work.
+func (r *Runner) release(h *held, e Event, receipt string, until time.Time) Event {
+	err := r.acknowledge(until, func(ctx context.Context, retry bool) error {
+		_, err := r.cfg.Queue.Update(ctx, h.m.ID, receipt, h.m.Text, 0)
+		return doneOnRetry(err, retry)
+	})
+	if err != nil {
+		return ackFailed(e, "release", err)
+	}
+	return e
+}
+
+// doneOnRetry treats a message gone or a pop receipt changed as success on
+// a retry of an update or delete: the earlier try whose reply was lost did
+// the work.
+func doneOnRetry(err error, retry bool) error {
+	if retry && (errors.Is(err, storeadapter.ErrNotFound) || errors.Is(err, storeadapter.ErrPopReceiptMismatch)) {
+		return nil
+	}
+	return err
+}
+
+// lastError describes the last failed attempt recorded for a message, for
+// the reason of a message poisoned by its delivery count. A failure to read
+// the record is described, never returned: it must not stop the move.
+func (r *Runner) lastError(messageID string, until time.Time) string {
+	var a poison.Attempt
+	var found bool
+	err := r.acknowledge(until, func(ctx context.Context, _ bool) error {
+		var err error
+		a, found, err = r.cfg.Poison.LastAttempt(ctx, messageID)
+		return err
+	})
+	switch {
+	case err != nil:
+		return fmt.Sprintf("last error unknown: the failure record could not be read (%v)", err)
+	case !found:
+		return "no failed attempt was recorded"
+	}
+	return fmt.Sprintf("last recorded error (delivery %d on %s): %s", a.DequeueCount, a.Host, a.Error)
+}
