@@ -13,8 +13,7 @@
 // Time comes from an injectable clock (Options.Now; tests pass the Now of
 // tablekeeper/internal/clock.Fake), so tests move time instead of sleeping.
 // It is safe for concurrent use. To count, time, delay or fail its calls,
-// wrap it with storeadapter/instrument (Calls and Options.Fault remain only
-// until the jobs/ tests move to the instrument).
+// wrap it with storeadapter/instrument; it keeps no counters of its own.
 //
 // It never imports the Azure SDK and keeps no files: it serves fast tests and
 // the demo, and the shared contract suite (storeadapter/storetest) holds it

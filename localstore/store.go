@@ -14,12 +14,9 @@ import (
 // Store is an in-memory storage account. Create one with New.
 type Store struct {
 	now       func() time.Time
-	fault     func(op string) error
 	tableWait time.Duration
 
 	seq atomic.Uint64 // ETags, pop receipts and message ids
-
-	calls sync.Map // operation name -> *atomic.Int64
 
 	tables tableService
 
@@ -50,20 +47,12 @@ type Options struct {
 	// (ErrTableBeingDeleted). 0 means DefaultTableDeleteDelay; a negative
 	// value frees the name at once.
 	TableDeleteDelay time.Duration
-	// Fault, if set, is called with the operation name (as Calls counts it)
-	// before every call; a non-nil result is returned instead of running it.
-	//
-	// Fault is kept only until the jobs/ tests move to the store instrument
-	// (storeadapter/instrument, whose Options.Fault sees every call with a
-	// typed Op); do not add new uses.
-	Fault func(op string) error
 }
 
 // New returns an empty store.
 func New(o Options) *Store {
 	s := &Store{
 		now:        o.Now,
-		fault:      o.Fault,
 		tableWait:  o.TableDeleteDelay,
 		queues:     make(map[string]*queueState),
 		containers: make(map[string]*containerState),
@@ -87,35 +76,12 @@ func (s *Store) Queue(name string) storeadapter.Queue { return &Queue{s: s, name
 // Container returns a handle on the named blob container.
 func (s *Store) Container(name string) storeadapter.Blobs { return &Container{s: s, name: name} }
 
-// Calls returns how many calls each operation has received so far, such as
-// {"GetEntity": 3, "Receive": 1}, failed calls included.
-//
-// Calls is kept only until the jobs/ tests move to the store instrument
-// (storeadapter/instrument, whose Counts counts every call by typed Op);
-// do not add new uses.
-func (s *Store) Calls() map[string]int64 {
-	out := make(map[string]int64)
-	s.calls.Range(func(op, n any) bool {
-		out[op.(string)] = n.(*atomic.Int64).Load()
-		return true
-	})
-	return out
-}
-
-// begin counts a call, honours a cancelled context and runs the fault hook.
+// begin honours a cancelled context before a call, as a service call
+// would. op names the call in the error. Counting, timing and failing
+// calls is the store instrument's work (storeadapter/instrument).
 func (s *Store) begin(ctx context.Context, op string) error {
-	n, ok := s.calls.Load(op)
-	if !ok {
-		n, _ = s.calls.LoadOrStore(op, new(atomic.Int64))
-	}
-	n.(*atomic.Int64).Add(1)
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("localstore: %s: %w", op, err)
-	}
-	if s.fault != nil {
-		if err := s.fault(op); err != nil {
-			return fmt.Errorf("localstore: %s: %w", op, err)
-		}
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/tablekeeper/tablekeeper/jobs/archive"
 	"github.com/tablekeeper/tablekeeper/localstore"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
 )
 
 // edmEntity holds every EDM type at an extreme value.
@@ -45,8 +46,11 @@ func assertSameProperties(t *testing.T, want, got storeadapter.Entity) {
 }
 
 type archiveBundle struct {
-	store *localstore.Store
+	store storeadapter.Store // localstore through the instrument
+	calls *instrument.Counts
 	arch  *archive.Worker
+	// fault, when set, sees every storage call by its instrument.Op name
+	// first and may fail it.
 	fault func(op string) error
 }
 
@@ -56,12 +60,15 @@ func newArchive(t *testing.T) *archiveBundle {
 	// A clock that stands still: every write of an entity must still give
 	// it a later Timestamp, the version archive copies record.
 	clock := clock.NewFake(time.Date(2026, 11, 21, 9, 30, 0, 0, time.UTC))
-	b.store = localstore.New(localstore.Options{Now: clock.Now, Fault: func(op string) error {
-		if b.fault != nil {
-			return b.fault(op)
-		}
-		return nil
-	}})
+	b.calls = &instrument.Counts{}
+	b.store = instrument.Wrap(localstore.New(localstore.Options{Now: clock.Now}), instrument.Options{
+		Observers: []instrument.Observer{b.calls},
+		Fault: func(_ context.Context, c instrument.Call) error {
+			if b.fault != nil {
+				return b.fault(string(c.Op))
+			}
+			return nil
+		}})
 	for _, name := range []string{"Employees", "EmployeesArchive"} {
 		if err := b.store.Tables().CreateTable(context.Background(), name); err != nil {
 			t.Fatal(err)
@@ -358,7 +365,7 @@ func (b *archiveBundle) stallFirstWrite(t *testing.T) (stalled <-chan struct{}, 
 	var mu sync.Mutex
 	b.fault = func(op string) error {
 		switch op {
-		case "InsertEntity", "UpsertEntity", "UpdateEntity", "Transact", "PutBlob":
+		case "InsertEntity", "UpsertEntity", "UpdateEntity", "Transact", "Put":
 		default:
 			return nil
 		}
@@ -579,23 +586,15 @@ func TestArchiveCallCount(t *testing.T) {
 				t.Fatal(err)
 			}
 			b.seedRange(t, "P", c.rows)
-			before := total(b.store.Calls())
+			before := b.calls.Snapshot().Total().Calls
 			if err := b.run(t, "op-count", c.args); err != nil {
 				t.Fatal(err)
 			}
-			if got := total(b.store.Calls()) - before; got != c.want {
+			if got := b.calls.Snapshot().Total().Calls - before; got != c.want {
 				t.Errorf("the move made %d storage calls, want %d", got, c.want)
 			}
 		})
 	}
-}
-
-func total(calls map[string]int64) int64 {
-	var n int64
-	for _, c := range calls {
-		n += c
-	}
-	return n
 }
 
 // checkMoved checks that the source table is empty and that the copy of
@@ -636,7 +635,7 @@ func TestArchiveReplacesDifferingCopies(t *testing.T) {
 					t.Fatal(err)
 				}
 			}, tableCopy},
-		{"blob", `{"table":"Employees","toBlob":"archive/2026","pk":"Sales","rkFrom":""}`, "PutBlob",
+		{"blob", `{"table":"Employees","toBlob":"archive/2026","pk":"Sales","rkFrom":""}`, "Put",
 			func(t *testing.T, b *archiveBundle, e storeadapter.Entity) {
 				data, err := storeadapter.MarshalEntityJSON(e)
 				if err != nil {
@@ -835,8 +834,8 @@ func TestArchiveCopyChangedBeforeReplace(t *testing.T) {
 	}{
 		{"one", `{"table":"Employees","to":"EmployeesArchive","pk":"Sales","rk":"3"}`, "Transact", []string{"3"}, "3", tableCopy},
 		{"range", `{"table":"Employees","to":"EmployeesArchive","pk":"Sales","rkFrom":""}`, "Transact", []string{"1", "2", "3", "4"}, "3", tableCopy},
-		{"blob", `{"table":"Employees","toBlob":"archive/2026","pk":"Sales","rk":"3"}`, "PutBlob", []string{"3"}, "3", blobCopy},
-		{"blob range", `{"table":"Employees","toBlob":"archive/2026","pk":"Sales","rkFrom":""}`, "PutBlob", []string{"1", "2", "3", "4"}, "3", blobCopy},
+		{"blob", `{"table":"Employees","toBlob":"archive/2026","pk":"Sales","rk":"3"}`, "Put", []string{"3"}, "3", blobCopy},
+		{"blob range", `{"table":"Employees","toBlob":"archive/2026","pk":"Sales","rkFrom":""}`, "Put", []string{"1", "2", "3", "4"}, "3", blobCopy},
 	}
 	for _, c := range cases {
 		for _, last := range []int64{3, 1} {

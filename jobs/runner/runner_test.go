@@ -20,6 +20,7 @@ import (
 	"github.com/tablekeeper/tablekeeper/localstore"
 	"github.com/tablekeeper/tablekeeper/poison"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
 )
 
 // fakePoisoner records what the runner asked for; Move deletes the
@@ -89,7 +90,8 @@ func (testArgs) Validate() error { return nil }
 
 type bundle struct {
 	clock  *clock.Fake
-	store  *localstore.Store
+	store  storeadapter.Store
+	calls  *instrument.Counts // every call through store
 	queue  storeadapter.Queue
 	poison *fakePoisoner
 	cfg    runner.Config
@@ -106,7 +108,8 @@ func setup(t *testing.T, handle jobs.WorkFunc[testArgs]) *bundle {
 func setupWorker(t *testing.T, w jobs.Worker[testArgs]) *bundle {
 	t.Helper()
 	clock := clock.NewFake(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
-	store := localstore.New(localstore.Options{Now: clock.Now})
+	calls := &instrument.Counts{}
+	store := instrument.Wrap(localstore.New(localstore.Options{Now: clock.Now}), instrument.Options{Observers: []instrument.Observer{calls}})
 	q := store.Queue("work")
 	if err := q.Create(context.Background()); err != nil {
 		t.Fatal(err)
@@ -116,7 +119,7 @@ func setupWorker(t *testing.T, w jobs.Worker[testArgs]) *bundle {
 		t.Fatal(err)
 	}
 	p := &fakePoisoner{q: q}
-	return &bundle{clock: clock, store: store, queue: q, poison: p, cfg: runner.Config{
+	return &bundle{clock: clock, store: store, calls: calls, queue: q, poison: p, cfg: runner.Config{
 		Queue: q, Registry: reg, Poison: p, Clock: clock,
 		Concurrency: 4, Visibility: 30 * time.Second, RetryBase: time.Second, RetryMax: time.Minute, ShutdownGrace: time.Minute,
 	}}
@@ -175,7 +178,7 @@ func TestLeaseRenewal(t *testing.T) {
 		if got, err := b.queue.Receive(context.Background(), 1, time.Second); err != nil || len(got) != 0 {
 			t.Fatalf("another receive got %d messages (err %v) while the lease was kept; want none", len(got), err)
 		}
-		if n := b.store.Calls()["UpdateMessage"]; n < 3 {
+		if n := b.calls.Snapshot()[instrument.OpUpdate].Calls; n < 3 {
 			t.Fatalf("UpdateMessage called %d times in 96 s with a 30 s lease; want at least 3", n)
 		}
 		// The first receipt is stale now: only the newest can delete.
@@ -778,10 +781,10 @@ func TestMaxRunTimeLeavesStubbornHandler(t *testing.T) {
 		if l := logs.lines("job failed; will retry"); len(l) != 1 || !strings.Contains(fmt.Sprint(l[0]["err"]), "left behind") {
 			t.Errorf("retry lines %v; want one saying the handler was left behind", l)
 		}
-		renewals := b.store.Calls()["UpdateMessage"]
+		renewals := b.calls.Snapshot()[instrument.OpUpdate].Calls
 		b.clock.Advance(10 * time.Minute)
 		synctest.Wait()
-		if n := b.store.Calls()["UpdateMessage"]; n != renewals {
+		if n := b.calls.Snapshot()[instrument.OpUpdate].Calls; n != renewals {
 			t.Errorf("%d more updates after the job was left behind; want its lease no longer renewed", n-renewals)
 		}
 		close(w.release)
@@ -1244,8 +1247,8 @@ func TestDrainWaitsForOwnRetry(t *testing.T) {
 func TestReceiveOutageEndsRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		clock := clock.NewFake(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
-		store := localstore.New(localstore.Options{Now: clock.Now, Fault: func(op string) error {
-			if op == "Receive" {
+		store := instrument.Wrap(localstore.New(localstore.Options{Now: clock.Now}), instrument.Options{Fault: func(_ context.Context, c instrument.Call) error {
+			if c.Op == instrument.OpReceive {
 				return fmt.Errorf("dial tcp 127.0.0.1:1: connection refused: %w", storeadapter.ErrUnavailable)
 			}
 			return nil
