@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -129,8 +128,8 @@ type Config struct {
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
 	// Host is this host's name, recorded when a Requeue claims and sends a
-	// record, and in a poison summary whose attempt names no host; "" means
-	// os.Hostname(), or "unknown" when that fails.
+	// record, and in a poison summary whose attempt names no host; ""
+	// means "unknown". The commands pass the machine's name (see cmd/).
 	Host string
 }
 
@@ -181,14 +180,7 @@ func newRecords(cfg Config) (records, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.Host == "" {
-		h, err := os.Hostname()
-		if err != nil {
-			h = "unknown"
-		}
-		cfg.Host = cmp.Or(h, "unknown")
-	}
-	cfg.Host = storeadapter.Truncate(cfg.Host, maxNameChars)
+	cfg.Host = storeadapter.Truncate(cmp.Or(cfg.Host, "unknown"), maxNameChars)
 	return records{cfg: cfg}, nil
 }
 

@@ -9,6 +9,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -338,8 +339,6 @@ func newRunner(store storeadapter.Store, queue string, cfg runner.Config, kinds 
 		return nil, err
 	}
 	cfg.Logger = log
-	if cfg.Host == "" {
-		cfg.Host, _ = os.Hostname()
-	}
+	cfg.Host = cmp.Or(cfg.Host, cli.Host())
 	return runner.New(cfg)
 }

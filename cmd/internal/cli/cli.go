@@ -228,5 +228,16 @@ func PoisonInspector(s storeadapter.Store, queue string, now func() time.Time) (
 // container are poison.QueueName(queue), its table poison.TableName(queue).
 func poisonConfig(s storeadapter.Store, queue string, now func() time.Time) poison.Config {
 	pq := poison.QueueName(queue)
-	return poison.Config{Tables: s.Tables(), Source: s.Queue(queue), Poison: s.Queue(pq), Blobs: s.Container(pq), Now: now}
+	return poison.Config{Tables: s.Tables(), Source: s.Queue(queue), Poison: s.Queue(pq), Blobs: s.Container(pq), Now: now, Host: Host()}
+}
+
+// Host is this machine's name for failure records and poison summaries
+// ("unknown" when the system does not say). The commands are the only
+// place that asks the system; packages below cmd/ take it as configuration.
+func Host() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "unknown"
+	}
+	return h
 }
