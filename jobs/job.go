@@ -134,7 +134,7 @@ func (res *Result) Text() string {
 func SetResult(ctx context.Context, text string) {
 	if res, ok := ctx.Value(resultKey{}).(*Result); ok {
 		res.mu.Lock()
-		res.text = truncate(text, 200)
+		res.text = storeadapter.Truncate(text, 200)
 		res.mu.Unlock()
 	}
 }

@@ -118,7 +118,7 @@ func (r *Registry) Decode(ctx context.Context, msg storeadapter.Message) (*Task,
 	task.Envelope = env
 	k, ok := r.kinds[env.Kind]
 	if !ok {
-		return task, Permanentf("envelope: kind: %q is not one of %v", truncate(env.Kind, 40), r.Kinds())
+		return task, Permanentf("envelope: kind: %q is not one of %v", storeadapter.Truncate(env.Kind, 40), r.Kinds())
 	}
 	raw := env.Args
 	if env.ArgsRef != "" {
