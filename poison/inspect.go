@@ -690,9 +690,9 @@ func (in *Inspector) clearCheckpoints(ctx context.Context, table string, ops []s
 // message is noted (see Recorder.Move) has them deleted directly, by id and
 // the pop receipt Send returned: no queue message is received. The others
 // (records written before poison messages were noted, or with a send left
-// unnoted by a crash) and the noted messages whose receipt is no longer
-// current (received since, by a sweep or another consumer of the poison
-// queue) are removed by one sweep of the whole poison queue, matched by
+// unnoted by a crash) and the noted messages whose delete fails for their
+// receipt (received since, by a sweep or another consumer of the poison
+// queue: 400 or 404, see below) are removed by one sweep of the whole poison queue, matched by
 // their original message id. The queue API deletes a message only with a
 // current pop receipt, and only Send and a receive hand one out, so the
 // sweep stays as that fallback.
@@ -706,9 +706,13 @@ func (in *Inspector) removePoisonMessages(ctx context.Context, es []entry) (comp
 		for _, p := range e.poisonMsgs {
 			err := in.cfg.Poison.DeleteMessage(ctx, p.ID, p.PopReceipt)
 			switch {
-			case err == nil, errors.Is(err, storeadapter.ErrNotFound):
-				// Gone (or the poison queue is).
-			case errors.Is(err, storeadapter.ErrPopReceiptMismatch):
+			case err == nil, errors.Is(err, storeadapter.ErrQueueNotFound):
+				// Gone, or the poison queue is.
+			case errors.Is(err, storeadapter.ErrNotFound), errors.Is(err, storeadapter.ErrPopReceiptMismatch):
+				// A stale receipt: Azurite answers 400 PopReceiptMismatch,
+				// Azure's documentation has Delete Message answer 404 when
+				// no message has that receipt, so 404 may mean "received
+				// since" as well as "gone". The sweep tells them apart.
 				rest[e.rec.MessageID] = true
 			default:
 				return false, fmt.Errorf("delete poison message %s of %s: %w", p.ID, e.rec.MessageID, err)

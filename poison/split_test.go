@@ -1,7 +1,10 @@
 package poison
 
 import (
+	"context"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -216,5 +219,31 @@ func TestMoveNotesAtMostMaxPoisonRefs(t *testing.T) {
 	}
 	if n := b.count(t, b.poison); n != 0 {
 		t.Errorf("%d poison messages left, want 0", n)
+	}
+}
+
+// TestRemoveAfterNotFoundReceipt: Azure's documentation has Delete Message
+// answer 404 when no message holds the receipt (Azurite answers 400
+// PopReceiptMismatch), so a 404 on the noted receipt may mean the poison
+// message was received since, not that it is gone: Delete falls back to the
+// sweep and the message is removed all the same.
+func TestRemoveAfterNotFoundReceipt(t *testing.T) {
+	var notFound atomic.Bool
+	b := setupWithFault(t, func(_ context.Context, c instrument.Call) error {
+		if c.Op == instrument.OpDeleteMessage && c.Name == QueueName(sourceName) && notFound.CompareAndSwap(true, false) {
+			return fmt.Errorf("injected 404 for a stale receipt: %w", storeadapter.ErrNotFound)
+		}
+		return nil
+	})
+	msg := b.poisonNow(t, "NDA0", "archive", "permanent: bad args")
+	notFound.Store(true)
+	if err := b.m.Delete(b.ctx, msg.ID); err != nil {
+		t.Fatal(err)
+	}
+	if notFound.Load() {
+		t.Fatal("the noted receipt was never used")
+	}
+	if n := b.count(t, b.poison); n != 0 {
+		t.Errorf("%d poison messages left after a 404 on the noted receipt, want 0 (the sweep finds it)", n)
 	}
 }
