@@ -2,7 +2,9 @@ package storeadapter
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
 )
 
@@ -28,9 +30,18 @@ type BlobWriterOptions struct {
 // visible until Commit: a writer that fails or is abandoned leaves the
 // blob as it was (its staged blocks expire on their own).
 //
-// Block IDs are base64 of the block's zero-padded sequence number, the
-// same for every run, so a run repeated after a crash stages the same IDs,
-// replaces what the earlier run staged, and commits only its own blocks.
+// Block IDs are base64 of a random nonce of the writer and the block's
+// zero-padded sequence number: every ID of one writer has one length, as
+// Azure requires, and no two writers share one. The uncommitted blocks of
+// a blob are one list shared by every writer of it, so with IDs that were
+// the same for every run, two writers of one blob at once (a handler left
+// running after its lease was lost, and the delivery that took over) would
+// replace each other's blocks and a commit could make a blob of both. With
+// a nonce each commit names only its own blocks: the blob is one writer's
+// whole content. A commit discards every other uncommitted block of the
+// blob, so of two writers at once the second to commit fails with
+// ErrPreconditionFailed (a lost race, to retry), never a mix. Blocks a
+// crashed writer staged are never committed and expire on their own.
 //
 // Errors are sticky: after a failed Write or Commit every call returns the
 // same error; start again with a new writer. A BlobWriter is not safe for
@@ -46,13 +57,14 @@ type BlobWriter struct {
 	err   error
 	etag  string
 	block int
+	nonce string // this writer's part of every block ID
 }
 
 // NewBlobWriter returns a writer of the named blob. Invalid options or an
 // invalid name surface as ErrInvalidInput from the first Write or Commit,
 // before any call to b.
 func NewBlobWriter(ctx context.Context, b Blobs, name string, o BlobWriterOptions) *BlobWriter {
-	w := &BlobWriter{ctx: ctx, b: b, name: name, o: o, block: o.BlockSize}
+	w := &BlobWriter{ctx: ctx, b: b, name: name, o: o, block: o.BlockSize, nonce: rand.Text()[:16]}
 	if w.block == 0 {
 		w.block = DefaultBlockSize
 	}
@@ -103,7 +115,7 @@ func (w *BlobWriter) stage(data []byte) {
 		w.err = tooLarge("blob "+w.name, "more than %d blocks of %d bytes; use a larger BlockSize", MaxBlocks, w.block)
 		return
 	}
-	id := BlockID(len(w.ids))
+	id := blockID(w.nonce, len(w.ids))
 	if err := w.b.StageBlock(w.ctx, w.name, id, data); err != nil {
 		w.err = fmt.Errorf("write blob %s: block %d: %w", w.name, len(w.ids), err)
 		return
@@ -126,7 +138,14 @@ func (w *BlobWriter) Commit() (etag string, err error) {
 		return "", w.err
 	}
 	w.etag, err = w.b.CommitBlocks(w.ctx, w.name, w.ids, w.o.Put)
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrInvalidInput):
+		// The IDs are this writer's own, valid and staged: the service
+		// no longer has them because another writer's commit of the blob
+		// discarded every uncommitted block. That writer won the race.
+		w.err = fmt.Errorf("write blob %s: commit %d blocks: %w: another writer committed the blob meanwhile, discarding this writer's blocks (%w)",
+			w.name, len(w.ids), ErrPreconditionFailed, err)
+	case err != nil:
 		w.err = fmt.Errorf("write blob %s: commit %d blocks: %w", w.name, len(w.ids), err)
 	}
 	return w.etag, w.err
@@ -135,8 +154,9 @@ func (w *BlobWriter) Commit() (etag string, err error) {
 // Size returns the bytes written so far: the blob's size once committed.
 func (w *BlobWriter) Size() int64 { return w.size + int64(len(w.buf)) }
 
-// BlockID returns the ID BlobWriter gives its n-th block (from 0): base64 of
-// n as eight decimal digits, so every ID of a blob has one length.
-func BlockID(n int) string {
-	return base64.StdEncoding.EncodeToString(fmt.Appendf(nil, "%08d", n))
+// blockID returns the ID a writer with nonce gives its n-th block (from 0):
+// base64 of the nonce and n as eight decimal digits (25 bytes, within
+// Azure's 64).
+func blockID(nonce string, n int) string {
+	return base64.StdEncoding.EncodeToString(fmt.Appendf(nil, "%s-%08d", nonce, n))
 }

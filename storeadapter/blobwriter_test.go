@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/storeadapter/storetest"
 )
 
 // recorder is a Blobs that records the blocks staged and the lists
@@ -71,12 +73,18 @@ func TestBlobWriterBlocks(t *testing.T) {
 			if _, err := w.Commit(); err != nil {
 				t.Fatalf("Commit: %v", err)
 			}
-			wantIDs := []string{}
-			for i := range 6 {
-				wantIDs = append(wantIDs, base64.StdEncoding.EncodeToString(fmt.Appendf(nil, "%08d", i)))
+			// Six IDs of one length: the writer's nonce and the block's number.
+			nonce := ""
+			for i, id := range r.staged {
+				raw, err := base64.StdEncoding.DecodeString(id)
+				n, num, ok := strings.Cut(string(raw), "-")
+				if err != nil || !ok || num != fmt.Sprintf("%08d", i) || len(id) != len(r.staged[0]) || nonce != "" && n != nonce {
+					t.Fatalf("block %d has ID %q (%q); want base64 of <nonce>-%08d, one nonce and one length", i, id, raw, i)
+				}
+				nonce = n
 			}
-			if !slices.Equal(r.staged, wantIDs) || len(r.committed) != 1 || !slices.Equal(r.committed[0], wantIDs) {
-				t.Errorf("staged %q, committed %q; want %q staged and committed once", r.staged, r.committed, wantIDs)
+			if len(r.staged) != 6 || len(r.committed) != 1 || !slices.Equal(r.committed[0], r.staged) {
+				t.Errorf("staged %q, committed %q; want 6 staged and the same committed once", r.staged, r.committed)
 			}
 			if want := []int{block, block, block, block, block, 123}; !slices.Equal(r.sizes, want) {
 				t.Errorf("block sizes %v, want %v", r.sizes, want)
@@ -150,7 +158,7 @@ func TestBlobWriterLimits(t *testing.T) {
 }
 
 func TestValidateBlocks(t *testing.T) {
-	id := storeadapter.BlockID(0)
+	id := storetest.BlockID(0)
 	tests := []struct {
 		name  string
 		err   error
@@ -171,5 +179,23 @@ func TestValidateBlocks(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { checkErr(t, tt.err, tt.want, tt.field) })
+	}
+}
+
+// TestBlobWritersDoNotShareIDs: two writers of one blob at once (a handler
+// left running after its lease was lost, and the delivery that took over)
+// stage different IDs, so neither replaces the other's blocks and each
+// commit names only its own.
+func TestBlobWritersDoNotShareIDs(t *testing.T) {
+	r := &recorder{}
+	a := storeadapter.NewBlobWriter(context.Background(), r, "b", storeadapter.BlobWriterOptions{BlockSize: 4})
+	b := storeadapter.NewBlobWriter(context.Background(), r, "b", storeadapter.BlobWriterOptions{BlockSize: 4})
+	for _, w := range []*storeadapter.BlobWriter{a, b} {
+		if _, err := w.Write([]byte("12345678")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(r.staged) != 4 || len(slices.Compact(slices.Sorted(slices.Values(r.staged)))) != 4 {
+		t.Errorf("two writers staged %q; want four different IDs", r.staged)
 	}
 }

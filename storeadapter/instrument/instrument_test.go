@@ -139,10 +139,10 @@ func methodCases() []methodCase {
 			return err
 		}},
 		{"Blobs.StageBlock", with(blob, instrument.OpStageBlock), func(ctx context.Context, s storeadapter.Store) error {
-			return s.Container("c1").StageBlock(ctx, "b", storeadapter.BlockID(0), []byte("x"))
+			return s.Container("c1").StageBlock(ctx, "b", storetest.BlockID(0), []byte("x"))
 		}},
 		{"Blobs.CommitBlocks", with(blob, instrument.OpCommitBlocks), func(ctx context.Context, s storeadapter.Store) error {
-			_, err := s.Container("c1").CommitBlocks(ctx, "b", []string{storeadapter.BlockID(0)}, storeadapter.PutOptions{})
+			_, err := s.Container("c1").CommitBlocks(ctx, "b", []string{storetest.BlockID(0)}, storeadapter.PutOptions{})
 			return err
 		}},
 		{"Blobs.Open", with(blob, instrument.OpOpen), func(ctx context.Context, s storeadapter.Store) error {

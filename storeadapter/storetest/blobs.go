@@ -38,6 +38,7 @@ func blobCases() []testCase {
 		{"Open", testBlobOpen},
 		{"Writer", testBlobWriter},
 		{"WriterRerun", testBlobWriterRerun},
+		{"WritersDoNotMix", testBlobWritersDoNotMix},
 	}
 }
 
@@ -275,7 +276,7 @@ func testBlobMissingContainer(t *testing.T, e *env) {
 		{"Properties", second(c.Properties(e.ctx, "b"))},
 		{"Delete", c.Delete(e.ctx, "b", "")},
 		{"List", second(c.List(e.ctx, "", ""))},
-		{"StageBlock", c.StageBlock(e.ctx, "b", storeadapter.BlockID(0), []byte("x"))},
+		{"StageBlock", c.StageBlock(e.ctx, "b", BlockID(0), []byte("x"))},
 		{"CommitBlocks", second(c.CommitBlocks(e.ctx, "b", nil, storeadapter.PutOptions{}))},
 		{"Open", openErr(e, c, "b")},
 	}
@@ -297,7 +298,7 @@ func testBlobInvalidNames(t *testing.T, e *env) {
 			{"Properties", second(c.Properties(e.ctx, "b"))},
 			{"Delete", c.Delete(e.ctx, "b", "")},
 			{"List", second(c.List(e.ctx, "", ""))},
-			{"StageBlock", c.StageBlock(e.ctx, "b", storeadapter.BlockID(0), []byte("x"))},
+			{"StageBlock", c.StageBlock(e.ctx, "b", BlockID(0), []byte("x"))},
 			{"CommitBlocks", second(c.CommitBlocks(e.ctx, "b", nil, storeadapter.PutOptions{}))},
 			{"Open", openErr(e, c, "b")},
 		}
@@ -317,7 +318,7 @@ func testBlobInvalidNames(t *testing.T, e *env) {
 			{"Get", func() error { _, _, err := c.Get(e.ctx, name); return err }()},
 			{"Properties", second(c.Properties(e.ctx, name))},
 			{"Delete", c.Delete(e.ctx, name, "")},
-			{"StageBlock", c.StageBlock(e.ctx, name, storeadapter.BlockID(0), []byte("x"))},
+			{"StageBlock", c.StageBlock(e.ctx, name, BlockID(0), []byte("x"))},
 			{"CommitBlocks", second(c.CommitBlocks(e.ctx, name, nil, storeadapter.PutOptions{}))},
 			{"Open", openErr(e, c, name)},
 		}
@@ -438,7 +439,7 @@ func (e *env) checkInvisible(t *testing.T, c storeadapter.Blobs, name, when stri
 func testBlockStageCommit(t *testing.T, e *env) {
 	c := e.newContainer(t)
 	blocks := [][]byte{[]byte("first, "), pattern(100<<10, 1), []byte(", last")}
-	ids := []string{storeadapter.BlockID(0), storeadapter.BlockID(1), storeadapter.BlockID(2)}
+	ids := []string{BlockID(0), BlockID(1), BlockID(2)}
 	for _, i := range []int{2, 0, 1} { // staged in any order, committed in list order
 		e.stage(t, c, "b", ids[i], blocks[i])
 		e.checkInvisible(t, c, "b", fmt.Sprintf("after staging block %d, before the commit", i))
@@ -461,13 +462,13 @@ func testBlockStageCommit(t *testing.T, e *env) {
 func testBlockCrashedWriter(t *testing.T, e *env) {
 	c := e.newContainer(t)
 	for i := range 3 {
-		e.stage(t, c, "new", storeadapter.BlockID(i), pattern(10<<10, byte(i)))
+		e.stage(t, c, "new", BlockID(i), pattern(10<<10, byte(i)))
 	}
 	e.checkInvisible(t, c, "new", "after a writer staged blocks and stopped")
 
 	etag := e.put(t, c, "old", []byte("version 1"), storeadapter.PutOptions{ContentType: "text/plain"})
 	for i := range 3 {
-		e.stage(t, c, "old", storeadapter.BlockID(i), pattern(10<<10, byte(i)))
+		e.stage(t, c, "old", BlockID(i), pattern(10<<10, byte(i)))
 	}
 	e.checkBlob(t, c, "old", []byte("version 1"), etag, "text/plain")
 	for _, p := range e.listAll(t, c, "") {
@@ -482,7 +483,7 @@ func testBlockCrashedWriter(t *testing.T, e *env) {
 // blocks in the blob. Either way the blob ends as the last run wrote it.
 func testBlockRecommit(t *testing.T, e *env) {
 	c := e.newContainer(t)
-	ids := []string{storeadapter.BlockID(0), storeadapter.BlockID(1)}
+	ids := []string{BlockID(0), BlockID(1)}
 	write := func(seed byte) []byte {
 		var all []byte
 		for i, id := range ids {
@@ -510,7 +511,7 @@ func testBlockRecommit(t *testing.T, e *env) {
 
 func testBlockCommitConditions(t *testing.T, e *env) {
 	c := e.newContainer(t)
-	id := storeadapter.BlockID(0)
+	id := BlockID(0)
 	e.stage(t, c, "b", id, []byte("v1"))
 	etag1 := e.commit(t, c, "b", []string{id}, storeadapter.PutOptions{IfNoneMatchAny: true})
 
@@ -544,7 +545,7 @@ func testBlockCommitConditions(t *testing.T, e *env) {
 // answers 400 InvalidBlockList.
 func testBlockCommitUnknown(t *testing.T, e *env) {
 	c := e.newContainer(t)
-	ids := []string{storeadapter.BlockID(0), storeadapter.BlockID(1), storeadapter.BlockID(2)}
+	ids := []string{BlockID(0), BlockID(1), BlockID(2)}
 	e.stage(t, c, "b", ids[0], []byte("zero"))
 	e.stage(t, c, "b", ids[1], []byte("one"))
 	_, err := c.CommitBlocks(e.ctx, "b", ids, storeadapter.PutOptions{})
@@ -563,12 +564,12 @@ func testBlockIDLength(t *testing.T, e *env) {
 	c := e.newContainer(t)
 	short := base64.StdEncoding.EncodeToString([]byte("0001"))
 	e.stage(t, c, "b", short, []byte("x"))
-	err := c.StageBlock(e.ctx, "b", storeadapter.BlockID(1), []byte("y"))
+	err := c.StageBlock(e.ctx, "b", BlockID(1), []byte("y"))
 	checkErr(t, "StageBlock with an ID longer than the staged ones", err, storeadapter.ErrInvalidInput)
 	etag := e.commit(t, c, "b", []string{short}, storeadapter.PutOptions{})
 	e.checkBlob(t, c, "b", []byte("x"), etag, "application/octet-stream")
 	// After the commit nothing is staged: another length may start.
-	e.stage(t, c, "b", storeadapter.BlockID(1), []byte("y"))
+	e.stage(t, c, "b", BlockID(1), []byte("y"))
 }
 
 // testBlockPutDiscardsStaged: on Azure a Put Blob discards the blob's
@@ -579,7 +580,7 @@ func testBlockPutDiscardsStaged(t *testing.T, e *env) {
 		t.Skip("Azurite keeps uncommitted blocks across Put Blob; Azure discards them")
 	}
 	c := e.newContainer(t)
-	id := storeadapter.BlockID(0)
+	id := BlockID(0)
 	e.stage(t, c, "b", id, []byte("staged"))
 	etag := e.put(t, c, "b", []byte("put"), storeadapter.PutOptions{})
 	_, err := c.CommitBlocks(e.ctx, "b", []string{id}, storeadapter.PutOptions{})
@@ -599,13 +600,13 @@ func testBlockLimits(t *testing.T, e *env) {
 		_, err := c.CommitBlocks(e.ctx, "b", []string{id}, storeadapter.PutOptions{})
 		checkErr(t, fmt.Sprintf("CommitBlocks with ID %q", id), err, storeadapter.ErrInvalidInput)
 	}
-	checkErr(t, "StageBlock of an empty block", c.StageBlock(e.ctx, "b", storeadapter.BlockID(0), nil), storeadapter.ErrInvalidInput)
-	mixed := []string{storeadapter.BlockID(0), base64.StdEncoding.EncodeToString([]byte("1"))}
+	checkErr(t, "StageBlock of an empty block", c.StageBlock(e.ctx, "b", BlockID(0), nil), storeadapter.ErrInvalidInput)
+	mixed := []string{BlockID(0), base64.StdEncoding.EncodeToString([]byte("1"))}
 	_, err := c.CommitBlocks(e.ctx, "b", mixed, storeadapter.PutOptions{})
 	checkErr(t, "CommitBlocks with IDs of two lengths", err, storeadapter.ErrInvalidInput)
 	tooMany := make([]string, storeadapter.MaxBlocks+1)
 	for i := range tooMany {
-		tooMany[i] = storeadapter.BlockID(i)
+		tooMany[i] = BlockID(i)
 	}
 	_, err = c.CommitBlocks(e.ctx, "b", tooMany, storeadapter.PutOptions{})
 	checkErr(t, fmt.Sprintf("CommitBlocks of %d blocks", len(tooMany)), err, storeadapter.ErrTooLarge)
@@ -743,8 +744,8 @@ func testBlobWriter(t *testing.T, e *env) {
 }
 
 // testBlobWriterRerun: a writer that stopped after staging part of a blob
-// (a crash), then a rerun of the whole write: the rerun stages the same
-// IDs, and the blob is the rerun's, with no block of the first run left.
+// (a crash), then a rerun of the whole write: the blob is the rerun's, with
+// no block of the first run in it.
 func testBlobWriterRerun(t *testing.T, e *env) {
 	c := e.newContainer(t)
 	const block = 64 << 10
@@ -764,4 +765,39 @@ func testBlobWriterRerun(t *testing.T, e *env) {
 		t.Fatalf("Commit: %v", err)
 	}
 	e.checkBlob(t, c, "b", data, etag, "application/octet-stream")
+}
+
+// testBlobWritersDoNotMix: two writers of one blob at once, their blocks
+// staged in turns. The first commit makes the blob that writer's whole
+// content and, as Azure does, discards every other uncommitted block of
+// the blob, so the second writer's commit fails with ErrPreconditionFailed
+// (another writer won) and the blob stays the first's: never a mix.
+func testBlobWritersDoNotMix(t *testing.T, e *env) {
+	c := e.newContainer(t)
+	const block = 64 << 10
+	a := storeadapter.NewBlobWriter(e.ctx, c, "b", storeadapter.BlobWriterOptions{BlockSize: block})
+	b := storeadapter.NewBlobWriter(e.ctx, c, "b", storeadapter.BlobWriterOptions{BlockSize: block})
+	da, db := pattern(3*block, 1), pattern(3*block, 2)
+	for i := range 3 {
+		if _, err := a.Write(da[i*block : (i+1)*block]); err != nil {
+			t.Fatalf("Write: %v", err)
+		}
+		if _, err := b.Write(db[i*block : (i+1)*block]); err != nil {
+			t.Fatalf("Write: %v", err)
+		}
+	}
+	etag, err := a.Commit()
+	if err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+	if _, err := b.Commit(); !errors.Is(err, storeadapter.ErrPreconditionFailed) {
+		t.Errorf("the second writer's Commit = %v, want ErrPreconditionFailed", err)
+	}
+	e.checkBlob(t, c, "b", da, etag, "application/octet-stream")
+}
+
+// BlockID returns a valid block ID for the n-th block of a test's blob:
+// base64 of n as eight digits, so the IDs of one blob have one length.
+func BlockID(n int) string {
+	return base64.StdEncoding.EncodeToString(fmt.Appendf(nil, "%08d", n))
 }
