@@ -82,6 +82,9 @@ type held struct {
 	// ctx is the handler's; cancelled when the lease is lost.
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	// leftBehind, when the handler ignored the cancellation at its maximum
+	// run time, ends when that handler finally returns (see run).
+	leftBehind <-chan error
 }
 
 // event returns an event of type t about h.
@@ -129,7 +132,7 @@ func (r *Runner) process(ctx context.Context, h *held) Event {
 		err = context.Cause(hctx) // lost its lease, or shut down, while waiting for a slot
 	} else if task, err = c.Registry.Decode(hctx, m); err == nil {
 		r.emit(ctx, h.event(Started))
-		err = r.run(hctx, task)
+		h.leftBehind, err = r.run(hctx, task)
 	}
 	receipt, until, lost := lease.stop()
 	e := h.event(Finished)
@@ -168,13 +171,14 @@ func (r *Runner) process(ctx context.Context, h *held) Event {
 // run runs a task's handler, through the registry's middleware, for at
 // most the kind's maximum run time: then its context is cancelled with
 // errMaxRunTime as the cause, and a handler that still has not returned
-// abandonAfter later is left behind (its message is retried; it may still
-// finish its work, which every handler must tolerate anyway). A panic is a
-// permanent error.
-func (r *Runner) run(ctx context.Context, task *jobs.Task) error {
+// abandonAfter later is left behind: its message is retried (it may still
+// finish its work, which every handler must tolerate anyway), and the
+// channel returned ends when it finally returns; until then it counts
+// against Concurrency (see Run). A panic is a permanent error.
+func (r *Runner) run(ctx context.Context, task *jobs.Task) (leftBehind <-chan error, err error) {
 	h, maxRunTime := r.cfg.Registry.Handler(task.Kind)
 	if h == nil {
-		return jobs.Permanentf("envelope: kind: %q has no worker here", task.Kind)
+		return nil, jobs.Permanentf("envelope: kind: %q has no worker here", task.Kind)
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -182,15 +186,15 @@ func (r *Runner) run(ctx context.Context, task *jobs.Task) error {
 	go func() { done <- safeHandle(ctx, h, task) }()
 	select {
 	case err := <-done:
-		return err
+		return nil, err
 	case <-r.cfg.Clock.After(maxRunTime):
 	}
 	cancel(errMaxRunTime)
 	select {
 	case err := <-done:
-		return err
+		return nil, err
 	case <-r.cfg.Clock.After(abandonAfter):
-		return fmt.Errorf("%w (%v); the handler ignored its cancellation for %v and was left behind", errMaxRunTime, maxRunTime, abandonAfter)
+		return done, fmt.Errorf("%w (%v); the handler ignored its cancellation for %v and was left behind", errMaxRunTime, maxRunTime, abandonAfter)
 	}
 }
 

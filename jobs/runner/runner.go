@@ -206,12 +206,15 @@ type Stats struct {
 // Runner polls the queue and runs jobs. Create it with New and call
 // Run once.
 type Runner struct {
-	cfg       Config
-	count     counter
-	observers []Observer
-	mu        sync.Mutex
-	held      map[*held]struct{} // received, no outcome yet
-	final     bool               // set by abandon: outcomes are reported no more
+	cfg Config
+	// leftBehind counts handlers left behind at their maximum run time
+	// that have not returned yet (see run).
+	leftBehind atomic.Int64
+	count      counter
+	observers  []Observer
+	mu         sync.Mutex
+	held       map[*held]struct{} // received, no outcome yet
+	final      bool               // set by abandon: outcomes are reported no more
 	// stopReason and left are for Stats; lastActivity for Config.DrainQuiet.
 	stopReason   string
 	left         int
@@ -413,7 +416,16 @@ func (r *Runner) Run(ctx context.Context) error {
 	r.touch()
 	err := func() error {
 		for stopCtx.Err() == nil {
-			for len(pending) > 0 && len(slots) < c.Concurrency {
+			wake := func() {
+				select { // wake the loop if it waits; never block
+				case done <- struct{}{}:
+				default:
+				}
+			}
+			// A handler left behind at its maximum run time still runs:
+			// it takes a slot's place until it returns, so stuck handlers
+			// cannot pile up past Concurrency. Run does not wait for it.
+			for len(pending) > 0 && len(slots)+int(r.leftBehind.Load()) < c.Concurrency {
 				h := pending[0]
 				pending = pending[1:]
 				slots <- struct{}{}
@@ -422,15 +434,21 @@ func (r *Runner) Run(ctx context.Context) error {
 					defer wg.Done()
 					r.processSafely(handlerCtx, h)
 					handled.Add(1)
-					<-slots
-					select { // wake the loop if it waits; never block
-					case done <- struct{}{}:
-					default:
+					if h.leftBehind != nil {
+						r.leftBehind.Add(1)
+						go func() {
+							<-h.leftBehind
+							r.leftBehind.Add(-1)
+							c.Logger.Info("a handler left behind at its maximum run time has returned", "msg_id", h.m.ID, "op_id", h.env.ID, "kind", h.env.Kind)
+							wake()
+						}()
 					}
+					<-slots
+					wake()
 				}()
 			}
 			held := len(slots) + len(pending)
-			n := min(batch, capacity-held)
+			n := min(batch, capacity-held-int(r.leftBehind.Load()))
 			if c.MaxMessages > 0 {
 				n = min(n, c.MaxMessages-int(handled.Load())-held)
 				if n <= 0 && held == 0 {

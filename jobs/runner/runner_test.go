@@ -792,6 +792,71 @@ func TestMaxRunTimeLeavesStubbornHandler(t *testing.T) {
 	})
 }
 
+// TestLeftBehindHandlerHoldsItsSlot: with Concurrency 1, a handler left
+// behind at its maximum run time still runs, so the next message does not
+// start until it returns; then it does, and Run is never held up by it.
+func TestLeftBehindHandlerHoldsItsSlot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := &stuckOnce{release: make(chan struct{}), started: make(chan string, 4)}
+		b := setupWorker(t, w)
+		b.cfg.Concurrency, b.cfg.MaxMessages = 1, 2
+		b.send(t, "op-stuck")
+		r, errc := b.run(t)
+		if got := <-w.started; got != "op-stuck" {
+			t.Fatalf("first job %s, want op-stuck", got)
+		}
+		b.send(t, "op-next")
+		// Past the maximum run time, the abandon wait and far beyond.
+		for range 600 {
+			synctest.Wait()
+			b.clock.Advance(time.Second)
+		}
+		synctest.Wait()
+		if s := r.Stats(); s.Retried != 1 {
+			t.Errorf("stats %+v; want op-stuck retried once it was left behind", s)
+		}
+		select {
+		case got := <-w.started:
+			t.Fatalf("%s started while the left-behind handler still ran with Concurrency 1", got)
+		default:
+		}
+		close(w.release)
+		var err error
+		b.advanceUntil(t, time.Second, time.Hour, func() bool {
+			select {
+			case err = <-errc:
+				return true
+			default:
+				return false
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := <-w.started; got != "op-next" {
+			t.Errorf("second job %s, want op-next once the left-behind handler returned", got)
+		}
+	})
+}
+
+// stuckOnce ignores its cancellation on its first job until release, and
+// runs every other job at once.
+type stuckOnce struct {
+	release chan struct{}
+	started chan string
+	calls   atomic.Int32
+}
+
+func (w *stuckOnce) MaxRunTime() time.Duration { return time.Minute }
+
+func (w *stuckOnce) Work(ctx context.Context, job *jobs.Job[testArgs]) error {
+	w.started <- job.ID
+	if w.calls.Add(1) == 1 {
+		<-w.release
+	}
+	return nil
+}
+
 // TestTraceParentOnContext: the envelope's traceparent reaches the handler.
 func TestTraceParentOnContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
