@@ -223,7 +223,7 @@ func attemptName(n int64) string {
 // Recorder is the worker's side of poison handling: it records failed
 // attempts, moves messages to the poison queue and forgets the records of
 // messages that succeeded in the end. Its method set is what the runner in
-// jobs needs (jobs.Poisoner). It holds no state besides its configuration
+// jobs needs (runner.Poisoner). It holds no state besides its configuration
 // and is safe for concurrent use; so are several Recorders on several
 // hosts.
 type Recorder struct {

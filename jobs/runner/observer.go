@@ -49,7 +49,8 @@ type Event struct {
 	Ran bool
 	// Duration is how long the job ran, on Finished and the outcome after it.
 	Duration time.Duration
-	// Class is how the job ended, on Finished and the outcome after it.
+	// Class is how the job ended, on Finished and the outcome after it;
+	// ClassNone when no job ran.
 	Class Class
 	// Err is the job's error (nil when it succeeded).
 	Err error

@@ -16,9 +16,12 @@ import (
 // Class is how a job ended, as classify decides it.
 type Class int
 
-// The classes of classify's table.
+// The classes of classify's table. The zero Class, ClassNone, is on the
+// events of a message whose job did not run (released unstarted, lease lost
+// while waiting, abandoned), so an observer never counts those as successes.
 const (
-	ClassSuccess   Class = iota // the handler returned nil
+	ClassNone      Class = iota // no job ran
+	ClassSuccess                // the handler returned nil
 	ClassPermanent              // a jobs.Permanent error: a malformed message, invalid args, a handler panic
 	ClassRefused                // storage refused the request itself (invalid input, too large)
 	ClassTransient              // anything else: retried, poisoned past MaxDequeueCount
@@ -28,7 +31,7 @@ const (
 
 // String names a class.
 func (c Class) String() string {
-	return [...]string{"success", "permanent", "storage refusal", "transient", "lease lost", "shutdown"}[c]
+	return [...]string{"none", "success", "permanent", "storage refusal", "transient", "lease lost", "shutdown"}[c]
 }
 
 // classify is the one table that decides what happens to a message whose

@@ -594,6 +594,45 @@ func TestShutdownLetsRunningJobFinish(t *testing.T) {
 	})
 }
 
+// TestUnstartedOutcomesHaveNoClass: a message received but never started
+// (released at shutdown) ends with ClassNone, not ClassSuccess, so a
+// metrics observer never counts it as a success.
+func TestUnstartedOutcomesHaveNoClass(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		started := make(chan struct{}, 2)
+		b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
+			started <- struct{}{}
+			<-release
+			return nil
+		})
+		obs := &events{}
+		b.cfg.Observers, b.cfg.Concurrency = []runner.Observer{obs}, 1
+		b.send(t, "op-1")
+		b.send(t, "op-2")
+		r, stop := b.start(t)
+		<-started
+		synctest.Wait() // op-2 waits behind op-1, received and held
+		errc := make(chan error, 1)
+		go func() { errc <- stop() }()
+		synctest.Wait()
+		close(release)
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+		if s := r.Stats(); s.Succeeded != 1 || s.Released != 1 {
+			t.Fatalf("stats %+v; want one job done and one released unstarted", s)
+		}
+		obs.mu.Lock()
+		defer obs.mu.Unlock()
+		for _, e := range obs.all {
+			if e.Type == runner.Released && e.Class != runner.ClassNone {
+				t.Errorf("the unstarted message's Released event has class %v, want none", e.Class)
+			}
+		}
+	})
+}
+
 // TestShutdownGraceExpiryCancelsHandlers: a job still running when the
 // grace period ends is cancelled; its message is released at once (visible
 // again, no attempt counted) and Run returns.
