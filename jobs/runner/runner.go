@@ -253,8 +253,21 @@ func (r *Runner) Running() int {
 // emit hands an event to every observer.
 func (r *Runner) emit(ctx context.Context, e Event) {
 	for _, o := range r.observers {
-		o.Observe(ctx, e)
+		r.observe(ctx, o, e)
 	}
+}
+
+// observe hands one event to one observer. A panicking observer is logged
+// and skipped: it must not turn the message's outcome into another one
+// (processSafely's recovery would report a second outcome) or stop the
+// other observers.
+func (r *Runner) observe(ctx context.Context, o Observer, e Event) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.cfg.Logger.ErrorContext(ctx, "an observer panicked; event skipped", "event", e.Type.String(), "msg_id", e.Message.ID, "panic", fmt.Sprint(p))
+		}
+	}()
+	o.Observe(ctx, e)
 }
 
 // receive registers a message just received and reports it. Its

@@ -633,6 +633,20 @@ func TestUnstartedOutcomesHaveNoClass(t *testing.T) {
 	})
 }
 
+// TestPanickingObserver: an observer that panics is skipped; the message
+// still ends in exactly one outcome, which the other observers hear.
+func TestPanickingObserver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error { return nil })
+		b.cfg.Observers = []runner.Observer{runner.ObserverFunc(func(context.Context, runner.Event) { panic("observer bug") })}
+		b.send(t, "op-1")
+		s := b.drain(t, time.Second)
+		if s.Succeeded != 1 || s.AckFailed != 0 {
+			t.Errorf("stats %+v; want the message succeeded once despite the panicking observer", s)
+		}
+	})
+}
+
 // TestShutdownGraceExpiryCancelsHandlers: a job still running when the
 // grace period ends is cancelled; its message is released at once (visible
 // again, no attempt counted) and Run returns.
