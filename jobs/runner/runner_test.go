@@ -343,33 +343,24 @@ func TestPoisonConfirmsLease(t *testing.T) {
 	})
 }
 
-// TestTransientStorageErrorRetried: a table name still being deleted (409,
-// but transient) is retried, not poisoned.
-func TestTransientStorageErrorRetried(t *testing.T) {
-	b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
-		return fmt.Errorf("create target: %w", storeadapter.ErrTableBeingDeleted)
-	})
-	b.send(t, "op-1")
-	r, stop := b.start(t)
-	defer stop()
-	waitFor(t, func() bool { return r.Stats().Retried == 1 })
-	if p := r.Stats().Poisoned; p != 0 {
-		t.Fatalf("a transient storage error was poisoned (%d)", p)
-	}
-}
-
-// TestForbiddenRetried: a refused credential (a role assignment still
-// propagating) is retried, not poisoned.
-func TestForbiddenRetried(t *testing.T) {
-	b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
-		return fmt.Errorf("write target: %w", storeadapter.ErrForbidden)
-	})
-	b.send(t, "op-1")
-	r, stop := b.start(t)
-	defer stop()
-	waitFor(t, func() bool { return r.Stats().Retried == 1 })
-	if p := r.Stats().Poisoned; p != 0 {
-		t.Fatalf("a forbidden storage call was poisoned (%d)", p)
+// TestStorageErrorsRetried: storage errors that may clear up without the
+// message changing are retried, not poisoned: a table name still being
+// deleted (409, but transient) and a refused credential (a role
+// assignment still propagating).
+func TestStorageErrorsRetried(t *testing.T) {
+	for name, cause := range map[string]error{"table being deleted": storeadapter.ErrTableBeingDeleted, "forbidden": storeadapter.ErrForbidden} {
+		t.Run(name, func(t *testing.T) {
+			b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
+				return fmt.Errorf("write target: %w", cause)
+			})
+			b.send(t, "op-1")
+			r, stop := b.start(t)
+			defer stop()
+			waitFor(t, func() bool { return r.Stats().Retried == 1 })
+			if p := r.Stats().Poisoned; p != 0 {
+				t.Fatalf("%v was poisoned (%d), want it retried", cause, p)
+			}
+		})
 	}
 }
 
