@@ -70,20 +70,21 @@ func (m *Main) applyConfig() error {
 	m.fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 	set["queue"] = set["queue"] || os.Getenv(cli.EnvQueue) != ""
 	s, r := f.Runner, &m.Runner
-	fill(set, "queue", &m.Queue, s.Queue)
-	fill(set, "concurrency", &r.Concurrency, s.Concurrency)
-	fill(set, "batch", &r.BatchSize, s.Batch)
-	fill(set, "visibility", &r.Visibility, time.Duration(s.Visibility))
-	fill(set, "max-dequeue-count", &r.MaxDequeueCount, s.MaxDequeueCount)
-	fill(set, "retry-base", &r.RetryBase, time.Duration(s.RetryBase))
-	fill(set, "retry-max", &r.RetryMax, time.Duration(s.RetryMax))
-	fill(set, "idle-max", &r.IdleMax, time.Duration(s.IdleMax))
-	fill(set, "drain", &r.Drain, s.Drain)
-	fill(set, "drain-quiet", &r.DrainQuiet, time.Duration(s.DrainQuiet))
-	fill(set, "max-messages", &r.MaxMessages, s.MaxMessages)
-	fill(set, "max-duration", &r.MaxDuration, time.Duration(s.MaxDuration))
-	fill(set, "shutdown-grace", &r.ShutdownGrace, time.Duration(s.ShutdownGrace))
-	fill(set, "receive-outage", &r.ReceiveOutage, time.Duration(s.ReceiveOutage))
+	m.fromFile = map[string]string{}
+	fill(m, set, "queue", "runner.queue", &m.Queue, s.Queue)
+	fill(m, set, "concurrency", "runner.concurrency", &r.Concurrency, s.Concurrency)
+	fill(m, set, "batch", "runner.batch", &r.BatchSize, s.Batch)
+	fill(m, set, "visibility", "runner.visibility", &r.Visibility, time.Duration(s.Visibility))
+	fill(m, set, "max-dequeue-count", "runner.maxDequeueCount", &r.MaxDequeueCount, s.MaxDequeueCount)
+	fill(m, set, "retry-base", "runner.retryBase", &r.RetryBase, time.Duration(s.RetryBase))
+	fill(m, set, "retry-max", "runner.retryMax", &r.RetryMax, time.Duration(s.RetryMax))
+	fill(m, set, "idle-max", "runner.idleMax", &r.IdleMax, time.Duration(s.IdleMax))
+	fill(m, set, "drain", "runner.drain", &r.Drain, s.Drain)
+	fill(m, set, "drain-quiet", "runner.drainQuiet", &r.DrainQuiet, time.Duration(s.DrainQuiet))
+	fill(m, set, "max-messages", "runner.maxMessages", &r.MaxMessages, s.MaxMessages)
+	fill(m, set, "max-duration", "runner.maxDuration", &r.MaxDuration, time.Duration(s.MaxDuration))
+	fill(m, set, "shutdown-grace", "runner.shutdownGrace", &r.ShutdownGrace, time.Duration(s.ShutdownGrace))
+	fill(m, set, "receive-outage", "runner.receiveOutage", &r.ReceiveOutage, time.Duration(s.ReceiveOutage))
 	checkpoints := m.Kinds.Archive.CheckpointTable // the flag's value or default
 	m.Kinds = f.Config
 	if set["checkpoint-table"] || m.Kinds.Archive.CheckpointTable == "" {
@@ -92,13 +93,25 @@ func (m *Main) applyConfig() error {
 	return nil
 }
 
-// fill sets *dst to the file's value v unless the flag name was set (on
-// the command line or through the environment) or v is zero (missing).
-func fill[T comparable](set map[string]bool, name string, dst *T, v T) {
+// fill sets *dst to the file's value v (at key) unless the flag name was
+// set (on the command line or through the environment) or v is zero
+// (missing), and remembers that the setting came from the file, so an
+// error about it names the key (see setting).
+func fill[T comparable](m *Main, set map[string]bool, name, key string, dst *T, v T) {
 	var zero T
 	if !set[name] && v != zero {
 		*dst = v
+		m.fromFile[name] = key
 	}
+}
+
+// setting names where the value of the flag name came from, for an error
+// about it: "-batch", or "-config FILE: runner.batch" when the file set it.
+func (m *Main) setting(name string) string {
+	if key, ok := m.fromFile[name]; ok {
+		return "-config " + m.ConfigPath + ": " + key
+	}
+	return "-" + name
 }
 
 // lineColumn returns the 1-based line and column (in characters) of the

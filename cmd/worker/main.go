@@ -81,6 +81,9 @@ type Main struct {
 	Connect func() (storeadapter.Store, error)
 
 	fs *flag.FlagSet
+	// fromFile maps the flags whose values came from the -config file to
+	// the file's keys, for errors (see setting).
+	fromFile map[string]string
 }
 
 // NewMain returns a Main writing to the process's stdout and stderr.
@@ -173,20 +176,20 @@ func (m *Main) checkFlags() error {
 	case bad != nil:
 		return bad
 	case r.Concurrency < 1 || r.Concurrency > runner.MaxConcurrency:
-		return fmt.Errorf("-concurrency: must be 1-%d, got %d", runner.MaxConcurrency, r.Concurrency)
+		return fmt.Errorf("%s: must be 1-%d, got %d", m.setting("concurrency"), runner.MaxConcurrency, r.Concurrency)
 	case r.BatchSize < 1 || r.BatchSize > storeadapter.MaxReceiveCount:
-		return fmt.Errorf("-batch: must be 1-%d (Azure's most per receive), got %d", storeadapter.MaxReceiveCount, r.BatchSize)
+		return fmt.Errorf("%s: must be 1-%d (Azure's most per receive), got %d", m.setting("batch"), storeadapter.MaxReceiveCount, r.BatchSize)
 	case r.Visibility < runner.MinVisibility || r.Visibility > storeadapter.MaxVisibility:
-		return fmt.Errorf("-visibility: must be %v-%v, got %v", runner.MinVisibility, storeadapter.MaxVisibility, r.Visibility)
+		return fmt.Errorf("%s: must be %v-%v, got %v", m.setting("visibility"), runner.MinVisibility, storeadapter.MaxVisibility, r.Visibility)
 	case r.MaxDequeueCount < 1 || r.MaxDequeueCount > runner.MaxMaxDequeueCount:
-		return fmt.Errorf("-max-dequeue-count: must be 1-%d, got %d", runner.MaxMaxDequeueCount, r.MaxDequeueCount)
+		return fmt.Errorf("%s: must be 1-%d, got %d", m.setting("max-dequeue-count"), runner.MaxMaxDequeueCount, r.MaxDequeueCount)
 	case r.MaxMessages < 0:
-		return fmt.Errorf("-max-messages: must be 0 (no limit) or more, got %d", r.MaxMessages)
+		return fmt.Errorf("%s: must be 0 (no limit) or more, got %d", m.setting("max-messages"), r.MaxMessages)
 	}
 	var err error
 	m.fs.VisitAll(func(f *flag.Flag) {
 		if d, ok := f.Value.(*durationValue); ok && err == nil && *d.d < 0 {
-			err = fmt.Errorf("-%s: must not be negative, got %v", f.Name, *d.d)
+			err = fmt.Errorf("%s: must not be negative, got %v", m.setting(f.Name), *d.d)
 		}
 	})
 	return err
