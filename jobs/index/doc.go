@@ -1,0 +1,84 @@
+// Package index will hold the "index" job kind, which keeps secondary
+// indexes and index entities consistent with the entities they index. Today
+// it holds the kind's key encoding: how a property value becomes the text
+// of a PartitionKey or RowKey (EncodeValue, DecodeValue) and how any string,
+// such as a source entity's key, is escaped into key text (EscapeKey,
+// UnescapeKey).
+//
+// Like every kind it is written against the storeadapter ports and the jobs
+// contract only: it must not import the Azure SDK, the runner or another
+// kind.
+//
+// # Key format
+//
+// The format is part of the stored data: index keys written by one version
+// must stay readable by every later one, so it changes only by adding new
+// type letters, never by changing these.
+//
+// An encoded value is one type letter followed by the value's text:
+//
+//	letter  EDM type      text
+//	B       Edm.Boolean   "0" for false, "1" for true
+//	D       Edm.Double    16 lowercase hexadecimal digits (see below)
+//	G       Edm.Guid      the lowercase 8-4-4-4-12 form (GUID.String)
+//	I       Edm.Int32     sign-aware zero-padded decimal, width 10 (see below)
+//	L       Edm.Int64     sign-aware zero-padded decimal, width 19 (see below)
+//	S       Edm.String    the string escaped as EscapeKey does
+//	T       Edm.DateTime  UTC as 2006-01-02T15:04:05.0000000Z (28 characters)
+//	X       Edm.Binary    two lowercase hexadecimal digits per byte ("" when empty)
+//
+// Integers: a value v ≥ 0 is its decimal digits zero-padded to the width
+// (Int32 42 is "I0000000042"); a negative v is "-" followed by v − min,
+// zero-padded to the width, where min is the type's smallest value (Int32
+// −1 is "I-2147483647", math.MinInt64 is "L-0000000000000000000"). "-"
+// sorts below every digit, so negatives come first, in order.
+//
+// Doubles: the IEEE 754 bits b of the value as a uint64, with every bit
+// inverted when the sign bit is set and only the sign bit set otherwise,
+// written as 16 lowercase hexadecimal digits. -0 is encoded as +0
+// ("D8000000000000000") and every NaN as the one key "Dfff8000000000000",
+// which sorts after +Inf ("Dfff0000000000000"): two doubles get the same
+// key exactly when they are equal as numbers (NaN counting as equal to
+// NaN), which is what an index lookup needs. DecodeValue returns +0 for
+// the key of -0.
+//
+// DateTimes: the instant in UTC, truncated to 100 ns as the stores keep it
+// (storeadapter.DateTime), always with 7 fractional digits. Years must be
+// 1601–9999, as for a stored property.
+//
+// Strings (EscapeKey): characters a key may not hold (/ \ # ? and the
+// control characters U+0000–U+001F and U+007F–U+009F) are escaped, and so
+// are the six escape characters themselves, so that escaped strings sort
+// exactly as the originals do by UTF-16 code units
+// (storeadapter.CompareUTF16). An escaped character c becomes its escape
+// character followed by the two lowercase hexadecimal digits of c's code
+// point. Each escape character and the characters it escapes form a run of
+// consecutive code points that no unescaped character falls in, so an
+// escape sequence sorts where the character it stands for did:
+//
+//	escape  escapes              examples
+//	' '     U+0000–U+0020        space is " 20", tab " 09"
+//	'"'     " #                  " is "\"22", # is "\"23"
+//	'.'     . /                  . is ".2e", / is ".2f"
+//	'>'     > ?                  > is ">3e", ? is ">3f"
+//	'['     [ \                  [ is "[5b", \ is "[5c"
+//	'~'     ~ U+007F–U+009F      ~ is "~7e", U+0085 "~85"
+//
+// Every other character stands for itself, so jonesj@contoso.com is
+// "jonesj@contoso.2ecom". Escaping never turns two strings into one, and
+// UnescapeKey accepts only the escaper's own output, so each string has
+// exactly one escaped form. In escaped text a space is always followed by
+// "0", "1" or "2", and the text never ends with a space or a dot. So " !"
+// never occurs in escaped text and sorts below everything that can follow
+// in it: escaped parts joined with " !" (a source entity's PartitionKey and
+// RowKey, say) split back unambiguously at the first " !" and sort by the
+// first part, then the next.
+//
+// Keys of different types sort by their type letter. Keys of one type sort
+// as the values do: strings by UTF-16 code units, numbers numerically,
+// false before true, DateTimes by instant, Guids by their lowercase text
+// and binaries by their bytes. An encoded value is at most 512 characters
+// long (Azure's key limit); a longer string or binary cannot be encoded.
+//
+// A property that is missing or null is not indexed: it has no encoding.
+package index
