@@ -5,6 +5,7 @@ import (
 
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/archive"
+	"github.com/tablekeeper/tablekeeper/jobs/index"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
@@ -12,6 +13,7 @@ import (
 // type, its section of Config and its worker's constructor.
 var kinds = []kind{
 	define[archive.Args](func(c *Config) *archive.Config { return &c.Archive }, archive.New),
+	define[index.Args](func(c *Config) *index.Config { return &c.Index }, index.New),
 }
 
 // Config holds one section per kind of the worker's config file; each
@@ -19,6 +21,8 @@ var kinds = []kind{
 type Config struct {
 	// Archive configures the "archive" kind.
 	Archive archive.Config `json:"archive"`
+	// Index declares the indexes the "index" kind keeps.
+	Index index.Config `json:"index"`
 }
 
 // Validate fills every section's defaults and checks it; each error names

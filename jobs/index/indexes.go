@@ -1,0 +1,238 @@
+package index
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tablekeeper/tablekeeper/idempotent"
+	"github.com/tablekeeper/tablekeeper/storeadapter"
+)
+
+// Indexes are the declared indexes of a config, bound to a store: the Go
+// API of the index kind (reconcile, rebuild, lookup, check), which the
+// worker and the CLI both use.
+type Indexes struct {
+	store  storeadapter.Store
+	tables storeadapter.Tables
+	cfg    Config
+	byName map[string]*tableIndexes // lower-case source table -> its indexes
+	// now is the clock of generations and tombstone ages.
+	now func() time.Time
+}
+
+// Open validates cfg (filling its defaults) and binds its indexes to
+// store.
+func Open(store storeadapter.Store, cfg Config) (*Indexes, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	byName, err := compile(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Indexes{store: store, tables: store.Tables(), cfg: cfg, byName: byName, now: time.Now}, nil
+}
+
+// Tables returns the source tables that have indexes, as declared.
+func (x *Indexes) Tables() []string {
+	var out []string
+	for _, ti := range x.byName {
+		out = append(out, ti.source)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Names returns the names of a source table's indexes, in declaration
+// order (nil when the table has none).
+func (x *Indexes) Names(table string) []string {
+	ti := x.byName[strings.ToLower(table)]
+	if ti == nil {
+		return nil
+	}
+	var out []string
+	for _, ix := range ti.indexes {
+		out = append(out, ix.Name)
+	}
+	return out
+}
+
+// Declaration returns the resolved declaration of an index: Store and
+// Table are filled in as the index uses them.
+func (x *Indexes) Declaration(table, name string) (Decl, error) {
+	ix, err := x.index(table, name)
+	if err != nil {
+		return Decl{}, err
+	}
+	d := ix.Decl
+	d.Store, d.Table = ix.Store, ix.table
+	return d, nil
+}
+
+// indexes returns the indexes of a source table.
+func (x *Indexes) indexes(table string) (*tableIndexes, error) {
+	ti := x.byName[strings.ToLower(table)]
+	if ti == nil {
+		return nil, fmt.Errorf("index: table %s: no index is declared for it in this config (declared: %v): %w",
+			table, x.Tables(), storeadapter.ErrInvalidInput)
+	}
+	return ti, nil
+}
+
+// index returns one index of a source table.
+func (x *Indexes) index(table, name string) (*index, error) {
+	ti, err := x.indexes(table)
+	if err != nil {
+		return nil, err
+	}
+	ix := ti.lookup(name)
+	if ix == nil {
+		return nil, fmt.Errorf("index: table %s has no index %q (declared: %v): %w", table, name, x.Names(table), storeadapter.ErrInvalidInput)
+	}
+	return ix, nil
+}
+
+// want is what an index should hold for an entity: its applied state
+// ("" when the entity is not indexed), the copied properties of a copy,
+// and why the value cannot be indexed, if so.
+type want struct {
+	state   string
+	content map[string]any
+	problem error
+}
+
+// wantOf computes an index's want from the entity (nil when it does not
+// exist).
+func wantOf(ix *index, e *storeadapter.Entity) want {
+	if e == nil {
+		return want{}
+	}
+	v, ok := e.Properties[ix.Property]
+	if !ok || v == nil {
+		return want{}
+	}
+	value, err := EncodeValue(v)
+	if err != nil {
+		return want{problem: fmt.Errorf("index %s: property %s: %w", ix.Name, ix.Property, err)}
+	}
+	if err := fitsIndex(ix, e.PartitionKey, e.RowKey, value); err != nil {
+		return want{problem: fmt.Errorf("index %s: property %s value %s: %w", ix.Name, ix.Property, describe(value), err)}
+	}
+	if ix.Kind != KindCopy {
+		return want{state: value}
+	}
+	content := map[string]any{}
+	if len(ix.Properties) == 0 {
+		for k, v := range e.Properties {
+			if reservedProperty(k) {
+				return want{problem: fmt.Errorf("index %s: property %s: names starting with %q are reserved for index bookkeeping, so the entity cannot be copied: %w",
+					ix.Name, k, bookkeepingPrefix, storeadapter.ErrInvalidInput)}
+			}
+			content[k] = storeadapter.CloneValue(v)
+		}
+	} else {
+		for _, k := range ix.Properties {
+			if v, ok := e.Properties[k]; ok && v != nil {
+				content[k] = storeadapter.CloneValue(v)
+			}
+		}
+	}
+	// The copy must fit an entity with its bookkeeping.
+	probe := storeadapter.Entity{PartitionKey: strings.Repeat("p", 1), RowKey: value, Properties: maps.Clone(content)}
+	probe.Properties[propOwner], probe.Properties[propGen], probe.Properties[propTombs] = e.RowKey, int64(0), strings.Repeat("x", 64)
+	if err := storeadapter.ValidateEntity(probe); err != nil {
+		return want{problem: fmt.Errorf("index %s: the copy would not fit an entity: %w", ix.Name, err)}
+	}
+	return want{state: value + "#" + contentHash(content), content: content}
+}
+
+// fitsIndex checks that the keys and names an entry of value would have
+// are within Azure's limits.
+func fitsIndex(ix *index, pk, rk, value string) error {
+	var keys []string
+	switch {
+	case ix.partition() && ix.Kind == KindCopy:
+		keys = []string{copyRowKey(ix, value)}
+	case ix.partition():
+		keys = []string{listBase(ix, value) + "0000"}
+	case ix.Kind == KindRows:
+		keys = []string{value, memberKey(pk, rk)}
+	case ix.Kind == KindCopy:
+		keys = []string{copyPartition(ix, pk), value}
+	case ix.Store == StoreBlob:
+		if err := storeadapter.ValidateBlobName(blobListName(ix, value)); err != nil {
+			return fmt.Errorf("its blob name: %w", err)
+		}
+	default:
+		keys = []string{tableListPartition(ix, value)}
+	}
+	for _, k := range keys {
+		if !fitsKey(k) {
+			return fmt.Errorf("an index key would exceed %d characters: %w", storeadapter.MaxKeyChars, storeadapter.ErrTooLarge)
+		}
+	}
+	return nil
+}
+
+// describe renders an encoded value for messages, decoded when it can be.
+func describe(value string) string {
+	if v, err := DecodeValue(value); err == nil {
+		return storeadapter.Format(v)
+	}
+	return fmt.Sprintf("%q", storeadapter.Truncate(value, 60))
+}
+
+// queryAll runs a query to its last page, calling visit for each entity.
+func queryAll(ctx context.Context, t storeadapter.Tables, table string, q storeadapter.Query, visit func(storeadapter.Entity) error) error {
+	for {
+		page, err := t.Query(ctx, table, q)
+		if err != nil {
+			return err
+		}
+		for _, e := range page.Entities {
+			if err := visit(e); err != nil {
+				return err
+			}
+		}
+		if page.Next == "" {
+			return nil
+		}
+		q.Continuation = page.Next
+	}
+}
+
+// idempotentMissing reports a missing table or container: an index that
+// was never written reads as empty.
+func idempotentMissing(err error) bool { return idempotent.Missing(err) }
+
+// pause waits before another round after a write lost to another worker:
+// about 20 ms, doubling, drawn from [0.5, 1.5) of that.
+func (x *Indexes) pause(ctx context.Context, round int) error {
+	d := time.Duration(float64(idempotent.DefaultCASPause<<min(round-1, 8)) * (0.5 + rand.Float64()))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// getOptional reads an entity, nil when it (or its table) is missing.
+func getOptional(ctx context.Context, t storeadapter.Tables, table, pk, rk string) (*storeadapter.Entity, error) {
+	e, err := t.GetEntity(ctx, table, pk, rk)
+	if errors.Is(err, storeadapter.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &e, nil
+}

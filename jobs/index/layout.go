@@ -1,0 +1,215 @@
+package index
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/tablekeeper/tablekeeper/storeadapter"
+)
+
+// ReservedPrefix starts the RowKey of every row the index kind keeps in a
+// data partition: membership records and the entries of partition-store
+// indexes. Applications must not use RowKeys that start with it (a
+// reconcile of such a key is refused) and can leave these rows out of
+// their own partition scans with
+//
+//	RowKey lt '~tk.' or RowKey ge '~tk/'
+const ReservedPrefix = "~tk."
+
+// Row key prefixes under ReservedPrefix.
+const (
+	memberPrefix     = ReservedPrefix + "m." // membership record of an entity: + its RowKey
+	memberHashPrefix = ReservedPrefix + "h." // ... of an entity whose RowKey is too long: + SHA-256
+	copyPrefix       = ReservedPrefix + "c." // partition copy: + name + "_" + encoded value
+	listPrefix       = ReservedPrefix + "l." // partition list part: + name + "_" + encoded value + " !" + part
+)
+
+// Bookkeeping properties of index entities. Copies hold the source
+// entity's properties besides, so an entity with a property whose name
+// starts with bookkeepingPrefix cannot be copied.
+const (
+	bookkeepingPrefix = "tk"
+	propOwner         = "tkOwner" // a copy's source RowKey
+	propGen           = "tkGen"   // generation of the write (table, rows stores)
+	propTombs         = "tkTombs" // a copy row's removed owners: lines "gen\trk"
+	propDead          = "tkDead"  // a rows entry that was removed (a tombstone)
+	// copyBookkeeping is how many of a copy's properties are bookkeeping.
+	copyBookkeeping = 3
+)
+
+func reservedProperty(name string) bool { return strings.HasPrefix(name, bookkeepingPrefix) }
+
+// index is one resolved declaration.
+type index struct {
+	Decl
+	source string // the source table
+	table  string // the index table of the table and rows stores
+}
+
+// partition reports whether the index lives in the source partition and
+// changes in one transaction with the membership record.
+func (ix *index) partition() bool { return ix.Store == StorePartition }
+
+// tableIndexes are the indexes of one source table.
+type tableIndexes struct {
+	source  string
+	indexes []*index
+}
+
+// lookup returns the index of that name.
+func (ti *tableIndexes) lookup(name string) *index {
+	for _, ix := range ti.indexes {
+		if strings.EqualFold(ix.Name, name) {
+			return ix
+		}
+	}
+	return nil
+}
+
+// dataPartition reports whether pk is a partition of entities rather than
+// one of the "<name>_<pk>" partitions a copy index keeps in its source
+// table.
+func (ti *tableIndexes) dataPartition(pk string) bool {
+	for _, ix := range ti.indexes {
+		if ix.Kind == KindCopy && ix.Store == StoreTable && strings.EqualFold(ix.table, ti.source) && strings.HasPrefix(pk, ix.Name+"_") {
+			return false
+		}
+	}
+	return true
+}
+
+// memberRowKey is the RowKey of an entity's membership record.
+func memberRowKey(rk string) string {
+	if k := memberPrefix + rk; storeadapter.UTF16Len(k) <= storeadapter.MaxKeyChars {
+		return k
+	}
+	sum := sha256.Sum256([]byte(rk))
+	return memberHashPrefix + hex.EncodeToString(sum[:])
+}
+
+// copyRowKey is the RowKey of a partition copy for an encoded value.
+func copyRowKey(ix *index, value string) string { return copyPrefix + ix.Name + "_" + value }
+
+// listBase is the part of a partition list's RowKeys that every part of a
+// value shares; listPartKey adds the part number.
+func listBase(ix *index, value string) string { return listPrefix + ix.Name + "_" + value + keySep }
+
+// keySep joins escaped key parts (see the package doc).
+const keySep = " !"
+
+// memberKey is a source entity's key as one RowKey of a rows index.
+func memberKey(pk, rk string) string { return EscapeKey(pk) + keySep + EscapeKey(rk) }
+
+// splitMemberKey reverses memberKey.
+func splitMemberKey(s string) (pk, rk string, err error) {
+	a, b, ok := strings.Cut(s, keySep)
+	if !ok {
+		return "", "", fmt.Errorf("index: %q is not an escaped key pair", storeadapter.Truncate(s, 60))
+	}
+	if pk, err = UnescapeKey(a); err == nil {
+		rk, err = UnescapeKey(b)
+	}
+	return pk, rk, err
+}
+
+// fitsKey reports whether s can be a PartitionKey or RowKey.
+func fitsKey(s string) bool { return storeadapter.ValidateKey("key", s) == nil }
+
+// membership is an entity's membership record: what its indexes hold.
+//
+//	property     type    meaning
+//	Gen          Int64   the generation of the last registration (see Worker)
+//	A_<index>    String  the applied state: the encoded value the entity is
+//	                     indexed under ("" or absent: none); for a copy,
+//	                     the value, "#" and a hash of the copied properties
+//	S_<index>    String  table/rows/blob stores only: the encoded values,
+//	                     one per line, still to be settled at generation
+//	                     Gen (absent: settled)
+//	Key          String  the entity's RowKey, when the record's RowKey is a hash
+type membership struct {
+	exists  bool
+	etag    string
+	gen     int64
+	applied map[string]string   // index name -> state
+	pending map[string][]string // index name -> values to settle
+}
+
+func readMembership(e *storeadapter.Entity) membership {
+	m := membership{applied: map[string]string{}, pending: map[string][]string{}}
+	if e == nil {
+		return m
+	}
+	m.exists, m.etag = true, e.ETag
+	m.gen, _ = e.Properties["Gen"].(int64)
+	for name, v := range e.Properties {
+		s, _ := v.(string)
+		switch {
+		case strings.HasPrefix(name, "A_"):
+			if s != "" {
+				m.applied[name[2:]] = s
+			}
+		case strings.HasPrefix(name, "S_"):
+			if s != "" {
+				m.pending[name[2:]] = strings.Split(s, "\n")
+			}
+		}
+	}
+	return m
+}
+
+// entity renders the record for a write (Replace).
+func (m membership) entity(pk, rk string) storeadapter.Entity {
+	e := storeadapter.Entity{PartitionKey: pk, RowKey: memberRowKey(rk), Properties: map[string]any{"Gen": m.gen}}
+	if strings.HasPrefix(e.RowKey, memberHashPrefix) {
+		e.Properties["Key"] = rk
+	}
+	for _, name := range slices.Sorted(maps.Keys(m.applied)) {
+		if s := m.applied[name]; s != "" {
+			e.Properties["A_"+name] = s
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(m.pending)) {
+		if vs := m.pending[name]; len(vs) > 0 {
+			e.Properties["S_"+name] = strings.Join(vs, "\n")
+		}
+	}
+	return e
+}
+
+// clone returns a deep copy.
+func (m membership) clone() membership {
+	c := m
+	c.applied = maps.Clone(m.applied)
+	c.pending = map[string][]string{}
+	for k, v := range m.pending {
+		c.pending[k] = slices.Clone(v)
+	}
+	return c
+}
+
+// stateValue is the encoded value of an applied state ("" for none).
+func stateValue(state string) string {
+	v, _, _ := strings.Cut(state, "#")
+	return v
+}
+
+// contentHash is the hash a copy's applied state records: a change to a
+// copied property changes it, so the copy is rewritten.
+func contentHash(props map[string]any) string {
+	h := sha256.New()
+	for _, name := range slices.Sorted(maps.Keys(props)) {
+		v := props[name]
+		t, _ := storeadapter.TypeOf(v)
+		key, err := EncodeValue(v)
+		if err != nil { // a long string or binary: hash the value itself
+			key = fmt.Sprintf("%v", v)
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00%d:%s\x00", name, t, len(key), key)
+	}
+	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:12])
+}

@@ -1,0 +1,222 @@
+package index
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/tablekeeper/tablekeeper/storeadapter"
+)
+
+// A list (the index entities pattern) is kept as lines of text, one per
+// member, in one or more "parts": entities of one partition whose RowKeys
+// are a common base followed by a four-digit part number. A part holds its
+// lines in up to partProps string properties L0, L1, … of at most
+// partChars UTF-16 units each; a list that outgrows a part spills over to
+// the next. A member's line starts with its key and a tab, and appears in
+// at most one part: every write of a list is one transaction that writes
+// the parts it changes and "touches" (an empty merge with If-Match) every
+// other part it read, so it fails if any part changed since it was read,
+// and two writers never place one member in two parts.
+var (
+	partProps = 8
+	partChars = storeadapter.MaxStringChars - 768
+)
+
+// maxParts bounds the parts of one list, so that a list's transaction,
+// which touches every part, stays within 100 operations beside the other
+// changes of a reconcile.
+const maxParts = 60
+
+// maxLineChars bounds one line: two keys, a generation and a flag.
+const maxLineChars = 2*storeadapter.MaxKeyChars + 40
+
+// partCapacity is how many UTF-16 units of lines (newlines included) a
+// part takes: lines are packed into properties greedily, which wastes less
+// than one line per property.
+func partCapacity() int { return partProps * (partChars - maxLineChars) }
+
+// list is a list as read: its parts, with their ETags.
+type list struct {
+	pk, base string // the partition and the RowKey base of the parts
+	parts    []*part
+}
+
+type part struct {
+	number int
+	etag   string // "" for a part not yet written
+	lines  []string
+	size   int // UTF-16 units of the lines, a newline each
+	dirty  bool
+}
+
+func (l *list) partKey(n int) string { return fmt.Sprintf("%s%04d", l.base, n) }
+
+// readList reads every part of a list (one range query).
+func readList(ctx context.Context, t storeadapter.Tables, table, pk, base string) (*list, error) {
+	l := &list{pk: pk, base: base}
+	f := storeadapter.And(storeadapter.PartitionEquals(pk), storeadapter.Compare("RowKey", storeadapter.Ge, base+"0000"),
+		storeadapter.Compare("RowKey", storeadapter.Lt, base+":"))
+	err := queryAll(ctx, t, table, storeadapter.Query{Filter: f}, func(e storeadapter.Entity) error {
+		var n int
+		if _, err := fmt.Sscanf(strings.TrimPrefix(e.RowKey, base), "%04d", &n); err != nil {
+			return fmt.Errorf("index: list part %s/%s: not a part number", pk, e.RowKey)
+		}
+		p := &part{number: n, etag: e.ETag, lines: partLines(e)}
+		for _, line := range p.lines {
+			p.size += storeadapter.UTF16Len(line) + 1
+		}
+		l.parts = append(l.parts, p)
+		return nil
+	})
+	if err != nil && !idempotentMissing(err) {
+		return nil, err
+	}
+	return l, nil
+}
+
+// find returns the part and index of the line that starts with key+"\t"
+// (or equals key), or nil.
+func (l *list) find(key string) (*part, int) {
+	for _, p := range l.parts {
+		for i, line := range p.lines {
+			if line == key || strings.HasPrefix(line, key) && line[len(key)] == '\t' {
+				return p, i
+			}
+		}
+	}
+	return nil, -1
+}
+
+// line returns the member line of key, or "".
+func (l *list) line(key string) string {
+	if p, i := l.find(key); p != nil {
+		return p.lines[i]
+	}
+	return ""
+}
+
+// set makes key's line the given line, adding it to the first part with
+// room (a new part when none has).
+func (l *list) set(key, line string) error {
+	if p, i := l.find(key); p != nil {
+		if p.lines[i] == line {
+			return nil
+		}
+		p.size += storeadapter.UTF16Len(line) - storeadapter.UTF16Len(p.lines[i])
+		p.lines[i], p.dirty = line, true
+		return nil
+	}
+	n := storeadapter.UTF16Len(line) + 1
+	var target *part
+	for _, p := range l.parts {
+		if p.size+n <= partCapacity() {
+			target = p
+			break
+		}
+	}
+	if target == nil {
+		if len(l.parts) >= maxParts {
+			return fmt.Errorf("index: list %s/%s has %d parts, the most one list may have: use a rows index for so common a value: %w",
+				l.pk, strings.TrimSpace(l.base), maxParts, storeadapter.ErrTooLarge)
+		}
+		next := 0
+		for _, p := range l.parts {
+			next = max(next, p.number+1)
+		}
+		target = &part{number: next}
+		l.parts = append(l.parts, target)
+	}
+	target.lines = append(target.lines, line)
+	target.size += n
+	target.dirty = true
+	return nil
+}
+
+// remove drops key's line, if any.
+func (l *list) remove(key string) {
+	if p, i := l.find(key); p != nil {
+		p.size -= storeadapter.UTF16Len(p.lines[i]) + 1
+		p.lines = append(p.lines[:i], p.lines[i+1:]...)
+		p.dirty = true
+	}
+}
+
+// filter drops the lines keep rejects (pruning tombstones).
+func (l *list) filter(keep func(line string) bool) {
+	for _, p := range l.parts {
+		kept := p.lines[:0]
+		for _, line := range p.lines {
+			if keep(line) {
+				kept = append(kept, line)
+				continue
+			}
+			p.size -= storeadapter.UTF16Len(line) + 1
+			p.dirty = true
+		}
+		p.lines = kept
+	}
+}
+
+// ops returns the transaction that writes the list: changed parts are
+// replaced (inserted when new, deleted when empty), unchanged ones touched,
+// all on the ETags read. It returns nil when nothing changed.
+func (l *list) ops() []storeadapter.TableOp {
+	changed := false
+	for _, p := range l.parts {
+		changed = changed || p.dirty
+	}
+	if !changed {
+		return nil
+	}
+	var ops []storeadapter.TableOp
+	for _, p := range l.parts {
+		e := storeadapter.Entity{PartitionKey: l.pk, RowKey: l.partKey(p.number)}
+		switch {
+		case !p.dirty:
+			ops = append(ops, storeadapter.TableOp{Action: storeadapter.TxUpdateMerge, Entity: e, IfMatch: p.etag})
+		case len(p.lines) == 0 && p.etag == "":
+		case len(p.lines) == 0:
+			ops = append(ops, storeadapter.TableOp{Action: storeadapter.TxDelete, Entity: e, IfMatch: p.etag})
+		default:
+			e.Properties = p.properties()
+			if p.etag == "" {
+				ops = append(ops, storeadapter.TableOp{Action: storeadapter.TxInsert, Entity: e})
+			} else {
+				ops = append(ops, storeadapter.TableOp{Action: storeadapter.TxUpdateReplace, Entity: e, IfMatch: p.etag})
+			}
+		}
+	}
+	return ops
+}
+
+// properties packs the lines into L0, L1, ….
+func (p *part) properties() map[string]any {
+	props := map[string]any{}
+	var b strings.Builder
+	n, size := 0, 0
+	for _, line := range p.lines {
+		w := storeadapter.UTF16Len(line) + 1
+		if size+w > partChars && b.Len() > 0 {
+			props[fmt.Sprintf("L%d", n)] = b.String()
+			b.Reset()
+			n, size = n+1, 0
+		}
+		b.WriteString(line)
+		b.WriteByte('\n')
+		size += w
+	}
+	if b.Len() > 0 {
+		props[fmt.Sprintf("L%d", n)] = b.String()
+	}
+	return props
+}
+
+// lines returns every line of the list.
+func (l *list) lines() []string {
+	var out []string
+	for _, p := range l.parts {
+		out = append(out, p.lines...)
+	}
+	return out
+}

@@ -1,0 +1,269 @@
+package index
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/tablekeeper/tablekeeper/storeadapter"
+)
+
+// Outcome is what one reconcile did.
+type Outcome struct {
+	// Changed is true when the reconcile wrote anything.
+	Changed bool
+	// Conflicts are copy indexes whose value another entity holds (each
+	// error wraps ErrConflict); the entity is not in them yet.
+	Conflicts []error
+	// Unindexable are indexes whose value cannot be indexed (too long for
+	// a key, or a copy that would not fit an entity); the entity is
+	// removed from them.
+	Unindexable []error
+}
+
+// Reconcile brings every index of a source table's entity up to date with
+// the entity as it is now (a missing entity is removed from them). Run it
+// after every write of an indexed entity, in any order and as often as
+// wanted: see Worker for why any interleaving converges.
+func (x *Indexes) Reconcile(ctx context.Context, table, pk, rk string) (Outcome, error) {
+	ti, err := x.indexes(table)
+	if err != nil {
+		return Outcome{}, err
+	}
+	return x.reconcile(ctx, ti, pk, rk, false, nil)
+}
+
+// checkKeys refuses keys that are the index kind's own rows.
+func checkKeys(ti *tableIndexes, pk, rk string) error {
+	if strings.HasPrefix(rk, ReservedPrefix) {
+		return fmt.Errorf("index: rk %q starts with %q, which is reserved for the index kind's own rows: %w",
+			storeadapter.Truncate(rk, 60), ReservedPrefix, storeadapter.ErrInvalidInput)
+	}
+	if !ti.dataPartition(pk) {
+		return fmt.Errorf("index: pk %q is a partition of a copy index kept in table %s (\"<index>_<pk>\"), not of entities: %w",
+			storeadapter.Truncate(pk, 60), ti.source, storeadapter.ErrInvalidInput)
+	}
+	return nil
+}
+
+// reconcile is Reconcile; force re-registers and rewrites every index
+// whatever the membership record says (rebuild), and extra names values,
+// per index, that the entity must be removed from unless it has them
+// (rebuild's sweep of stale entries).
+func (x *Indexes) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string, force bool, extra map[string][]string) (Outcome, error) {
+	if err := checkKeys(ti, pk, rk); err != nil {
+		return Outcome{}, err
+	}
+	var out Outcome
+	for round := 1; ; round++ {
+		e, rec, err := x.readEntity(ctx, ti.source, pk, rk)
+		if err != nil {
+			return out, err
+		}
+		m := readMembership(rec)
+		wants := map[string]want{}
+		out.Unindexable, out.Conflicts = nil, nil
+		register, settle := false, false
+		for _, ix := range ti.indexes {
+			w := wantOf(ix, e)
+			wants[ix.Name] = w
+			if w.problem != nil {
+				out.Unindexable = append(out.Unindexable, w.problem)
+			}
+			if force || w.state != m.applied[ix.Name] || len(extra[ix.Name]) > 0 {
+				register = true
+			}
+			if !ix.partition() && len(m.pending[ix.Name]) > 0 {
+				settle = true
+			}
+		}
+		if !register && !settle {
+			return out, nil
+		}
+		next, etag := m, m.etag
+		if register {
+			next = m.clone()
+			next.gen = max(m.gen+1, x.now().UnixMicro())
+			var ops []storeadapter.TableOp
+			for _, ix := range ti.indexes {
+				w := wants[ix.Name]
+				values := distinct(stateValue(m.applied[ix.Name]), stateValue(w.state), extra[ix.Name]...)
+				if !ix.partition() {
+					next.applied[ix.Name] = w.state
+					next.pending[ix.Name] = distinct("", "", append(m.pending[ix.Name], values...)...)
+					continue
+				}
+				state, pops, err := x.partitionOps(ctx, ix, pk, rk, values, w)
+				if errors.Is(err, ErrConflict) {
+					out.Conflicts = append(out.Conflicts, err)
+				} else if err != nil {
+					return out, err
+				}
+				next.applied[ix.Name] = state
+				ops = append(ops, pops...)
+			}
+			etag, err = x.commit(ctx, ti.source, m, next.entity(pk, rk), ops)
+			if lost(err) && round < x.cfg.MaxConflicts {
+				if err := x.pause(ctx, round); err != nil {
+					return out, err
+				}
+				continue
+			}
+			if err != nil {
+				return out, fmt.Errorf("index: %s %s/%s: register generation: %w", ti.source, pk, rk, err)
+			}
+			out.Changed = true
+		}
+		return out, x.settle(ctx, ti, pk, rk, next, etag, wants, &out)
+	}
+}
+
+// settle applies the pending values of the table, rows and blob indexes
+// at the record's generation, then clears them from the record (If-Match:
+// when another reconcile registered meanwhile, its generation settles).
+// etag is the record's ETag after the registration, "" when unknown.
+func (x *Indexes) settle(ctx context.Context, ti *tableIndexes, pk, rk string, m membership, etag string, wants map[string]want, out *Outcome) error {
+	settled := false
+	done := m.clone()
+	for _, ix := range ti.indexes {
+		values := m.pending[ix.Name]
+		if ix.partition() || len(values) == 0 {
+			continue
+		}
+		target := stateValue(m.applied[ix.Name])
+		ok := true
+		for _, v := range values {
+			err := x.apply(ctx, ix, v, pk, rk, m.gen, v == target, wants[ix.Name].content)
+			switch {
+			case errors.Is(err, ErrConflict):
+				out.Conflicts = append(out.Conflicts, err)
+				ok = false
+			case err != nil:
+				return fmt.Errorf("index: %s %s/%s: index %s value %s: %w", ti.source, pk, rk, ix.Name, describe(v), err)
+			}
+		}
+		if ok {
+			delete(done.pending, ix.Name)
+			settled = true
+		}
+	}
+	if !settled {
+		return nil
+	}
+	out.Changed = true
+	if etag == "" { // registered in a transaction: read the record's ETag
+		rec, err := getOptional(ctx, x.tables, ti.source, pk, memberRowKey(rk))
+		if err != nil || rec == nil {
+			return err
+		}
+		if readMembership(rec).gen != m.gen {
+			return nil // a later generation registered; it settles
+		}
+		etag = rec.ETag
+	}
+	_, err := x.tables.UpdateEntity(ctx, ti.source, done.entity(pk, rk), storeadapter.Replace, etag)
+	if lost(err) {
+		return nil
+	}
+	return err
+}
+
+// commit writes the membership record next (an insert when m did not
+// exist, else If-Match of m's ETag) together with the partition indexes'
+// ops, in one transaction. It returns the record's new ETag when it
+// learns it ("" after a transaction, whose answer does not carry it).
+func (x *Indexes) commit(ctx context.Context, table string, m membership, next storeadapter.Entity, ops []storeadapter.TableOp) (string, error) {
+	if len(ops) == 0 {
+		if m.exists {
+			return x.tables.UpdateEntity(ctx, table, next, storeadapter.Replace, m.etag)
+		}
+		return x.tables.InsertEntity(ctx, table, next)
+	}
+	op := storeadapter.TableOp{Action: storeadapter.TxInsert, Entity: next}
+	if m.exists {
+		op = storeadapter.TableOp{Action: storeadapter.TxUpdateReplace, Entity: next, IfMatch: m.etag}
+	}
+	return "", x.tables.Transact(ctx, table, append([]storeadapter.TableOp{op}, ops...))
+}
+
+// partitionOps reads a partition index's entries for values and returns
+// the operations that leave the entity in the entry of w's value only,
+// and the state to record. A copy whose value another entity holds is not
+// written: the state is then "" and the error wraps ErrConflict.
+func (x *Indexes) partitionOps(ctx context.Context, ix *index, pk, rk string, values []string, w want) (string, []storeadapter.TableOp, error) {
+	target := stateValue(w.state)
+	var ops []storeadapter.TableOp
+	if ix.Kind == KindList {
+		for _, v := range values {
+			l, err := readList(ctx, x.tables, ix.source, pk, listBase(ix, v))
+			if err != nil {
+				return "", nil, err
+			}
+			if v == target {
+				if err := l.set(rk, rk); err != nil {
+					return "", nil, err
+				}
+			} else {
+				l.remove(rk)
+			}
+			ops = append(ops, l.ops()...)
+		}
+		return w.state, ops, nil
+	}
+	state := w.state
+	var conflict error
+	for _, v := range values {
+		row, err := getOptional(ctx, x.tables, ix.source, pk, copyRowKey(ix, v))
+		if err != nil {
+			return "", nil, err
+		}
+		owner := ""
+		if row != nil {
+			owner, _ = row.Properties[propOwner].(string)
+		}
+		switch {
+		case v == target && row != nil && owner != rk:
+			state = ""
+			conflict = fmt.Errorf("%w: index %s value %s of %s/%s is held by RowKey %q", ErrConflict, ix.Name, describe(v), pk, rk, owner)
+		case v == target:
+			e := storeadapter.Entity{PartitionKey: pk, RowKey: copyRowKey(ix, v), Properties: map[string]any{propOwner: rk}}
+			for k, val := range w.content {
+				e.Properties[k] = val
+			}
+			if row == nil {
+				ops = append(ops, storeadapter.TableOp{Action: storeadapter.TxInsert, Entity: e})
+			} else {
+				ops = append(ops, storeadapter.TableOp{Action: storeadapter.TxUpdateReplace, Entity: e, IfMatch: row.ETag})
+			}
+		case row != nil && owner == rk:
+			ops = append(ops, storeadapter.TableOp{Action: storeadapter.TxDelete, Entity: storeadapter.Entity{PartitionKey: pk, RowKey: row.RowKey}, IfMatch: row.ETag})
+		}
+	}
+	return state, ops, conflict
+}
+
+// readEntity reads an entity and its membership record (nil when
+// missing; a missing table holds neither), the record in parallel.
+func (x *Indexes) readEntity(ctx context.Context, table, pk, rk string) (e, rec *storeadapter.Entity, err error) {
+	ch := make(chan error, 1)
+	go func() {
+		var err error
+		rec, err = getOptional(ctx, x.tables, table, pk, memberRowKey(rk))
+		ch <- err
+	}()
+	e, err = getOptional(ctx, x.tables, table, pk, rk)
+	return e, rec, errors.Join(err, <-ch)
+}
+
+// distinct returns a and b and more without "" and repeats, in order.
+func distinct(a, b string, more ...string) []string {
+	var out []string
+	for _, v := range append([]string{a, b}, more...) {
+		if v != "" && !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
