@@ -89,6 +89,9 @@ func (x *Indexes) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string
 			var ops []storeadapter.TableOp
 			for _, ix := range ti.indexes {
 				w := wants[ix.Name]
+				if !force && w.state == m.applied[ix.Name] && len(extra[ix.Name]) == 0 {
+					continue // this index is up to date (or only settling)
+				}
 				values := distinct(stateValue(m.applied[ix.Name]), stateValue(w.state), extra[ix.Name]...)
 				if !ix.partition() {
 					next.applied[ix.Name] = w.state

@@ -1,0 +1,203 @@
+package index
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tablekeeper/tablekeeper/localstore"
+	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
+)
+
+const employees = "Employees"
+
+// sixIndexes declares one index of every kind and store on Employees.
+func sixIndexes() Config {
+	return Config{Tables: map[string][]Decl{employees: {
+		{Name: "email", Property: "Email", Kind: KindCopy, Store: StorePartition},
+		{Name: "emailAll", Property: "Email", Kind: KindCopy, Store: StoreTable, Table: "EmployeesByEmail"},
+		{Name: "lastName", Property: "LastName", Kind: KindList, Store: StorePartition},
+		{Name: "lastNameAll", Property: "LastName", Kind: KindList, Store: StoreTable, Table: "EmployeesByLastName"},
+		{Name: "lastNameBlob", Property: "LastName", Kind: KindList, Store: StoreBlob, Container: "employee-index"},
+		{Name: "lastNameRows", Property: "LastName", Kind: KindRows, Table: "EmployeesLastNameRows"},
+	}}}
+}
+
+// fixture is a localstore behind an instrument whose fault hook a test
+// can set, and the indexes on it.
+type fixture struct {
+	t     *testing.T
+	ctx   context.Context
+	raw   *localstore.Store
+	store *instrument.Store
+	x     *Indexes
+	calls *instrument.Counts
+	fault func(ctx context.Context, c instrument.Call) error
+}
+
+func newFixture(t *testing.T, cfg Config) *fixture {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	f := &fixture{t: t, ctx: ctx, raw: localstore.New(localstore.Options{}), calls: &instrument.Counts{}}
+	f.store = instrument.Wrap(f.raw, instrument.Options{Observers: []instrument.Observer{f.calls}, Fault: func(ctx context.Context, c instrument.Call) error {
+		if f.fault != nil {
+			return f.fault(ctx, c)
+		}
+		return nil
+	}})
+	x, err := Open(f.store, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.x = x
+	if err := f.raw.Tables().CreateTable(ctx, employees); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// put writes an employee (nil props deletes it).
+func (f *fixture) put(pk, rk string, props map[string]any) {
+	f.t.Helper()
+	var err error
+	if props == nil {
+		err = f.raw.Tables().DeleteEntity(f.ctx, employees, pk, rk, storeadapter.ETagAny)
+		if err != nil && strings.Contains(err.Error(), "not found") {
+			err = nil
+		}
+	} else {
+		_, err = f.raw.Tables().UpsertEntity(f.ctx, employees, storeadapter.Entity{PartitionKey: pk, RowKey: rk, Properties: props}, storeadapter.Replace)
+	}
+	if err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) reconcile(pk, rk string) Outcome {
+	f.t.Helper()
+	out, err := f.x.Reconcile(f.ctx, employees, pk, rk)
+	if err != nil {
+		f.t.Fatalf("reconcile %s/%s: %v", pk, rk, err)
+	}
+	return out
+}
+
+func employee(last, email string) map[string]any {
+	p := map[string]any{"Dept": "Sales"}
+	if last != "" {
+		p["LastName"] = last
+	}
+	if email != "" {
+		p["Email"] = email
+	}
+	return p
+}
+
+// truth computes, from the table alone, what each index must hold: per
+// index, encoded value -> sorted keys.
+func (f *fixture) truth() map[string]map[string][]Key {
+	f.t.Helper()
+	out := map[string]map[string][]Key{}
+	ti, _ := f.x.indexes(employees)
+	for _, ix := range ti.indexes {
+		out[ix.Name] = map[string][]Key{}
+	}
+	err := queryAll(f.ctx, f.raw.Tables(), employees, storeadapter.Query{}, func(e storeadapter.Entity) error {
+		if strings.HasPrefix(e.RowKey, ReservedPrefix) || !ti.dataPartition(e.PartitionKey) {
+			return nil
+		}
+		for _, ix := range ti.indexes {
+			v, ok := e.Properties[ix.Property]
+			if !ok {
+				continue
+			}
+			enc, err := EncodeValue(v)
+			if err != nil {
+				continue
+			}
+			out[ix.Name][enc] = append(out[ix.Name][enc], Key{e.PartitionKey, e.RowKey})
+		}
+		return nil
+	})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return out
+}
+
+// dump reads what each index holds.
+func (f *fixture) dump() map[string]map[string][]Key {
+	f.t.Helper()
+	out := map[string]map[string][]Key{}
+	for _, name := range f.x.Names(employees) {
+		out[name] = map[string][]Key{}
+		err := f.x.Entries(f.ctx, employees, name, func(e Entry) error {
+			out[name][e.Encoded] = append(out[name][e.Encoded], e.Key)
+			return nil
+		})
+		if err != nil {
+			f.t.Fatalf("entries of %s: %v", name, err)
+		}
+	}
+	return out
+}
+
+// assertTruth fails unless every index equals the truth, and Check finds
+// nothing.
+func (f *fixture) assertTruth() {
+	f.t.Helper()
+	want, got := f.truth(), f.dump()
+	for name := range want {
+		for _, m := range []map[string][]Key{want[name], got[name]} {
+			for v := range m {
+				slices.SortFunc(m[v], compareKeys)
+			}
+		}
+		if !maps.EqualFunc(want[name], got[name], slices.Equal) {
+			f.t.Errorf("index %s:\n got %v\nwant %v", name, summarize(got[name]), summarize(want[name]))
+		}
+		res, err := f.x.Check(f.ctx, employees, name, func(fd Finding) error {
+			f.t.Errorf("check %s: %s %s %s/%s %s", name, fd.Problem, fd.Value, fd.PK, fd.RK, fd.Detail)
+			return nil
+		})
+		if err != nil {
+			f.t.Fatalf("check %s: %v", name, err)
+		}
+		if res.Problems() != 0 {
+			f.t.Errorf("check %s: %+v", name, res)
+		}
+	}
+}
+
+func summarize(m map[string][]Key) string {
+	var b strings.Builder
+	for _, v := range slices.Sorted(maps.Keys(m)) {
+		if len(m[v]) > 6 {
+			fmt.Fprintf(&b, "%s:%d keys ", v, len(m[v]))
+			continue
+		}
+		fmt.Fprintf(&b, "%s:%v ", v, m[v])
+	}
+	return b.String()
+}
+
+func lookupKeys(t *testing.T, x *Indexes, name string, value any, pk *string) []Key {
+	t.Helper()
+	ms, err := x.Lookup(context.Background(), employees, name, value, LookupOptions{PK: pk})
+	if err != nil {
+		t.Fatalf("lookup %s %v: %v", name, value, err)
+	}
+	var out []Key
+	for _, m := range ms {
+		out = append(out, m.Key)
+	}
+	return out
+}
+
+func ptr[T any](v T) *T { return &v }

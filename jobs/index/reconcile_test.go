@@ -1,0 +1,499 @@
+package index
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tablekeeper/tablekeeper/idempotent"
+	"github.com/tablekeeper/tablekeeper/jobs"
+	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
+)
+
+func TestReconcileInsertRenameDelete(t *testing.T) {
+	f := newFixture(t, sixIndexes())
+	f.put("Sales", "001", employee("Jones", "jonesj@contoso.com"))
+	f.put("Sales", "002", employee("Jones", "jonesm@contoso.com"))
+	f.put("Marketing", "003", employee("Jones", "jonesb@contoso.com"))
+	f.put("Marketing", "004", employee("", "")) // not indexed
+	for _, k := range []Key{{"Sales", "001"}, {"Sales", "002"}, {"Marketing", "003"}, {"Marketing", "004"}} {
+		if out := f.reconcile(k.PK, k.RK); !out.Changed && k.RK != "004" {
+			t.Errorf("first reconcile of %v changed nothing", k)
+		}
+	}
+	f.assertTruth()
+	all := []Key{{"Marketing", "003"}, {"Sales", "001"}, {"Sales", "002"}}
+	for _, name := range []string{"lastNameAll", "lastNameBlob", "lastNameRows"} {
+		if got := lookupKeys(t, f.x, name, "Jones", nil); !slices.Equal(got, all) {
+			t.Errorf("lookup %s Jones = %v, want %v", name, got, all)
+		}
+		if got := lookupKeys(t, f.x, name, "Jones", ptr("Sales")); !slices.Equal(got, all[1:]) {
+			t.Errorf("lookup %s Jones in Sales = %v, want %v", name, got, all[1:])
+		}
+	}
+	if got := lookupKeys(t, f.x, "lastName", "Jones", ptr("Sales")); !slices.Equal(got, all[1:]) {
+		t.Errorf("lookup lastName Jones in Sales = %v", got)
+	}
+	if _, err := f.x.Lookup(f.ctx, employees, "lastName", "Jones", LookupOptions{}); !errors.Is(err, storeadapter.ErrInvalidInput) {
+		t.Errorf("partition lookup without pk: %v", err)
+	}
+	ms, err := f.x.Lookup(f.ctx, employees, "email", "jonesm@contoso.com", LookupOptions{PK: ptr("Sales"), Entities: true})
+	if err != nil || len(ms) != 1 || ms[0].RK != "002" || ms[0].Entity.Properties["LastName"] != "Jones" || ms[0].Entity.RowKey != "002" {
+		t.Fatalf("email copy lookup = %+v, %v", ms, err)
+	}
+	if _, ok := ms[0].Entity.Properties[propOwner]; ok {
+		t.Error("a looked-up copy shows its bookkeeping")
+	}
+
+	// A rename moves the key; a copy follows a change of another property.
+	f.put("Sales", "001", employee("Smith", "smithj@contoso.com"))
+	f.reconcile("Sales", "001")
+	p := employee("Jones", "jonesm@contoso.com")
+	p["Dept"] = "Engineering"
+	f.put("Sales", "002", p)
+	if out := f.reconcile("Sales", "002"); !out.Changed {
+		t.Error("a change of a copied property was not reconciled")
+	}
+	f.put("Marketing", "003", nil)
+	f.reconcile("Marketing", "003")
+	f.assertTruth()
+	if got := lookupKeys(t, f.x, "lastNameRows", "Jones", nil); !slices.Equal(got, []Key{{"Sales", "002"}}) {
+		t.Errorf("after renames, Jones = %v", got)
+	}
+	if got := lookupKeys(t, f.x, "emailAll", "jonesj@contoso.com", nil); len(got) != 0 {
+		t.Errorf("the old email still finds %v", got)
+	}
+	ms, _ = f.x.Lookup(f.ctx, employees, "emailAll", "jonesm@contoso.com", LookupOptions{Entities: true})
+	if len(ms) != 1 || ms[0].Entity.Properties["Dept"] != "Engineering" {
+		t.Errorf("table copy after update = %+v", ms)
+	}
+}
+
+func TestReconcileUnchangedCostsTwoReads(t *testing.T) {
+	f := newFixture(t, sixIndexes())
+	f.put("Sales", "001", employee("Jones", "jonesj@contoso.com"))
+	f.reconcile("Sales", "001")
+	before := f.calls.Snapshot().Total().Calls
+	if out := f.reconcile("Sales", "001"); out.Changed {
+		t.Error("a second reconcile changed something")
+	}
+	if n := f.calls.Snapshot().Total().Calls - before; n != 2 {
+		t.Errorf("an unchanged reconcile made %d calls, want 2", n)
+	}
+}
+
+// TestCrashAtEveryCall stops a rename's reconcile at each of its storage
+// calls in turn (the call and every later one fail, as for a killed
+// worker), changes the entity again in half the runs, and checks that the
+// next reconcile converges.
+func TestCrashAtEveryCall(t *testing.T) {
+	for _, again := range []bool{false, true} {
+		for n := 1; ; n++ {
+			f := newFixture(t, sixIndexes())
+			f.put("Sales", "001", employee("Jones", "jonesj@contoso.com"))
+			f.put("Sales", "002", employee("Jones", "jonesm@contoso.com"))
+			f.reconcile("Sales", "001")
+			f.reconcile("Sales", "002")
+			f.put("Sales", "001", employee("Smith", "smithj@contoso.com"))
+			calls := 0
+			f.fault = func(context.Context, instrument.Call) error {
+				if calls++; calls >= n {
+					return fmt.Errorf("crash at call %d: %w", n, storeadapter.ErrUnavailable)
+				}
+				return nil
+			}
+			_, err := f.x.Reconcile(f.ctx, employees, "Sales", "001")
+			f.fault = nil
+			if err == nil {
+				if again {
+					return
+				}
+				break // the reconcile made fewer than n calls: every position was tried
+			}
+			if again {
+				f.put("Sales", "001", employee("Brown", "brownj@contoso.com"))
+			}
+			f.reconcile("Sales", "001")
+			f.assertTruth()
+			if t.Failed() {
+				t.Fatalf("crash at call %d (entity changed again: %v)", n, again)
+			}
+		}
+	}
+}
+
+// holdCalls blocks the calls that match while hold is closed... until
+// release is called; it lets a test run one reconcile "late".
+type holdCalls struct {
+	mu      sync.Mutex
+	release chan struct{}
+	held    chan struct{}
+	match   func(context.Context, instrument.Call) bool
+	once    sync.Once
+}
+
+type lateKey struct{}
+
+func (h *holdCalls) fault(ctx context.Context, c instrument.Call) error {
+	if ctx.Value(lateKey{}) == nil || !h.match(ctx, c) {
+		return nil
+	}
+	h.once.Do(func() { close(h.held) })
+	select {
+	case <-h.release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// TestLateReconcileCannotUndoNewer holds a reconcile that registered an
+// older version of the entity just before it writes the table, rows and
+// blob stores; meanwhile the entity changes and a second reconcile
+// finishes. When the first is let go, its writes must not undo the
+// second's: every index must still match the truth.
+func TestLateReconcileCannotUndoNewer(t *testing.T) {
+	isExternalWrite := func(_ context.Context, c instrument.Call) bool {
+		switch c.Op {
+		case instrument.OpInsertEntity, instrument.OpUpdateEntity, instrument.OpTransact, instrument.OpPut:
+			return c.Name != employees
+		}
+		return false
+	}
+	for _, final := range []string{"Smith", "Jones", ""} {
+		t.Run("final="+final, func(t *testing.T) {
+			f := newFixture(t, sixIndexes())
+			f.put("Sales", "001", employee("Jones", "jonesj@contoso.com"))
+			f.reconcile("Sales", "001")
+			h := &holdCalls{release: make(chan struct{}), held: make(chan struct{}), match: isExternalWrite}
+			f.fault = h.fault
+			f.put("Sales", "001", employee("Brown", "brownj@contoso.com"))
+			done := make(chan error, 1)
+			go func() {
+				_, err := f.x.Reconcile(context.WithValue(f.ctx, lateKey{}, true), employees, "Sales", "001")
+				done <- err
+			}()
+			select {
+			case <-h.held:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the late reconcile never reached an external write")
+			}
+			if final == "" {
+				f.put("Sales", "001", nil)
+			} else {
+				f.put("Sales", "001", employee(final, strings.ToLower(final)+"j@contoso.com"))
+			}
+			f.reconcile("Sales", "001")
+			f.assertTruth()
+			close(h.release)
+			if err := <-done; err != nil {
+				t.Fatalf("late reconcile: %v", err)
+			}
+			f.assertTruth()
+		})
+	}
+}
+
+// TestConcurrentReconcilesConverge runs many reconciles of a few
+// entities at once while the entities change, with storage calls delayed
+// at random (so requests arrive out of order) and some failing; after a
+// last reconcile of each entity every index equals the truth.
+func TestConcurrentReconcilesConverge(t *testing.T) {
+	f := newFixture(t, sixIndexes())
+	var mu sync.Mutex
+	rng := rand.New(rand.NewPCG(1, 2))
+	f.fault = func(ctx context.Context, c instrument.Call) error {
+		mu.Lock()
+		d, fail := time.Duration(rng.IntN(1500))*time.Microsecond, rng.IntN(40) == 0
+		mu.Unlock()
+		time.Sleep(d)
+		if fail {
+			return fmt.Errorf("injected: %w", storeadapter.ErrUnavailable)
+		}
+		return nil
+	}
+	names := []string{"Jones", "Smith", "Brown", "Lee"}
+	keys := []Key{{"Sales", "001"}, {"Sales", "002"}, {"Sales", "003"}, {"Marketing", "004"}, {"Marketing", "005"}}
+	var wg sync.WaitGroup
+	for w := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(w), 7))
+			for i := range 40 {
+				k := keys[r.IntN(len(keys))]
+				if w%2 == 0 { // writers change an entity, then reconcile it
+					switch r.IntN(5) {
+					case 0:
+						f.put(k.PK, k.RK, nil)
+					default:
+						f.put(k.PK, k.RK, employee(names[r.IntN(len(names))], fmt.Sprintf("%s.%d.%d@contoso.com", k.RK, w, i)))
+					}
+				}
+				_, _ = f.x.Reconcile(f.ctx, employees, k.PK, k.RK) // failures are injected
+			}
+		}()
+	}
+	wg.Wait()
+	f.fault = nil
+	for _, k := range keys {
+		f.reconcile(k.PK, k.RK)
+	}
+	f.assertTruth()
+}
+
+func TestCopyConflict(t *testing.T) {
+	f := newFixture(t, sixIndexes())
+	f.put("Sales", "001", employee("Jones", "shared@contoso.com"))
+	f.put("Sales", "002", employee("Jones", "shared@contoso.com"))
+	f.reconcile("Sales", "001")
+	out := f.reconcile("Sales", "002")
+	if len(out.Conflicts) != 2 {
+		t.Fatalf("conflicts = %v, want one per copy index", out.Conflicts)
+	}
+	for _, err := range out.Conflicts {
+		if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), `"001"`) {
+			t.Errorf("conflict %v does not wrap ErrConflict or name the holder", err)
+		}
+	}
+	if got := lookupKeys(t, f.x, "emailAll", "shared@contoso.com", nil); !slices.Equal(got, []Key{{"Sales", "001"}}) {
+		t.Errorf("the conflicting copy overwrote the holder: %v", got)
+	}
+	var problems []string
+	if _, err := f.x.Check(f.ctx, employees, "email", func(fd Finding) error {
+		problems = append(problems, fd.Problem+" "+fd.RK)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(problems, []string{"conflict 002"}) {
+		t.Errorf("check found %v", problems)
+	}
+	// The holder moves on: the next reconcile of 002 takes the value.
+	f.put("Sales", "001", employee("Jones", "other@contoso.com"))
+	f.reconcile("Sales", "001")
+	if out := f.reconcile("Sales", "002"); len(out.Conflicts) != 0 {
+		t.Fatalf("conflicts after the holder moved: %v", out.Conflicts)
+	}
+	f.assertTruth()
+}
+
+func TestUnindexableValue(t *testing.T) {
+	f := newFixture(t, sixIndexes())
+	f.put("Sales", "001", employee("Jones", "jonesj@contoso.com"))
+	f.reconcile("Sales", "001")
+	f.put("Sales", "001", employee(strings.Repeat("J", 600), "jonesj@contoso.com"))
+	out := f.reconcile("Sales", "001")
+	if len(out.Unindexable) != 4 {
+		t.Fatalf("unindexable = %v, want the four LastName indexes", out.Unindexable)
+	}
+	if !strings.Contains(out.Unindexable[0].Error(), "LastName") {
+		t.Errorf("error %v does not name the property", out.Unindexable[0])
+	}
+	if got := lookupKeys(t, f.x, "lastNameRows", "Jones", nil); len(got) != 0 {
+		t.Errorf("the old value still lists %v", got)
+	}
+	res, err := f.x.Check(f.ctx, employees, "lastNameAll", func(Finding) error { return nil })
+	if err != nil || res.Unindexable != 1 || res.Problems() != 1 {
+		t.Errorf("check = %+v, %v; want one unindexable", res, err)
+	}
+}
+
+func TestSpillOver(t *testing.T) {
+	defer func(p, c int) { partProps, partChars = p, c }(partProps, partChars)
+	partProps, partChars = 2, maxLineChars+120 // parts of 240 characters of lines
+	f := newFixture(t, sixIndexes())
+	const n = 120
+	for i := range n {
+		f.put("Sales", fmt.Sprintf("emp%03d", i), employee("Jones", fmt.Sprintf("e%d@contoso.com", i)))
+		f.reconcile("Sales", fmt.Sprintf("emp%03d", i))
+	}
+	for _, base := range []struct{ table, pk, base string }{
+		{employees, "Sales", listBase(mustIndex(t, f.x, "lastName"), "SJones")},
+		{"EmployeesByLastName", "lastNameAll_SJones", tableListBase},
+	} {
+		l, err := readList(f.ctx, f.raw.Tables(), base.table, base.pk, base.base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(l.parts) < 3 {
+			t.Errorf("%s: %d parts for %d members: no spill-over", base.table, len(l.parts), n)
+		}
+	}
+	for _, name := range []string{"lastName", "lastNameAll"} {
+		if got := lookupKeys(t, f.x, name, "Jones", ptr("Sales")); len(got) != n {
+			t.Errorf("%s lookup found %d of %d", name, len(got), n)
+		}
+	}
+	f.assertTruth()
+	for i := range n {
+		if i%3 != 0 {
+			f.put("Sales", fmt.Sprintf("emp%03d", i), nil)
+			f.reconcile("Sales", fmt.Sprintf("emp%03d", i))
+		}
+	}
+	f.assertTruth()
+}
+
+// TestSpillOverAtRealSize spills a partition list and a table list over
+// at the real part size, with long RowKeys.
+func TestSpillOverAtRealSize(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes about 1,400 entities into lists of 1 MiB")
+	}
+	cfg := Config{Tables: map[string][]Decl{employees: {
+		{Name: "lastName", Property: "LastName", Kind: KindList, Store: StorePartition},
+		{Name: "lastNameAll", Property: "LastName", Kind: KindList, Store: StoreTable, Table: "EmployeesByLastName"},
+	}}}
+	f := newFixture(t, cfg)
+	n := 2*partCapacity()/420 + 50
+	for i := range n {
+		rk := fmt.Sprintf("%04d-%s", i, strings.Repeat("x", 400))
+		f.put("Sales", rk, employee("Jones", ""))
+		f.reconcile("Sales", rk)
+	}
+	l, err := readList(f.ctx, f.raw.Tables(), employees, "Sales", listBase(mustIndex(t, f.x, "lastName"), "SJones"))
+	if err != nil || len(l.parts) < 3 {
+		t.Fatalf("%d parts, %v", len(l.parts), err)
+	}
+	if got := lookupKeys(t, f.x, "lastNameAll", "Jones", nil); len(got) != n {
+		t.Errorf("lookup found %d of %d", len(got), n)
+	}
+	f.assertTruth()
+}
+
+func mustIndex(t *testing.T, x *Indexes, name string) *index {
+	ix, err := x.index(employees, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ix
+}
+
+// TestRebuild wipes every index and the membership records, plants stale
+// entries, rebuilds (stopping once midway to resume from the checkpoint)
+// and checks the result equals the truth.
+func TestRebuild(t *testing.T) {
+	f := newFixture(t, sixIndexes())
+	for i := range 30 {
+		f.put([]string{"Sales", "Marketing"}[i%2], fmt.Sprintf("%03d", i), employee([]string{"Jones", "Smith", ""}[i%3], fmt.Sprintf("e%d@contoso.com", i)))
+		f.reconcile([]string{"Sales", "Marketing"}[i%2], fmt.Sprintf("%03d", i))
+	}
+	f.assertTruth()
+	// Wipe the index tables, the container and the reserved rows.
+	wipe := func(table string, cond func(storeadapter.Entity) bool) {
+		_ = queryAll(f.ctx, f.raw.Tables(), table, storeadapter.Query{}, func(e storeadapter.Entity) error {
+			if cond(e) {
+				return f.raw.Tables().DeleteEntity(f.ctx, table, e.PartitionKey, e.RowKey, storeadapter.ETagAny)
+			}
+			return nil
+		})
+	}
+	all := func(storeadapter.Entity) bool { return true }
+	for _, tb := range []string{"EmployeesByEmail", "EmployeesByLastName", "EmployeesLastNameRows"} {
+		wipe(tb, all)
+	}
+	wipe(employees, func(e storeadapter.Entity) bool { return strings.HasPrefix(e.RowKey, ReservedPrefix) })
+	page, _ := f.raw.Container("employee-index").List(f.ctx, "", "")
+	for _, b := range page.Blobs {
+		_ = f.raw.Container("employee-index").Delete(f.ctx, b.Name, "")
+	}
+	// Stale entries the membership records know nothing of.
+	for _, rk := range []string{"999", "000"} {
+		if _, err := f.raw.Tables().InsertEntity(f.ctx, "EmployeesLastNameRows", storeadapter.Entity{PartitionKey: "SGhost", RowKey: memberKey("Sales", rk), Properties: map[string]any{propGen: int64(1), propDead: false}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cp := idempotent.Checkpoints{Tables: f.store.Tables(), Table: "Checkpoints"}
+	calls := 0
+	f.fault = func(_ context.Context, c instrument.Call) error {
+		if calls++; calls == 150 {
+			return fmt.Errorf("crash: %w", storeadapter.ErrUnavailable)
+		}
+		return nil
+	}
+	if _, err := f.x.Rebuild(f.ctx, employees, nil, cp, "op1"); err == nil {
+		t.Fatal("the rebuild did not stop at the injected failure")
+	}
+	f.fault = nil
+	res, err := f.x.Rebuild(f.ctx, employees, nil, cp, "op1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Swept < 1 {
+		t.Errorf("rebuild swept nothing: %v", res)
+	}
+	f.assertTruth()
+	if tok, _ := cp.Load(f.ctx, "op1", stepScan); tok != "" {
+		t.Errorf("checkpoint left behind: %q", tok)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	decl := func(mod func(*Decl)) Config {
+		d := Decl{Name: "ix", Property: "P", Kind: KindList, Store: StoreTable, Table: "IndexTable"}
+		mod(&d)
+		return Config{Tables: map[string][]Decl{"Source": {d}}}
+	}
+	for _, tc := range []struct {
+		cfg  Config
+		want string
+	}{
+		{decl(func(d *Decl) { d.Kind = "tree" }), `index "ix": kind: must be`},
+		{decl(func(d *Decl) { d.Store = "queue" }), `store: a list index is stored in`},
+		{decl(func(d *Decl) { d.Table = "x" }), `table:`},
+		{decl(func(d *Decl) { d.Table = "" }), `table: is required`},
+		{decl(func(d *Decl) { d.Name = "bad-name" }), `name: must be`},
+		{decl(func(d *Decl) { d.Property = "1x" }), `property:`},
+		{decl(func(d *Decl) { d.Store, d.Table, d.Container = StoreBlob, "", "Bad_Container" }), `container:`},
+		{decl(func(d *Decl) {
+			d.Kind, d.Store, d.Table, d.Properties = KindCopy, StorePartition, "", make([]string, 250)
+		}), `properties[0]`},
+		{decl(func(d *Decl) { d.Properties = []string{"A"} }), `properties: only a copy`},
+		{decl(func(d *Decl) { d.Kind, d.Store = KindRows, ""; d.Table = "Source" }), `a rows index needs a table of its own`},
+		{Config{Tables: map[string][]Decl{"Source": {{Name: "a", Property: "P", Kind: KindList, Store: StorePartition}, {Name: "A", Property: "Q", Kind: KindList, Store: StorePartition}}}}, `declared twice`},
+		{Config{Tables: map[string][]Decl{"Source": {{Name: "a", Property: "P", Kind: KindRows, Table: "Idx"}, {Name: "b", Property: "Q", Kind: KindList, Store: StoreTable, Table: "Idx"}}}}, `a rows index needs a table of its own`},
+		{Config{Tables: map[string][]Decl{"Source": {{Name: "a", Property: "P", Kind: KindList, Store: StoreTable, Table: "Other"}}, "Other": nil}}, `is a declared source table`},
+		{Config{Tables: map[string][]Decl{"Source": {{Name: "a", Property: "P", Kind: KindList, Store: StoreTable, Table: "Idx"}}, "Second": {{Name: "a", Property: "P", Kind: KindList, Store: StoreTable, Table: "Idx"}}}}, `serves one source table`},
+		{Config{TombstoneGrace: jobs.Duration(time.Minute)}, `index.tombstoneGrace`},
+	} {
+		err := tc.cfg.Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: error %v, want it to contain %q", tc.cfg.Tables, err, tc.want)
+		}
+	}
+	good := sixIndexes()
+	if err := good.Validate(); err != nil {
+		t.Errorf("the issue's declarations: %v", err)
+	}
+}
+
+func TestArgsValidate(t *testing.T) {
+	for _, tc := range []struct {
+		a    Args
+		want string
+	}{
+		{Args{Table: "T"}, "args.table"},
+		{Args{Table: "Tab", RK: ptr("r")}, "args.pk: is required"},
+		{Args{Table: "Tab", PK: ptr("p")}, "args.rk: is required"},
+		{Args{Table: "Tab", PK: ptr("p"), RK: ptr(ReservedPrefix + "m.x")}, "reserved"},
+		{Args{Table: "Tab", Rebuild: true, RK: ptr("r")}, "args.rk: a rebuild"},
+		{Args{Table: "Tab", PK: ptr("p/q"), RK: ptr("r")}, "args.pk"},
+	} {
+		if err := tc.a.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want %q", tc.a, err, tc.want)
+		}
+	}
+	for _, a := range []Args{{Table: "Tab", PK: ptr("p"), RK: ptr("r")}, {Table: "Tab", Rebuild: true}, {Table: "Tab", Rebuild: true, PK: ptr("p")}} {
+		if err := a.Validate(); err != nil {
+			t.Errorf("%+v: %v", a, err)
+		}
+	}
+}
