@@ -1,13 +1,54 @@
-// Package index will hold the "index" job kind, which keeps secondary
-// indexes and index entities consistent with the entities they index. Today
-// it holds the kind's key encoding: how a property value becomes the text
-// of a PartitionKey or RowKey (EncodeValue, DecodeValue) and how any string,
-// such as a source entity's key, is escaped into key text (EscapeKey,
-// UnescapeKey).
+// Package index is the "index" job kind: secondary indexes and index
+// entities, declared per source table in the worker's config (Config,
+// Decl), kept eventually consistent with the entities they index by a
+// worker that reconciles one entity per message (Worker, Args), rebuilt
+// from the table when needed (Rebuild), read through Lookup and compared
+// with the table by Check. The application writes its entity and enqueues
+// {"table","pk","rk"}; it never writes an index itself.
 //
 // Like every kind it is written against the storeadapter ports and the jobs
 // contract only: it must not import the Azure SDK, the runner or another
 // kind.
+//
+// # Kinds and stores
+//
+// An index is a kind and a store (the patterns of the Azure table design
+// guide):
+//
+//	kind/store      entry of value v for entity (pk, rk)           pattern
+//	copy/partition  row (pk, "~tk.c.<name>_<v>"): the entity's       intra-partition secondary index
+//	                properties (or Decl.Properties) + tkOwner = rk
+//	copy/table      row ("<name>_<pk>", v) in Decl.Table (default:   inter-partition secondary index
+//	                the source table): the properties + tkOwner,
+//	                tkGen, tkTombs
+//	list/partition  rk on a line of the rows (pk, "~tk.l.<name>_<v>  index entities, option 2
+//	                !NNNN"): parts of one list
+//	list/table      "pk\trk\tgen\tL|D" on a line of the rows           index entities, option 3
+//	                ("<name>_<v>", "pNNNN") in Decl.Table
+//	list/blob       the same line in blob "<table>/<name>/<v>" of      index entities, option 1
+//	                Decl.Container
+//	rows            row (v, EscapeKey(pk)+" !"+EscapeKey(rk)) in      one entity per member, for
+//	                Decl.Table, with tkGen and tkDead                 hot or huge values
+//
+// v is the value's key text (EncodeValue, below). A list's parts hold
+// lines in string properties L0…L7 of up to 32,000 characters each; a
+// list that outgrows a part spills over to the next, up to 60 parts, and
+// a lookup reads them all in one range query. A copy never overwrites the
+// copy of another entity that holds the same value: that is a conflict
+// (ErrConflict), retried and reported by Check.
+//
+// # Rows in data partitions
+//
+// Membership records ("~tk.m.<rk>", or "~tk.h.<sha256 of rk>" for long
+// RowKeys) and the partition stores' entries live in the source entity's
+// partition, under ReservedPrefix, so that each reconcile changes them in
+// one transaction. Applications must not use RowKeys starting with
+// "~tk." and leave these rows out of their partition scans with the filter
+// RowKey lt '~tk.' or RowKey ge '~tk/'. A copy/table index kept in its
+// source table owns that table's partitions starting with "<name>_".
+//
+// Worker's doc comment gives the reconcile's steps and why every crash
+// position and every interleaving of workers converges.
 //
 // # Key format
 //

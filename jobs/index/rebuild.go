@@ -56,8 +56,12 @@ func (x *Indexes) Rebuild(ctx context.Context, table string, pk *string, cp idem
 func (x *Indexes) rebuild(ctx context.Context, ti *tableIndexes, pk *string, cp idempotent.Checkpoints, opID string) (RebuildResult, error) {
 	var res RebuildResult
 	count := func(out Outcome, err error) error {
-		if errors.Is(err, storeadapter.ErrInvalidInput) {
+		switch {
+		case errors.Is(err, storeadapter.ErrInvalidInput):
 			return nil // a key the kind does not index
+		case errors.Is(err, storeadapter.ErrTooLarge): // a list at its limit
+			res.Unindexable++
+			return nil
 		}
 		res.Conflicts += min(len(out.Conflicts), 1)
 		res.Unindexable += min(len(out.Unindexable), 1)
@@ -87,6 +91,11 @@ func (x *Indexes) rebuild(ctx context.Context, ti *tableIndexes, pk *string, cp 
 				}
 				if err := count(x.reconcile(ctx, ti, e.PartitionKey, rk, force, nil)); err != nil {
 					return err
+				}
+				if !force {
+					if err := x.dropMembership(ctx, ti, e.PartitionKey, rk); err != nil {
+						return err
+					}
 				}
 			}
 			if err := save(page.Next); err != nil || page.Next == "" {
@@ -194,4 +203,23 @@ func (x *Indexes) prune(ctx context.Context, ix *index, en Entry) (int, error) {
 		return 0, err
 	}
 	return 1, nil
+}
+
+// dropMembership deletes the membership record of a deleted entity once
+// nothing is indexed or pending for it and its generation is older than
+// the tombstone grace period: by then no tombstone can outrank the
+// generation a re-created entity starts with (the clock), so the record
+// is no longer needed. It is If-Match, so a concurrent reconcile wins.
+func (x *Indexes) dropMembership(ctx context.Context, ti *tableIndexes, pk, rk string) error {
+	e, rec, err := x.readEntity(ctx, ti.source, pk, rk)
+	if err != nil || e != nil || rec == nil {
+		return err
+	}
+	if m := readMembership(rec); len(m.applied) > 0 || len(m.pending) > 0 || m.gen >= x.graceCut() {
+		return nil
+	}
+	if err := x.tables.DeleteEntity(ctx, ti.source, pk, rec.RowKey, rec.ETag); err != nil && !lost(err) {
+		return err
+	}
+	return nil
 }

@@ -434,6 +434,22 @@ func TestRebuild(t *testing.T) {
 	if tok, _ := cp.Load(f.ctx, "op1", stepScan); tok != "" {
 		t.Errorf("checkpoint left behind: %q", tok)
 	}
+
+	// A deleted entity's membership record goes once its generation is
+	// older than the tombstone grace period.
+	f.put("Sales", "000", nil)
+	f.reconcile("Sales", "000")
+	if rec, _ := getOptional(f.ctx, f.raw.Tables(), employees, "Sales", memberRowKey("000")); rec == nil {
+		t.Fatal("the membership record of a just-deleted entity is gone")
+	}
+	f.x.now = func() time.Time { return time.Now().Add(2 * time.Hour) }
+	if _, err := f.x.Rebuild(f.ctx, employees, nil, cp, "op2"); err != nil {
+		t.Fatal(err)
+	}
+	if rec, _ := getOptional(f.ctx, f.raw.Tables(), employees, "Sales", memberRowKey("000")); rec != nil {
+		t.Errorf("the membership record of a long-deleted entity is still there: %v", rec.Properties)
+	}
+	f.assertTruth()
 }
 
 func TestConfigValidate(t *testing.T) {

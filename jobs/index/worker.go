@@ -147,8 +147,8 @@ func (w *Worker) Work(ctx context.Context, job *jobs.Job[Args]) error {
 		return err
 	}
 	out, err := w.x.reconcile(ctx, ti, *a.PK, *a.RK, false, nil)
-	if errors.Is(err, storeadapter.ErrInvalidInput) {
-		return jobs.Permanent(err)
+	if errors.Is(err, storeadapter.ErrInvalidInput) || errors.Is(err, storeadapter.ErrTooLarge) {
+		return jobs.Permanent(err) // a reserved key, a list at its limit
 	}
 	if err != nil {
 		return err
