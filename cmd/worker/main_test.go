@@ -94,6 +94,9 @@ func TestConfigFile(t *testing.T) {
 		`{"archive": {"maxConflicts": 1000}}`:             `archive.maxConflicts: must be 1-100, got 1000`,
 		`{"archive": {"checkpointTable": "x"}}`:           `archive.checkpointTable: invalid input: table name`,
 		`[1]`:                                             "not a JSON object",
+		`{"index": {"tables": {"Employees": [{"name": "email", "property": "Email", "kind": "copy", "store": "partitoin"}]}}}`: `index.tables["Employees"] index "email": store: a copy index is stored in "partition" or "table", got "partitoin"`,
+		`{"index": {"tables": {"Employees": [{"name": "x", "property": "P", "kind": "list", "store": "table"}]}}}`:             `index.tables["Employees"] index "x": table: is required`,
+		`{"index": {"tables": {"Employees": [{"nme": "x"}]}}}`:                                                                 `worker.json:1:38: index.tables.Employees[].nme: unknown field`,
 	} {
 		write(body)
 		m := &Main{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}}
