@@ -129,10 +129,9 @@ func TestCrashAtEveryCall(t *testing.T) {
 	}
 }
 
-// holdCalls blocks the calls that match while hold is closed... until
-// release is called; it lets a test run one reconcile "late".
+// holdCalls blocks the matching calls of a context marked with lateKey
+// until release is closed: it lets a test run one reconcile "late".
 type holdCalls struct {
-	mu      sync.Mutex
 	release chan struct{}
 	held    chan struct{}
 	match   func(context.Context, instrument.Call) bool
