@@ -71,7 +71,7 @@ func UpdateCAS(ctx context.Context, t storeadapter.Tables, table, pk, rk string,
 	mode := cmp.Or(o.Mode, storeadapter.Merge)
 	sleep := o.Sleep
 	if sleep == nil {
-		sleep = sleepCtx
+		sleep = Sleep
 	}
 	start := o.Start
 	for try := 1; ; try++ {
@@ -110,7 +110,7 @@ func UpdateCAS(ctx context.Context, t storeadapter.Tables, table, pk, rk string,
 		if err == nil {
 			return written, nil
 		}
-		if !conflict(err) {
+		if !Lost(err) {
 			return storeadapter.Entity{}, fmt.Errorf("idempotent: update %s %s/%s: write: %w", table, pk, rk, err)
 		}
 		if try == tries {
@@ -124,16 +124,16 @@ func UpdateCAS(ctx context.Context, t storeadapter.Tables, table, pk, rk string,
 	}
 }
 
-// conflict reports whether a conditional write lost to another writer: the
-// ETag changed, the entity appeared before an insert, or it vanished before
-// an update. A missing table is not a conflict.
-func conflict(err error) bool {
+// Lost reports whether a conditional write lost to another writer: the
+// ETag changed, the entity (or blob) appeared before an insert, or it
+// vanished before an update. A missing table is not a loss.
+func Lost(err error) bool {
 	return errors.Is(err, storeadapter.ErrPreconditionFailed) || errors.Is(err, storeadapter.ErrAlreadyExists) ||
 		errors.Is(err, storeadapter.ErrNotFound) && !errors.Is(err, storeadapter.ErrTableNotFound)
 }
 
-// sleepCtx waits for d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
+// Sleep waits for d, or returns ctx's error when ctx ends first.
+func Sleep(ctx context.Context, d time.Duration) error {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	select {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 
+	"github.com/tablekeeper/tablekeeper/idempotent"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
@@ -88,7 +89,7 @@ func (x *Indexes) Check(ctx context.Context, table, name string, report func(Fin
 		}
 		return find(problem, describe(v), k, detail)
 	})
-	if err != nil && !idempotentMissing(err) {
+	if err != nil && !idempotent.Missing(err) {
 		return res, err
 	}
 	err = x.scanEntries(ctx, ix, nil, "", func(en Entry) error {

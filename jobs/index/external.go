@@ -218,7 +218,7 @@ func (x *Indexes) applyTableList(ctx context.Context, ix *index, value, pk, rk s
 			return err
 		}
 		err = idempotent.Transact(ctx, x.tables, ix.table, l.ops())
-		if err == nil || !lost(err) || try >= x.cfg.MaxConflicts {
+		if err == nil || !idempotent.Lost(err) || try >= x.cfg.MaxConflicts {
 			return err
 		}
 		if err := x.pause(ctx, try); err != nil {
@@ -263,7 +263,7 @@ func (x *Indexes) applyBlob(ctx context.Context, ix *index, value, pk, rk string
 			_, err := c.Put(ctx, name, []byte(strings.Join(lines, "\n")+"\n"), o)
 			return err
 		})
-		if err == nil || !lost(err) || try >= x.cfg.MaxConflicts {
+		if err == nil || !idempotent.Lost(err) || try >= x.cfg.MaxConflicts {
 			return err
 		}
 		if err := x.pause(ctx, try); err != nil {
@@ -288,10 +288,4 @@ func readBlobList(ctx context.Context, c storeadapter.Blobs, name string) ([]str
 		}
 	}
 	return lines, props.ETag, nil
-}
-
-// lost reports whether a conditional write lost to another writer.
-func lost(err error) bool {
-	return errors.Is(err, storeadapter.ErrPreconditionFailed) || errors.Is(err, storeadapter.ErrAlreadyExists) ||
-		errors.Is(err, storeadapter.ErrNotFound) && !idempotent.Missing(err)
 }

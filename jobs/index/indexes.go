@@ -190,38 +190,45 @@ func describe(value string) string {
 
 // queryAll runs a query to its last page, calling visit for each entity.
 func queryAll(ctx context.Context, t storeadapter.Tables, table string, q storeadapter.Query, visit func(storeadapter.Entity) error) error {
-	for {
+	return paginate(q.Continuation, func(token string) (string, error) {
+		q.Continuation = token
 		page, err := t.Query(ctx, table, q)
 		if err != nil {
-			return err
+			return "", err
 		}
 		for _, e := range page.Entities {
 			if err := visit(e); err != nil {
-				return err
+				return "", err
 			}
 		}
-		if page.Next == "" {
-			return nil
-		}
-		q.Continuation = page.Next
-	}
+		return page.Next, nil
+	}, nil)
 }
-
-// idempotentMissing reports a missing table or container: an index that
-// was never written reads as empty.
-func idempotentMissing(err error) bool { return idempotent.Missing(err) }
 
 // pause waits before another round after a write lost to another worker:
 // about 20 ms, doubling, drawn from [0.5, 1.5) of that.
 func (x *Indexes) pause(ctx context.Context, round int) error {
-	d := time.Duration(float64(idempotent.DefaultCASPause<<min(round-1, 8)) * (0.5 + rand.Float64()))
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	return idempotent.Sleep(ctx, time.Duration(float64(idempotent.DefaultCASPause<<min(round-1, 8))*(0.5+rand.Float64())))
+}
+
+// paginate calls fetch with token and then with each next token it
+// returns, until one is "", calling page (when not nil) with each next
+// token after its page.
+func paginate(token string, fetch func(token string) (next string, err error), page func(next string) error) error {
+	for {
+		next, err := fetch(token)
+		if err != nil {
+			return err
+		}
+		if page != nil {
+			if err := page(next); err != nil {
+				return err
+			}
+		}
+		if next == "" {
+			return nil
+		}
+		token = next
 	}
 }
 

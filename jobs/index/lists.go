@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/tablekeeper/tablekeeper/idempotent"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
@@ -69,7 +70,7 @@ func readList(ctx context.Context, t storeadapter.Tables, table, pk, base string
 		l.parts = append(l.parts, p)
 		return nil
 	})
-	if err != nil && !idempotentMissing(err) {
+	if err != nil && !idempotent.Missing(err) {
 		return nil, err
 	}
 	return l, nil

@@ -2,11 +2,11 @@ package index
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
+	"github.com/tablekeeper/tablekeeper/idempotent"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
@@ -86,7 +86,7 @@ func (x *Indexes) Lookup(ctx context.Context, table, name string, value any, o L
 			}
 			return nil
 		})
-		if err != nil && !idempotentMissing(err) {
+		if err != nil && !idempotent.Missing(err) {
 			return nil, err
 		}
 	case ix.Kind == KindList && ix.partition():
@@ -111,7 +111,7 @@ func (x *Indexes) Lookup(ctx context.Context, table, name string, value any, o L
 			add(Key{pk, rk}, nil)
 			return nil
 		})
-		if err != nil && !idempotentMissing(err) {
+		if err != nil && !idempotent.Missing(err) {
 			return nil, err
 		}
 	default:
@@ -150,7 +150,7 @@ func (x *Indexes) Lookup(ctx context.Context, table, name string, value any, o L
 func (x *Indexes) listLines(ctx context.Context, ix *index, v string) ([]string, error) {
 	if ix.Store == StoreBlob {
 		lines, _, err := readBlobList(ctx, x.store.Container(ix.Container), blobListName(ix, v))
-		if idempotentMissing(err) {
+		if idempotent.Missing(err) {
 			return nil, nil
 		}
 		return lines, err
@@ -248,29 +248,23 @@ func (x *Indexes) scanEntries(ctx context.Context, ix *index, pk *string, token 
 			q.Filter = storeadapter.PartitionEquals(copyPartition(ix, *pk))
 		}
 	}
-	for {
+	err := paginate(token, func(token string) (string, error) {
+		q.Continuation = token
 		p, err := x.tables.Query(ctx, table, q)
-		if idempotentMissing(err) {
-			return nilPage(page)
-		}
 		if err != nil {
-			return err
+			return "", err
 		}
 		for _, e := range p.Entities {
 			if err := x.visitRow(ix, prefix, e, entry); err != nil {
-				return err
+				return "", err
 			}
 		}
-		if page != nil {
-			if err := page(p.Next); err != nil {
-				return err
-			}
-		}
-		if p.Next == "" {
-			return nil
-		}
-		q.Continuation = p.Next
+		return p.Next, nil
+	}, page)
+	if idempotent.Missing(err) { // an index never written
+		return nilPage(page)
 	}
+	return err
 }
 
 func nilPage(page func(string) error) error {
@@ -360,33 +354,26 @@ func partLines(e storeadapter.Entity) []string {
 func (x *Indexes) scanBlobs(ctx context.Context, ix *index, marker string, entry func(string, Key, member) error, page func(string) error) error {
 	c := x.store.Container(ix.Container)
 	prefix := blobListName(ix, "")
-	for {
+	err := paginate(marker, func(marker string) (string, error) {
 		p, err := c.List(ctx, prefix, marker)
-		if errors.Is(err, storeadapter.ErrNotFound) {
-			return nilPage(page)
-		}
 		if err != nil {
-			return err
+			return "", err
 		}
 		for _, b := range p.Blobs {
 			lines, _, err := readBlobList(ctx, c, b.Name)
 			if err != nil {
-				return err
+				return "", err
 			}
 			for _, line := range lines {
 				if err := visitLine(strings.TrimPrefix(b.Name, prefix), line, entry); err != nil {
-					return err
+					return "", err
 				}
 			}
 		}
-		if page != nil {
-			if err := page(p.Next); err != nil {
-				return err
-			}
-		}
-		if p.Next == "" {
-			return nil
-		}
-		marker = p.Next
+		return p.Next, nil
+	}, page)
+	if idempotent.Missing(err) {
+		return nilPage(page)
 	}
+	return err
 }

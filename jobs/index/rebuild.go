@@ -75,7 +75,7 @@ func (x *Indexes) rebuild(ctx context.Context, ti *tableIndexes, pk *string, cp 
 		q.Continuation = token
 		for {
 			page, err := x.tables.Query(ctx, ti.source, q)
-			if idempotentMissing(err) {
+			if idempotent.Missing(err) {
 				return save("")
 			}
 			if err != nil {
@@ -199,7 +199,7 @@ func (x *Indexes) prune(ctx context.Context, ix *index, en Entry) (int, error) {
 	if dead, _ := e.Properties[propDead].(bool); !dead || e.Properties[propGen] != en.Gen {
 		return 0, nil
 	}
-	if err := x.tables.DeleteEntity(ctx, ix.table, e.PartitionKey, e.RowKey, e.ETag); err != nil && !lost(err) {
+	if err := x.tables.DeleteEntity(ctx, ix.table, e.PartitionKey, e.RowKey, e.ETag); err != nil && !idempotent.Lost(err) {
 		return 0, err
 	}
 	return 1, nil
@@ -218,7 +218,7 @@ func (x *Indexes) dropMembership(ctx context.Context, ti *tableIndexes, pk, rk s
 	if m := readMembership(rec); len(m.applied) > 0 || len(m.pending) > 0 || m.gen >= x.graceCut() {
 		return nil
 	}
-	if err := x.tables.DeleteEntity(ctx, ti.source, pk, rec.RowKey, rec.ETag); err != nil && !lost(err) {
+	if err := x.tables.DeleteEntity(ctx, ti.source, pk, rec.RowKey, rec.ETag); err != nil && !idempotent.Lost(err) {
 		return err
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tablekeeper/tablekeeper/idempotent"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
@@ -108,7 +109,7 @@ func (x *Indexes) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string
 				ops = append(ops, pops...)
 			}
 			etag, err = x.commit(ctx, ti.source, m, next.entity(pk, rk), ops)
-			if lost(err) && round < x.cfg.MaxConflicts {
+			if idempotent.Lost(err) && round < x.cfg.MaxConflicts {
 				if err := x.pause(ctx, round); err != nil {
 					return out, err
 				}
@@ -167,7 +168,7 @@ func (x *Indexes) settle(ctx context.Context, ti *tableIndexes, pk, rk string, m
 		etag = rec.ETag
 	}
 	_, err := x.tables.UpdateEntity(ctx, ti.source, done.entity(pk, rk), storeadapter.Replace, etag)
-	if lost(err) {
+	if idempotent.Lost(err) {
 		return nil
 	}
 	return err
