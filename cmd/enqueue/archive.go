@@ -12,6 +12,7 @@ import (
 
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/archive"
+	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
 // archiveArgsFlags renames the archive args fields in validation errors to
@@ -95,6 +96,13 @@ func (m *Main) runArchive(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	return m.sendOne(ctx, &c, store, id, text)
+}
+
+// sendOne sends the message text of operation id to the work queue
+// (creating the queue when missing) and prints the op id and the message
+// id.
+func (m *Main) sendOne(ctx context.Context, c *common, store storeadapter.Store, id, text string) error {
 	sent, err := sendCreating(ctx, store.Queue(c.queue), text)
 	if err != nil {
 		return fmt.Errorf("op %s: %w", id, err)

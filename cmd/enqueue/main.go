@@ -1,6 +1,7 @@
 // Command enqueue is tablekeeper's producer and operator CLI: it puts
-// operations on the work queue and inspects, requeues and deletes the
-// messages parked on its poison queue.
+// operations on the work queue, inspects, requeues and deletes the
+// messages parked on its poison queue, and looks up and checks the indexes
+// the index kind keeps.
 //
 // Usage:
 //
@@ -11,6 +12,13 @@
 //	archive         enqueue one archive move: -table T (-to A | -to-blob container/prefix)
 //	                -pk P (-rk R | -rk-from A [-rk-to B]) [-id ID]
 //	raw             enqueue envelopes read as JSON lines from stdin or -file
+//	index lookup    print the keys (-entities: the entities) an index lists under a value:
+//	                -table T -index NAME -value V [-type TYPE] [-pk P] [-entities]
+//	index reconcile enqueue index reconciles: -table T -pk P -rk R [-id ID], or keys
+//	                read as JSON lines {"pk":"…","rk":"…"} from stdin or -file
+//	index rebuild   enqueue the rebuild of a table's indexes: -table T [-pk P] [-id ID]
+//	index check     compare an index with its table, read-only: -table T -index NAME
+//	                (exit status 1 when it finds problems)
 //	poison list     list poisoned messages, newest first (-group: by kind and failure class; -kind K; -limit N)
 //	poison show     show one poisoned message (by message or operation id): its attempts and original text
 //	poison requeue  send poisoned messages back to the work queue (ID... | -all | -group G)
@@ -23,8 +31,11 @@
 // $AZURE_STORAGE_CONNECTION_STRING, which is preferable: a flag shows in
 // ps; never printed), -account (default $AZURE_STORAGE_ACCOUNT, used with
 // DefaultAzureCredential), -storage-retries N and -o table|json
-// (aligned tables for people, JSON for scripts). The exit status is 0 on
-// success, 1 when an operation failed and 2 for a usage error.
+// (aligned tables for people, JSON for scripts). The index commands also
+// accept -config FILE (default $TABLEKEEPER_CONFIG), the worker's config
+// file, whose "index" section declares the indexes: lookup and check need
+// it. The exit status is 0 on success, 1 when an operation failed and 2
+// for a usage error.
 package main
 
 import (
@@ -90,7 +101,8 @@ type Main struct {
 func NewMain() *Main { return &Main{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr} }
 
 // usageText is printed by "enqueue help" and for an unknown command.
-const usageText = `enqueue puts tablekeeper operations on the work queue and manages its poison queue.
+const usageText = `enqueue puts tablekeeper operations on the work queue, manages its poison queue and
+looks up and checks the indexes the worker keeps.
 
 usage: enqueue <command> [flags]
 
@@ -98,6 +110,12 @@ commands:
   archive         enqueue one archive move:
                     -table T (-to A | -to-blob container/prefix) -pk P (-rk R | -rk-from A [-rk-to B]) [-id ID]
   raw             enqueue envelopes read as JSON lines from stdin or -file [-concurrency N]
+  index lookup    print the keys (-entities: the entities) an index lists under a value:
+                    -table T -index NAME -value V [-type TYPE] [-pk P] [-entities] [-config FILE]
+  index reconcile enqueue the reconcile of one entity's indexes: -table T -pk P -rk R [-id ID]; or of
+                    many, keys read as JSON lines {"pk":"…","rk":"…"} from stdin or -file [-concurrency N]
+  index rebuild   enqueue the rebuild of a table's indexes: -table T [-pk P] [-id ID]
+  index check     compare an index with its table, read-only (exit 1 on problems): -table T -index NAME
   poison list     list poisoned messages, newest first [-group] [-kind K] [-limit N]
   poison show     show one poisoned message with its attempts and original text: ID or operation id
   poison requeue  send poisoned messages back to the work queue: (ID... | -all | -group G) [-kind K] [-dry-run]
@@ -113,6 +131,8 @@ common flags:
   -account NAME             storage account for DefaultAzureCredential (default $AZURE_STORAGE_ACCOUNT)
   -storage-retries N        SDK retries of a failed storage call, 0-10 (default 3)
   -o table|json             output format (default table)
+  -config FILE              index commands: the worker's config file, whose "index" section declares
+                            the indexes (default $TABLEKEEPER_CONFIG)
 
 Run 'enqueue <command> -h' for a command's flags. Exit status: 0 success, 1 failure, 2 usage error.
 `
@@ -138,6 +158,8 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 		err = m.runRaw(ctx, rest)
 	case "poison":
 		name, err = m.runPoison(ctx, rest)
+	case "index":
+		name, err = m.runIndex(ctx, rest)
 	case "stats":
 		err = m.runStats(ctx, rest)
 	default:

@@ -46,6 +46,7 @@ func setup(t *testing.T) *bundle {
 	t.Setenv(cli.EnvQueue, queueName)
 	t.Setenv(cli.EnvConnectionString, "")
 	t.Setenv(cli.EnvAccount, "")
+	t.Setenv(cli.EnvConfig, "")
 	clock := clock.NewFake(t0)
 	st := localstore.New(localstore.Options{Now: clock.Now})
 	return &bundle{t: t, clock: clock, store: st, queue: st.Queue(queueName)}

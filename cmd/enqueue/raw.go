@@ -60,89 +60,162 @@ func (m *Main) runRaw(ctx context.Context, args []string) error {
 	if err := m.parseNoArgs(fs, &c, args); err != nil {
 		return err
 	}
-	if concurrency < 1 || concurrency > maxRawConcurrency {
-		return usagef("-concurrency: must be 1-%d, got %d", maxRawConcurrency, concurrency)
+	if err := checkConcurrency(concurrency); err != nil {
+		return err
 	}
-	progress := m.isTerminal(m.Stderr)
-
-	in, total := m.Stdin, int64(-1)
-	if file != "" {
-		f, err := os.Open(file)
-		if err != nil {
-			return fmt.Errorf("-file: %w", err)
-		}
-		defer f.Close()
-		if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && progress {
-			if total, err = countLines(f); err != nil {
-				return fmt.Errorf("-file: %w", err)
-			}
-			if _, err := f.Seek(0, io.SeekStart); err != nil {
-				return fmt.Errorf("-file: %w", err)
-			}
-		}
-		in = f
+	in, err := m.openLines(file)
+	if err != nil {
+		return err
 	}
-	if in == nil {
-		in = bytes.NewReader(nil)
-	}
-
+	defer in.Close()
 	store, err := m.connect(&c)
 	if err != nil {
 		return err
 	}
-	r := &rawRun{
-		m:        m,
-		queue:    store.Queue(c.queue),
-		registry: catalog.ArgsRegistry(store.Container),
-		progress: progress,
-		total:    total,
-		start:    time.Now(),
-		file:     file,
-		pending:  map[int]bool{},
-	}
-	return r.run(ctx, in, concurrency, c.json())
+	registry := catalog.ArgsRegistry(store.Container)
+	return m.sendLines(ctx, in, bulkSend{
+		queue:       store.Queue(c.queue),
+		concurrency: concurrency,
+		asJSON:      c.json(),
+		command:     "enqueue raw",
+		again:       "it is idempotent by op id",
+		convert: func(ctx context.Context, line string) (string, error) {
+			// Decoded as the worker would, and sent re-encoded as base64.
+			task, err := registry.Decode(ctx, storeadapter.Message{Text: line})
+			if err != nil {
+				return "", err
+			}
+			return jobs.Encode(task.Envelope)
+		},
+	})
 }
 
-// rawLine is one valid line, encoded and ready to send.
-type rawLine struct {
+// bulkSend describes one bulk send: lines of a lineInput, each turned
+// into message text by convert and sent with concurrency senders. raw and
+// index reconcile use it.
+type bulkSend struct {
+	queue       storeadapter.Queue
+	concurrency int
+	asJSON      bool
+	// command is what the resume hint pipes the rest of the input into
+	// ("enqueue raw").
+	command string
+	// again says why sending a line twice is harmless, for the resume hint.
+	again string
+	// convert checks one non-blank line (trimmed) and returns the message
+	// text to send; its error is reported with the line number, and the
+	// line is skipped.
+	convert func(ctx context.Context, line string) (string, error)
+}
+
+// lineInput is the input of a bulk send: -file, or stdin.
+type lineInput struct {
+	io.Reader
+	file  string // -file, for the resume hint ("" for stdin)
+	total int64  // non-blank lines of -file, or -1 when unknown
+	close func() error
+}
+
+// Close closes the file, if one was opened.
+func (in *lineInput) Close() error {
+	if in.close == nil {
+		return nil
+	}
+	return in.close()
+}
+
+// openLines opens the input of a bulk send: file, or Main.Stdin when file
+// is "". A regular file's non-blank lines are counted first when stderr
+// is a terminal, so the progress line can show a total.
+func (m *Main) openLines(file string) (*lineInput, error) {
+	in := &lineInput{Reader: m.Stdin, file: file, total: -1}
+	if file != "" {
+		f, err := os.Open(file)
+		if err != nil {
+			return nil, fmt.Errorf("-file: %w", err)
+		}
+		in.Reader, in.close = f, f.Close
+		if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && m.isTerminal(m.Stderr) {
+			if in.total, err = countLines(f); err == nil {
+				_, err = f.Seek(0, io.SeekStart)
+			}
+			if err != nil {
+				f.Close()
+				return nil, fmt.Errorf("-file: %w", err)
+			}
+		}
+	}
+	if in.Reader == nil {
+		in.Reader = bytes.NewReader(nil)
+	}
+	return in, nil
+}
+
+// sendLines runs a bulk send of in's lines and reports: a progress line
+// on stderr when it is a terminal, lines convert refuses on stderr by line
+// number (they are skipped), and a summary on stdout. A send error other
+// than a refused message (an unreachable or forbidden queue) stops the
+// run, since every later line would fail the same way; the report then
+// says from which line to resume.
+func (m *Main) sendLines(ctx context.Context, in *lineInput, b bulkSend) error {
+	r := &bulkRun{
+		m:        m,
+		bulkSend: b,
+		file:     in.file,
+		progress: m.isTerminal(m.Stderr),
+		total:    in.total,
+		start:    time.Now(),
+		pending:  map[int]bool{},
+	}
+	return r.run(ctx, in)
+}
+
+// checkConcurrency checks a bulk send's -concurrency.
+func checkConcurrency(n int) error {
+	if n < 1 || n > maxRawConcurrency {
+		return usagef("-concurrency: must be 1-%d, got %d", maxRawConcurrency, n)
+	}
+	return nil
+}
+
+// bulkLine is one valid line, encoded and ready to send.
+type bulkLine struct {
 	n    int
 	text string
 }
 
-// rawRun is one run of the raw command.
-type rawRun struct {
-	m        *Main
-	queue    storeadapter.Queue
-	registry *jobs.Registry
+// bulkRun is one run of a bulk send.
+type bulkRun struct {
+	m *Main
+	bulkSend
+	file     string // -file, for the resume hint
 	progress bool
 	total    int64 // non-blank lines of -file, or -1 when unknown
 	start    time.Time
 
-	file string // -file, for the resume hint
-
 	read, sent, failed atomic.Int64
 	mu                 sync.Mutex // serialises writes to stderr and guards the fields below
-	failures           []rawFailure
+	failures           []bulkFailure
 	pending            map[int]bool // lines handed to the senders and not yet sent or refused
 	lastRead           int          // the last line read
 	eof                bool         // the whole input was read
 }
 
-// rawFailure is one failed line, as -o json lists it.
-type rawFailure struct {
+// bulkFailure is one failed line, as -o json lists it.
+type bulkFailure struct {
 	Line  int    `json:"line"`
 	Error string `json:"error"`
 }
 
-// run reads in, sends the valid lines with n senders and reports.
-func (r *rawRun) run(ctx context.Context, in io.Reader, n int, asJSON bool) error {
+// run reads in, sends the valid lines and reports.
+func (r *bulkRun) run(ctx context.Context, in io.Reader) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 
 	stopProgress := r.startProgress()
-	work := make(chan rawLine, n)
+	work := make(chan bulkLine, r.concurrency)
 	var wg sync.WaitGroup
-	for range n {
+	for range r.concurrency {
 		wg.Go(func() {
 			for l := range work {
 				r.send(ctx, cancel, l)
@@ -157,15 +230,15 @@ func (r *rawRun) run(ctx context.Context, in io.Reader, n int, asJSON bool) erro
 	sent, failed := r.sent.Load(), r.failed.Load()
 	notSent := r.read.Load() - sent - failed
 	resume := r.resumeLine()
-	if asJSON {
+	if r.asJSON {
 		if err := writeJSON(r.m.Stdout, struct {
-			Sent     int64        `json:"sent"`
-			Failed   int64        `json:"failed"`
-			NotSent  int64        `json:"notSent"`
-			Failures []rawFailure `json:"failures"`
+			Sent     int64         `json:"sent"`
+			Failed   int64         `json:"failed"`
+			NotSent  int64         `json:"notSent"`
+			Failures []bulkFailure `json:"failures"`
 			// ResumeFromLine is the first line not sent, 0 when none.
 			ResumeFromLine int `json:"resumeFromLine,omitempty"`
-		}{sent, failed, notSent, append([]rawFailure{}, r.failures...), resume}); err != nil {
+		}{sent, failed, notSent, append([]bulkFailure{}, r.failures...), resume}); err != nil {
 			return err
 		}
 	} else {
@@ -195,7 +268,7 @@ func (r *rawRun) run(ctx context.Context, in io.Reader, n int, asJSON bool) erro
 // resumeLine returns the first line that was neither sent nor refused (0
 // when every line was): a line whose send was cut short, or the first line
 // not read.
-func (r *rawRun) resumeLine() int {
+func (r *bulkRun) resumeLine() int {
 	first := 0
 	for n := range r.pending {
 		if first == 0 || n < first {
@@ -210,7 +283,7 @@ func (r *rawRun) resumeLine() int {
 
 // reportNotSent says on stderr which lines were not sent and how to send
 // them: from line resume on, again.
-func (r *rawRun) reportNotSent(resume int) {
+func (r *bulkRun) reportNotSent(resume int) {
 	lines := slices.Sorted(maps.Keys(r.pending))
 	var what string
 	switch {
@@ -223,13 +296,13 @@ func (r *rawRun) reportNotSent(resume int) {
 		what = strings.TrimPrefix(what+fmt.Sprintf(" and every line after %d (not read)", r.lastRead), " and ")
 	}
 	src := cmp.Or(r.file, "<input>")
-	fmt.Fprintf(r.m.Stderr, "not sent: %s; resume with: tail -n +%d %s | enqueue raw (lines after %d that were sent are sent again, which the worker absorbs: it is idempotent by op id)\n",
-		what, resume, src, resume)
+	fmt.Fprintf(r.m.Stderr, "not sent: %s; resume with: tail -n +%d %s | %s (lines after %d that were sent are sent again, which the worker absorbs: %s)\n",
+		what, resume, src, r.command, resume, r.again)
 }
 
 // readLines reads in line by line, validates and encodes each non-blank
 // line and hands the valid ones to work. It stops early when ctx ends.
-func (r *rawRun) readLines(ctx context.Context, in io.Reader, work chan<- rawLine) error {
+func (r *bulkRun) readLines(ctx context.Context, in io.Reader, work chan<- bulkLine) error {
 	br := bufio.NewReaderSize(in, 64<<10)
 	for n := 1; ; n++ {
 		line, tooLong, err := readLine(br)
@@ -248,7 +321,7 @@ func (r *rawRun) readLines(ctx context.Context, in io.Reader, work chan<- rawLin
 			r.fail(n, fmt.Errorf("longer than %d bytes", maxLineBytes))
 		case len(line) > 0:
 			r.read.Add(1)
-			text, verr := r.validate(ctx, string(line))
+			text, verr := r.convert(ctx, string(line))
 			if verr != nil {
 				r.failed.Add(1)
 				r.fail(n, verr)
@@ -258,7 +331,7 @@ func (r *rawRun) readLines(ctx context.Context, in io.Reader, work chan<- rawLin
 			r.pending[n] = true
 			r.mu.Unlock()
 			select {
-			case work <- rawLine{n: n, text: text}:
+			case work <- bulkLine{n: n, text: text}:
 			case <-ctx.Done():
 				r.markRead(n, false)
 				return nil // the line counts as not sent
@@ -272,25 +345,15 @@ func (r *rawRun) readLines(ctx context.Context, in io.Reader, work chan<- rawLin
 }
 
 // markRead records the last line read and whether the input ended there.
-func (r *rawRun) markRead(n int, eof bool) {
+func (r *bulkRun) markRead(n int, eof bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.lastRead, r.eof = n, eof
 }
 
-// validate decodes one line as the worker would and returns it re-encoded
-// as base64 message text.
-func (r *rawRun) validate(ctx context.Context, line string) (string, error) {
-	task, err := r.registry.Decode(ctx, storeadapter.Message{Text: line})
-	if err != nil {
-		return "", err
-	}
-	return jobs.Encode(task.Envelope)
-}
-
 // send sends one line; a failure that is not the message's own fault
 // cancels the run.
-func (r *rawRun) send(ctx context.Context, cancel context.CancelCauseFunc, l rawLine) {
+func (r *bulkRun) send(ctx context.Context, cancel context.CancelCauseFunc, l bulkLine) {
 	if ctx.Err() != nil {
 		return // stopping: the line counts as not sent
 	}
@@ -317,11 +380,11 @@ func (r *rawRun) send(ctx context.Context, cancel context.CancelCauseFunc, l raw
 
 // fail records a failed line and reports it on stderr, the first
 // maxShownErrors of them; callers count it.
-func (r *rawRun) fail(n int, err error) {
+func (r *bulkRun) fail(n int, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	text := r.m.redact(err.Error())
-	r.failures = append(r.failures, rawFailure{Line: n, Error: text})
+	r.failures = append(r.failures, bulkFailure{Line: n, Error: text})
 	if len(r.failures) > maxShownErrors {
 		return
 	}
@@ -335,7 +398,7 @@ func (r *rawRun) fail(n int, err error) {
 // startProgress draws the progress line every progressEvery while the run
 // goes on, when stderr is a terminal; the function it returns stops it and
 // ends the line.
-func (r *rawRun) startProgress() (stop func()) {
+func (r *bulkRun) startProgress() (stop func()) {
 	if !r.progress {
 		return func() {}
 	}
@@ -369,7 +432,7 @@ func (r *rawRun) startProgress() (stop func()) {
 
 // drawProgress rewrites the progress line: "sent 1234/5000 (820/s)", or
 // without the total when it is unknown.
-func (r *rawRun) drawProgress() {
+func (r *bulkRun) drawProgress() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	sent := r.sent.Load()

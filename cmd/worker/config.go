@@ -1,16 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/json"
-	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"os"
 	"time"
-	"unicode/utf8"
 
 	"github.com/tablekeeper/tablekeeper/cmd/internal/cli"
 	"github.com/tablekeeper/tablekeeper/jobs"
@@ -50,21 +46,9 @@ type runnerSection struct {
 // setting that neither a flag nor the environment set, and the kinds'
 // sections (-checkpoint-table, when given, wins over archive.checkpointTable).
 func (m *Main) applyConfig() error {
-	data, err := os.ReadFile(m.ConfigPath)
-	if err != nil {
-		return fmt.Errorf("-config: %w", err)
-	}
 	var f fileConfig
-	if trimmed := bytes.TrimSpace(data); len(trimmed) == 0 || trimmed[0] != '{' {
-		return fmt.Errorf("-config %s: not a JSON object", m.ConfigPath)
-	}
-	if err := jobs.DecodeStrict(data, &f, ""); err != nil {
-		var de *jobs.DecodeError
-		if errors.As(err, &de) {
-			line, col := lineColumn(data, de.Offset)
-			return fmt.Errorf("-config %s:%d:%d: %w", m.ConfigPath, line, col, err)
-		}
-		return fmt.Errorf("-config %s: %w", m.ConfigPath, err)
+	if err := cli.ReadConfigFile(m.ConfigPath, &f); err != nil {
+		return err
 	}
 	set := map[string]bool{}
 	m.fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
@@ -112,14 +96,6 @@ func (m *Main) setting(name string) string {
 		return "-config " + m.ConfigPath + ": " + key
 	}
 	return "-" + name
-}
-
-// lineColumn returns the 1-based line and column (in characters) of the
-// byte offset in data.
-func lineColumn(data []byte, offset int64) (line, col int) {
-	before := data[:min(max(offset, 0), int64(len(data)))]
-	line = bytes.Count(before, []byte("\n")) + 1
-	return line, utf8.RuneCount(before[bytes.LastIndexByte(before, '\n')+1:]) + 1
 }
 
 // printConfig writes the effective configuration as JSON: the runner
