@@ -265,8 +265,8 @@ func (m *Main) indexLookup(ctx context.Context, args []string) error {
 	var o index.LookupOptions
 	o.Entities = entities
 	if set["pk"] {
-		if err := storeadapter.ValidateKey("-pk", pk); err != nil {
-			return &usageError{err: err}
+		if err := storeadapter.ValidateKey("pk", pk); err != nil {
+			return usagef("-pk: %v", err)
 		}
 		o.PK = &pk
 	}

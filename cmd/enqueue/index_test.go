@@ -377,7 +377,7 @@ func TestIndexLookupUsageErrors(t *testing.T) {
 		{"no index", []string{"-config", cfg, "-table", "Employees", "-value", "x"}, "-index: is required"},
 		{"no value", []string{"-config", cfg, "-table", "Employees", "-index", "emailAll"}, "-value: is required"},
 		{"no table", []string{"-config", cfg, "-index", "emailAll", "-value", "x"}, "-table: invalid input: table name"},
-		{"bad pk", []string{"-config", cfg, "-table", "Employees", "-index", "emailAll", "-value", "x", "-pk", "a/b"}, "invalid input: -pk: must not contain"},
+		{"bad pk", []string{"-config", cfg, "-table", "Employees", "-index", "emailAll", "-value", "x", "-pk", "a/b"}, "-pk: invalid input: pk: must not contain"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := b.run("", append([]string{"index", "lookup"}, c.args...)...)
@@ -512,14 +512,14 @@ func TestIndexReconcileAndRebuildUsageErrors(t *testing.T) {
 		{"keys and file", []string{"reconcile", "-table", "Employees", "-pk", "p", "-rk", "r", "-file", "keys.jsonl"}, "-file: reads the keys of many entities"},
 		{"id for many", []string{"reconcile", "-table", "Employees", "-id", "op-1"}, "-id: names the one job of -pk and -rk"},
 		{"reserved rk", []string{"reconcile", "-table", "Employees", "-pk", "p", "-rk", "~tk.m.x"}, `-rk: must not start with "~tk."`},
-		{"bad pk", []string{"reconcile", "-table", "Employees", "-pk", "a#b", "-rk", "r"}, "invalid input: -pk: must not contain"},
+		{"bad pk", []string{"reconcile", "-table", "Employees", "-pk", "a#b", "-rk", "r"}, "-pk: invalid input: pk: must not contain"},
 		{"bad table", []string{"reconcile", "-table", "E", "-pk", "p", "-rk", "r"}, "-table: invalid input: table name"},
 		{"bad id", []string{"reconcile", "-table", "Employees", "-pk", "p", "-rk", "r", "-id", "op 1"}, "-id: must be 1-128 characters"},
 		{"bad concurrency", []string{"reconcile", "-table", "Employees", "-concurrency", "0"}, "-concurrency: must be 1-1024"},
 		{"undeclared table", []string{"reconcile", "-config", cfg, "-table", "Managers", "-pk", "p", "-rk", "r"}, "-table: Managers has no indexes declared in -config"},
 		{"rebuild undeclared table", []string{"rebuild", "-config", cfg, "-table", "Managers"}, "-table: Managers has no indexes declared"},
 		{"rebuild with rk", []string{"rebuild", "-table", "Employees", "-rk", "r"}, "flag provided but not defined: -rk"},
-		{"rebuild bad pk", []string{"rebuild", "-table", "Employees", "-pk", "a?b"}, "invalid input: -pk: must not contain"},
+		{"rebuild bad pk", []string{"rebuild", "-table", "Employees", "-pk", "a?b"}, "-pk: invalid input: pk: must not contain"},
 		{"rebuild no table", []string{"rebuild"}, "-table: invalid input: table name"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -565,7 +565,7 @@ func TestIndexReconcileBulk(t *testing.T) {
 		"line 4: extra: unknown field",
 		`line 5: must be a JSON object {"pk":"…","rk":"…"}`,
 		`line 6: rk: must not start with "~tk."`,
-		"line 7: invalid input: pk: must not contain",
+		"line 7: pk: invalid input: pk: must not contain",
 		"line 8: rk: must be a string, got number",
 		`line 9: PK: unknown field (names are case-sensitive: did you mean "pk"?)`,
 		"line 11: unexpected data after the JSON object",

@@ -35,8 +35,8 @@ func (a Args) Validate() error {
 		return fmt.Errorf("args.table: %w", err)
 	}
 	if a.PK != nil {
-		if err := storeadapter.ValidateKey("args.pk", *a.PK); err != nil {
-			return err
+		if err := storeadapter.ValidateKey("pk", *a.PK); err != nil {
+			return fmt.Errorf("args.pk: %w", err)
 		}
 	}
 	if a.Rebuild {
@@ -51,8 +51,8 @@ func (a Args) Validate() error {
 	case a.RK == nil:
 		return errors.New(`args.rk: is required (or "rebuild": true)`)
 	}
-	if err := storeadapter.ValidateKey("args.rk", *a.RK); err != nil {
-		return err
+	if err := storeadapter.ValidateKey("rk", *a.RK); err != nil {
+		return fmt.Errorf("args.rk: %w", err)
 	}
 	if strings.HasPrefix(*a.RK, ReservedPrefix) {
 		return fmt.Errorf("args.rk: must not start with %q, which is reserved for the index kind's own rows", ReservedPrefix)
