@@ -14,7 +14,9 @@ import (
 type RebuildResult struct {
 	// Entities is how many entities were reconciled.
 	Entities int
-	// Swept is how many stale entries were removed.
+	// Swept is how many entities were removed from entries they no
+	// longer belong in: deleted entities still indexed, and entries the
+	// sweep found stale.
 	Swept int
 	// Pruned is how many expired tombstone rows were deleted.
 	Pruned int
@@ -89,7 +91,11 @@ func (x *Indexes) rebuild(ctx context.Context, ti *tableIndexes, pk *string, cp 
 				if force {
 					res.Entities++
 				}
-				if err := count(x.reconcile(ctx, ti, e.PartitionKey, rk, force, nil)); err != nil {
+				out, err := x.reconcile(ctx, ti, e.PartitionKey, rk, force, nil)
+				if !force && out.Changed { // a deleted entity's entries went
+					res.Swept++
+				}
+				if err := count(out, err); err != nil {
 					return err
 				}
 				if !force {
