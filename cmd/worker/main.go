@@ -120,7 +120,7 @@ func (m *Main) ParseFlags(args []string) error {
 	m.Account.RegisterFlags(fs)
 	fs.StringVar(&m.Queue, "queue", cli.QueueDefault(), "work queue name; the poison queue is <queue>-poison (env "+cli.EnvQueue+")")
 	fs.StringVar(&m.Kinds.Archive.CheckpointTable, "checkpoint-table", archive.DefaultCheckpointTable, "table that keeps range-scan checkpoints")
-	fs.StringVar(&m.ConfigPath, "config", "", "JSON config file: a \"runner\" section and one section per job kind (see the README; flags and environment win)")
+	fs.StringVar(&m.ConfigPath, "config", os.Getenv(cli.EnvConfig), "JSON config file: a \"runner\" section and one section per job kind (see the README; flags and environment win; env "+cli.EnvConfig+")")
 	fs.BoolVar(&m.PrintConfig, "print-config", false, "print the effective configuration as JSON (secrets redacted) and exit")
 	fs.StringVar(&m.LogFormat, "log-format", "auto", "auto (coloured text on a terminal, JSON otherwise; NO_COLOR turns colour off), text or json")
 	fs.StringVar(&m.LogLevel, "log-level", "info", "debug, info, warn or error")

@@ -82,6 +82,15 @@ func TestConfigFile(t *testing.T) {
 	if m.Queue != "from-env" || m.Kinds.Archive.CheckpointTable != "FlagCheckpoints" {
 		t.Fatalf("queue %q, checkpoint table %q; want the environment's and the flag's over the file's", m.Queue, m.Kinds.Archive.CheckpointTable)
 	}
+	t.Setenv("TABLEKEEPER_CONFIG", path) // the file named by the environment
+	m = &Main{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}}
+	if err := m.ParseFlags(nil); err != nil {
+		t.Fatal(err)
+	}
+	if m.Kinds.Archive.MaxConflicts != 9 {
+		t.Fatalf("with $TABLEKEEPER_CONFIG, archive.maxConflicts = %d, want the file's 9", m.Kinds.Archive.MaxConflicts)
+	}
+	t.Setenv("TABLEKEEPER_CONFIG", "")
 	for body, want := range map[string]string{
 		`{"runner": {"connectionString": "x"}}`:           `worker.json:1:13: runner.connectionString: unknown field`,
 		"{\n  \"runner\": {\n    \"concurency\": 1}}":     `worker.json:3:5: runner.concurency: unknown field`,
