@@ -217,7 +217,7 @@ func (x *Indexes) applyTableList(ctx context.Context, ix *index, value, pk, rk s
 		if err := l.set(key, listLine(pk, rk, member{gen: g, dead: !live})); err != nil {
 			return err
 		}
-		err = idempotent.Transact(ctx, x.tables, ix.table, l.ops())
+		err = idempotent.Transact(ctx, x.tables, ix.table, l.ops(true))
 		if err == nil || !idempotent.Lost(err) || try >= x.cfg.MaxConflicts {
 			return err
 		}

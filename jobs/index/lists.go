@@ -3,6 +3,8 @@ package index
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/tablekeeper/tablekeeper/idempotent"
@@ -24,9 +26,8 @@ var (
 	partChars = storeadapter.MaxStringChars - 768
 )
 
-// maxParts bounds the parts of one list, so that a list's transaction,
-// which touches every part, stays within 100 operations beside the other
-// changes of a reconcile.
+// maxParts bounds the parts of one list, so that a table list's
+// transaction, which touches every part, stays within 100 operations.
 const maxParts = 60
 
 // maxLineChars bounds one line: two keys, a generation and a flag.
@@ -59,8 +60,9 @@ func readList(ctx context.Context, t storeadapter.Tables, table, pk, base string
 	f := storeadapter.And(storeadapter.PartitionEquals(pk), storeadapter.Compare("RowKey", storeadapter.Ge, base+"0000"),
 		storeadapter.Compare("RowKey", storeadapter.Lt, base+":"))
 	err := queryAll(ctx, t, table, storeadapter.Query{Filter: f}, func(e storeadapter.Entity) error {
-		var n int
-		if _, err := fmt.Sscanf(strings.TrimPrefix(e.RowKey, base), "%04d", &n); err != nil {
+		suffix := strings.TrimPrefix(e.RowKey, base)
+		n, err := strconv.Atoi(suffix)
+		if err != nil || len(suffix) != 4 {
 			return fmt.Errorf("index: list part %s/%s: not a part number", pk, e.RowKey)
 		}
 		p := &part{number: n, etag: e.ETag, lines: partLines(e)}
@@ -121,9 +123,9 @@ func (l *list) set(key, line string) error {
 			return fmt.Errorf("index: list %s/%s has %d parts, the most one list may have: use a rows index for so common a value: %w",
 				l.pk, strings.TrimSpace(l.base), maxParts, storeadapter.ErrTooLarge)
 		}
-		next := 0
-		for _, p := range l.parts {
-			next = max(next, p.number+1)
+		next := 0 // the lowest free number, so numbers stay below maxParts
+		for slices.ContainsFunc(l.parts, func(p *part) bool { return p.number == next }) {
+			next++
 		}
 		target = &part{number: next}
 		l.parts = append(l.parts, target)
@@ -160,9 +162,13 @@ func (l *list) filter(keep func(line string) bool) {
 }
 
 // ops returns the transaction that writes the list: changed parts are
-// replaced (inserted when new, deleted when empty), unchanged ones touched,
-// all on the ETags read. It returns nil when nothing changed.
-func (l *list) ops() []storeadapter.TableOp {
+// replaced (inserted when new, deleted when empty) on the ETags read, and
+// with touch the unchanged ones are touched. It returns nil when nothing
+// changed. A table list touches (its writers of one key can run at once,
+// at different generations); a partition list need not, because every
+// write of a key's line is in one transaction with that key's membership
+// record, If-Match, so two writers of one key never both succeed.
+func (l *list) ops(touch bool) []storeadapter.TableOp {
 	changed := false
 	for _, p := range l.parts {
 		changed = changed || p.dirty
@@ -174,8 +180,9 @@ func (l *list) ops() []storeadapter.TableOp {
 	for _, p := range l.parts {
 		e := storeadapter.Entity{PartitionKey: l.pk, RowKey: l.partKey(p.number)}
 		switch {
-		case !p.dirty:
+		case !p.dirty && touch:
 			ops = append(ops, storeadapter.TableOp{Action: storeadapter.TxUpdateMerge, Entity: e, IfMatch: p.etag})
+		case !p.dirty:
 		case len(p.lines) == 0 && p.etag == "":
 		case len(p.lines) == 0:
 			ops = append(ops, storeadapter.TableOp{Action: storeadapter.TxDelete, Entity: e, IfMatch: p.etag})

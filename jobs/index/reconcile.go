@@ -58,6 +58,7 @@ func (x *Indexes) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string
 		return Outcome{}, err
 	}
 	var out Outcome
+	tooLarge := error(nil) // set when the partition copies did not fit one transaction
 	for round := 1; ; round++ {
 		e, rec, err := x.readEntity(ctx, ti.source, pk, rk)
 		if err != nil {
@@ -69,6 +70,9 @@ func (x *Indexes) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string
 		register, settle := false, false
 		for _, ix := range ti.indexes {
 			w := wantOf(ix, e)
+			if tooLarge != nil && ix.partition() && ix.Kind == KindCopy && w.state != "" {
+				w = want{problem: fmt.Errorf("index %s: %w", ix.Name, tooLarge)}
+			}
 			wants[ix.Name] = w
 			if w.problem != nil {
 				out.Unindexable = append(out.Unindexable, w.problem)
@@ -107,6 +111,14 @@ func (x *Indexes) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string
 				}
 				next.applied[ix.Name] = state
 				ops = append(ops, pops...)
+			}
+			if err := storeadapter.ValidateTransaction(ops); errors.Is(err, storeadapter.ErrTooLarge) && tooLarge == nil {
+				// The partition copies go together with the record, in
+				// one transaction: when they do not fit, they are left
+				// out (removed) and reported.
+				tooLarge = fmt.Errorf("the entity's partition copies and lists do not fit one transaction together: %w", err)
+				round--
+				continue
 			}
 			etag, err = x.commit(ctx, ti.source, m, next.entity(pk, rk), ops)
 			if idempotent.Lost(err) && round < x.cfg.MaxConflicts {
@@ -212,7 +224,7 @@ func (x *Indexes) partitionOps(ctx context.Context, ix *index, pk, rk string, va
 			} else {
 				l.remove(rk)
 			}
-			ops = append(ops, l.ops()...)
+			ops = append(ops, l.ops(false)...)
 		}
 		return w.state, ops, nil
 	}
@@ -248,17 +260,17 @@ func (x *Indexes) partitionOps(ctx context.Context, ix *index, pk, rk string, va
 	return state, ops, conflict
 }
 
-// readEntity reads an entity and its membership record (nil when
-// missing; a missing table holds neither), the record in parallel.
+// readEntity reads an entity's membership record and then the entity
+// (nil when missing; a missing table holds neither). The order is the
+// convergence argument's (see Worker): the entity must be read after the
+// record, so that a registration that wins the record's If-Match always
+// saw a version of the entity at least as new as every earlier one did.
 func (x *Indexes) readEntity(ctx context.Context, table, pk, rk string) (e, rec *storeadapter.Entity, err error) {
-	ch := make(chan error, 1)
-	go func() {
-		var err error
-		rec, err = getOptional(ctx, x.tables, table, pk, memberRowKey(rk))
-		ch <- err
-	}()
+	if rec, err = getOptional(ctx, x.tables, table, pk, memberRowKey(rk)); err != nil {
+		return nil, nil, err
+	}
 	e, err = getOptional(ctx, x.tables, table, pk, rk)
-	return e, rec, errors.Join(err, <-ch)
+	return e, rec, err
 }
 
 // distinct returns a and b and more without "" and repeats, in order.

@@ -512,3 +512,88 @@ func TestArgsValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordReadBeforeEntity: a reconcile whose record read is slow must
+// not pair the record a later reconcile wrote with the older entity it
+// read first (found in review: the two were read in parallel).
+func TestRecordReadBeforeEntity(t *testing.T) {
+	f := newFixture(t, sixIndexes())
+	f.put("Sales", "001", employee("Jones", "jonesj@contoso.com"))
+	f.reconcile("Sales", "001")
+	f.put("Sales", "001", employee("Brown", "brownj@contoso.com"))
+	h := &holdCalls{release: make(chan struct{}), held: make(chan struct{}), match: func(_ context.Context, c instrument.Call) bool {
+		return c.Op == instrument.OpGetEntity && c.RowKey == memberRowKey("001")
+	}}
+	f.fault = h.fault
+	gets := func() int64 { return f.calls.Snapshot()[instrument.OpGetEntity].Calls }
+	before := gets()
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.x.Reconcile(context.WithValue(f.ctx, lateKey{}, true), employees, "Sales", "001")
+		done <- err
+	}()
+	<-h.held
+	// Give an entity read made in parallel with the held record read the
+	// time to return Brown.
+	for deadline := time.Now().Add(200 * time.Millisecond); gets() == before && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	f.put("Sales", "001", employee("Smith", "smithj@contoso.com"))
+	f.reconcile("Sales", "001")
+	close(h.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	f.assertTruth()
+}
+
+// TestPartitionListRenameBetweenLongLists renames an entity between two
+// partition lists of many parts: the transaction holds only the parts
+// that change (found in review: it touched every part and went over 100
+// operations).
+func TestPartitionListRenameBetweenLongLists(t *testing.T) {
+	defer func(p, c int) { partProps, partChars = p, c }(partProps, partChars)
+	partProps, partChars = 1, maxLineChars+8 // one short line per part
+	cfg := Config{Tables: map[string][]Decl{employees: {{Name: "lastName", Property: "LastName", Kind: KindList, Store: StorePartition}}}}
+	f := newFixture(t, cfg)
+	for i := range 100 {
+		rk := fmt.Sprintf("e%03d", i)
+		f.put("Sales", rk, employee([]string{"Jones", "Smith"}[i%2], ""))
+		f.reconcile("Sales", rk)
+	}
+	f.put("Sales", "e000", employee("Smith", ""))
+	if _, err := f.x.Reconcile(f.ctx, employees, "Sales", "e000"); err != nil {
+		t.Fatalf("rename between two lists of 50 parts: %v", err)
+	}
+	f.assertTruth()
+}
+
+// TestPartitionCopiesTooLargeTogether: partition copies that each fit an
+// entity but not one transaction together are removed and reported, and
+// the other indexes are kept (found in review: the reconcile failed).
+func TestPartitionCopiesTooLargeTogether(t *testing.T) {
+	cfg := Config{Tables: map[string][]Decl{employees: {
+		{Name: "c1", Property: "P1", Kind: KindCopy, Store: StorePartition},
+		{Name: "c2", Property: "P2", Kind: KindCopy, Store: StorePartition},
+		{Name: "c3", Property: "P3", Kind: KindCopy, Store: StorePartition},
+		{Name: "rows", Property: "P1", Kind: KindRows, Table: "P1Rows"},
+	}}}
+	f := newFixture(t, cfg)
+	p := map[string]any{"P1": "v1", "P2": "v2", "P3": "v3"}
+	for i := range 15 {
+		p[fmt.Sprintf("Big%d", i)] = strings.Repeat("€", 32000)
+	}
+	f.put("Sales", "001", p)
+	out := f.reconcile("Sales", "001")
+	if len(out.Unindexable) != 3 || !strings.Contains(out.Unindexable[0].Error(), "one transaction") {
+		t.Fatalf("unindexable = %v, want the three copies", out.Unindexable)
+	}
+	if got := lookupKeys(t, f.x, "rows", "v1", nil); !slices.Equal(got, []Key{{"Sales", "001"}}) {
+		t.Errorf("the rows index = %v", got)
+	}
+	f.put("Sales", "001", map[string]any{"P1": "v1", "P2": "v2", "P3": "v3"}) // small again
+	if out := f.reconcile("Sales", "001"); len(out.Unindexable) != 0 {
+		t.Fatalf("unindexable after shrinking: %v", out.Unindexable)
+	}
+	f.assertTruth()
+}

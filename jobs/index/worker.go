@@ -114,9 +114,16 @@ func (a Args) Validate() error {
 //
 // A copy whose value another entity holds is never overwritten: the
 // reconcile finishes the other indexes and fails with ErrConflict (retried,
-// and reported in the failure record and by Check). A value that cannot
-// be indexed (too long for a key) is removed from that index and the job
-// fails permanently, naming it.
+// and reported in the failure record and by Check); nothing re-enqueues
+// the entity when the holder moves on, so after its retries are spent it
+// waits for its next write, an "enqueue index reconcile" or a rebuild. A
+// value that cannot be indexed (too long for a key, or partition copies
+// that together exceed one transaction) is removed from that index and
+// the job fails permanently, naming it.
+//
+// A membership record read after the entity could pair an old version
+// of the entity with a newer record, and register it above the newer
+// version: the record is read first.
 type Worker struct {
 	x           *Indexes
 	checkpoints idempotent.Checkpoints
@@ -154,10 +161,13 @@ func (w *Worker) Work(ctx context.Context, job *jobs.Job[Args]) error {
 		return err
 	}
 	jobs.SetResult(ctx, out.String())
+	if len(out.Conflicts) > 0 { // retried: the holder may move on
+		return errors.Join(append(out.Conflicts, out.Unindexable...)...)
+	}
 	if len(out.Unindexable) > 0 {
 		return jobs.Permanent(errors.Join(out.Unindexable...))
 	}
-	return errors.Join(out.Conflicts...)
+	return nil
 }
 
 // String summarises an outcome for the job's result.
