@@ -194,9 +194,10 @@ func seedIx(ctx context.Context, t storeadapter.Tables, table string, n int) err
 }
 
 // ixMeasure runs the phases of one combination: first reconciles (index
-// only), unchanged reconciles, renames (not counted), changed reconciles;
-// the direct loop runs its unchanged and changed sequences on its own
-// table after the index's.
+// only), unchanged reconciles, renames (not counted), changed reconciles.
+// The index's and the direct loop's reconciles of one phase alternate in
+// ixChunks chunks (each loop going first in every other chunk), so that a
+// slow spell of a shared machine falls on both.
 func (b bench) ixMeasure(ctx context.Context, s *ixSetup) (ixResult, error) {
 	r := ixResult{combo: s.combo}
 	reconcile := func(i int) error {
@@ -206,44 +207,63 @@ func (b bench) ixMeasure(ctx context.Context, s *ixSetup) (ixResult, error) {
 		}
 		return err
 	}
-	phase := func(counts *instrument.Counts, fn func(i int) error) (loopResult, instrument.Snapshot, error) {
-		before := counts.Snapshot()
+	// run runs fn for entities [lo, hi) and adds its figures to l.
+	run := func(l *loopResult, lo, hi int, fn func(i int) error) error {
 		cpu0, start := cpuTime(), time.Now()
-		if err := parallel(b.conc, b.n, fn); err != nil {
-			return loopResult{}, nil, err
+		if err := parallel(b.conc, hi-lo, func(i int) error { return fn(lo + i) }); err != nil {
+			return err
 		}
-		took, cpu := time.Since(start), cpuTime()-cpu0
-		d := subSnapshot(counts.Snapshot(), before)
-		return loopResult{calls: float64(d.Total().Calls) / float64(b.n), took: took, cpu: cpu}, d, nil
+		l.took += time.Since(start)
+		l.cpu += cpuTime() - cpu0
+		return nil
 	}
-	first, _, err := phase(s.indexCalls, reconcile)
-	if err != nil {
+	// phase runs both loops over every entity, chunk by chunk.
+	phase := func(idx, dir *loopResult, idxOps, dirOps *instrument.Snapshot, dirFn func(i int) error) error {
+		before, dirBefore := s.indexCalls.Snapshot(), s.directCalls.Snapshot()
+		for k := range ixChunks {
+			lo, hi := k*b.n/ixChunks, (k+1)*b.n/ixChunks
+			first, second := func() error { return run(idx, lo, hi, reconcile) }, func() error { return run(dir, lo, hi, dirFn) }
+			if k%2 == 1 {
+				first, second = second, first
+			}
+			if err := first(); err != nil {
+				return err
+			}
+			if err := second(); err != nil {
+				return err
+			}
+		}
+		*idxOps, *dirOps = subSnapshot(s.indexCalls.Snapshot(), before), subSnapshot(s.directCalls.Snapshot(), dirBefore)
+		idx.calls = float64(idxOps.Total().Calls) / float64(b.n)
+		dir.calls = float64(dirOps.Total().Calls) / float64(b.n)
+		return nil
+	}
+	before := s.indexCalls.Snapshot()
+	var first loopResult
+	if err := run(&first, 0, b.n, reconcile); err != nil {
 		return r, fmt.Errorf("first reconciles: %w", err)
 	}
-	r.first = first.calls
-	if r.unchanged, r.unchangedOps, err = phase(s.indexCalls, reconcile); err != nil {
-		return r, fmt.Errorf("unchanged reconciles: %w", err)
-	}
+	r.first = float64(subSnapshot(s.indexCalls.Snapshot(), before).Total().Calls) / float64(b.n)
 	d := direct{t: s.directStore.Tables(), s: s}
-	if r.directUnch, r.directUnchOps, err = phase(s.directCalls, func(i int) error {
+	if err := phase(&r.unchanged, &r.directUnch, &r.unchangedOps, &r.directUnchOps, func(i int) error {
 		_, _, err := d.read(ctx, i)
 		return err
 	}); err != nil {
-		return r, fmt.Errorf("direct unchanged: %w", err)
+		return r, fmt.Errorf("unchanged reconciles: %w", err)
 	}
 	for _, table := range []string{s.src.table, s.direct.table} {
 		if err := rename(ctx, s.raw.Tables(), table, b.n, b.conc); err != nil {
 			return r, err
 		}
 	}
-	if r.changed, r.changedOps, err = phase(s.indexCalls, reconcile); err != nil {
+	if err := phase(&r.changed, &r.directChanged, &r.changedOps, &r.directChOps, func(i int) error { return d.changed(ctx, i) }); err != nil {
 		return r, fmt.Errorf("changed reconciles: %w", err)
-	}
-	if r.directChanged, r.directChOps, err = phase(s.directCalls, func(i int) error { return d.changed(ctx, i) }); err != nil {
-		return r, fmt.Errorf("direct changed: %w", err)
 	}
 	return r, s.check(ctx, b.n)
 }
+
+// ixChunks is how many chunks the two loops of a phase alternate in.
+const ixChunks = 6
 
 // rename gives every entity of table its renamed value.
 func rename(ctx context.Context, t storeadapter.Tables, table string, n, conc int) error {

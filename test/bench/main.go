@@ -55,7 +55,7 @@ import (
 
 func main() {
 	job := flag.String("job", "archive", "what to measure: archive (moves through the runner) or index (reconciles of each kind of index)")
-	n := flag.Int("n", 0, "archive moves per run, or entities per index (default 1000 moves, 200 entities; keep to a few thousand on Azurite)")
+	n := flag.Int("n", 0, "archive moves per run, or entities per index (default 1000 moves, 500 entities; keep to a few thousand on Azurite)")
 	conc := flag.Int("concurrency", 16, "concurrent moves or reconciles, the same for every run")
 	latency := flag.Duration("latency", 10*time.Millisecond, "round trip injected into every localstore call")
 	runs := flag.String("runs", "local,azurite", "which runs to make, comma-separated: local, azurite")
@@ -66,7 +66,7 @@ func main() {
 		log.Fatalf("-job: must be archive or index, got %q", *job)
 	}
 	if b.n == 0 {
-		b.n = map[string]int{"archive": 1000, "index": 200}[*job]
+		b.n = map[string]int{"archive": 1000, "index": 500}[*job]
 	}
 	for _, r := range strings.Split(*runs, ",") {
 		var err error
