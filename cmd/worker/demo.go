@@ -224,10 +224,10 @@ func printDemo(ctx context.Context, out io.Writer, store *localstore.Store, s ru
 // own rows (membership records and partition indexes).
 func countEntities(ctx context.Context, t storeadapter.Tables, table string) (int, error) {
 	n, tok := 0, ""
-	ours := storeadapter.Or(storeadapter.Compare("RowKey", storeadapter.Lt, index.ReservedPrefix),
+	entities := storeadapter.Or(storeadapter.Compare("RowKey", storeadapter.Lt, index.ReservedPrefix),
 		storeadapter.Compare("RowKey", storeadapter.Ge, index.ReservedPrefix[:len(index.ReservedPrefix)-1]+"/"))
 	for {
-		p, err := t.Query(ctx, table, storeadapter.Query{Filter: ours, Select: []string{}, Continuation: tok})
+		p, err := t.Query(ctx, table, storeadapter.Query{Filter: entities, Select: []string{}, Continuation: tok})
 		if err != nil {
 			return 0, err
 		}
