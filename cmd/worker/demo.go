@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -15,16 +16,23 @@ import (
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/archive"
 	"github.com/tablekeeper/tablekeeper/jobs/catalog"
+	"github.com/tablekeeper/tablekeeper/jobs/index"
 	"github.com/tablekeeper/tablekeeper/jobs/runner"
 	"github.com/tablekeeper/tablekeeper/localstore"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
 )
 
-// The demo runs the whole job on localstore: it seeds the employee tables of
-// the Azure Table design guide, enqueues archive moves (one entity, a
-// RowKey range, one to a blob), a malformed message and one that fails every
-// time, drains the queue with the real runner and prints what happened.
+// The demo runs the whole job on localstore, in two parts. Archive: it
+// seeds the employee tables of the Azure Table design guide, enqueues
+// archive moves (one entity, a RowKey range, one to a blob), a malformed
+// message and one that fails every time, drains the queue with the real
+// runner and prints what happened. Indexes: the demo's config declares
+// three indexes on Employees (demoIndexes); it enqueues an index rebuild of
+// the table, drains, looks values up, then changes a few entities as an
+// application would (renames, a delete), enqueues one index message per
+// change, drains again and looks the same values up, with the storage
+// calls each index job cost.
 
 const (
 	demoQueue     = "tablekeeper-demo"
@@ -36,9 +44,19 @@ const (
 
 var demoDepartments = []string{"Sales", "Marketing", "Engineering"}
 
+// demoIndexes are the indexes the demo declares on Employees, as a config
+// file's "index" section would.
+var demoIndexes = []index.Decl{
+	{Name: "email", Property: "Email", Kind: index.KindCopy, Store: index.StorePartition, Properties: []string{"FirstName", "LastName", "Email"}},
+	{Name: "lastName", Property: "LastName", Kind: index.KindList, Store: index.StoreTable, Table: "EmployeesByLastName"},
+	{Name: "lastNameRows", Property: "LastName", Kind: index.KindRows, Table: "EmployeesLastNameRows"},
+}
+
 // runDemo seeds, enqueues, drains and reports. cfg's runner settings are
-// kept except the pacing ones, shortened so the demo takes seconds.
+// kept except the pacing ones, shortened so the demo takes seconds; the
+// demo's indexes replace any declared in kinds.
 func runDemo(ctx context.Context, out io.Writer, log *slog.Logger, cfg runner.Config, kinds catalog.Config) error {
+	start := time.Now()
 	store := localstore.New(localstore.Options{})
 	if err := seedDemo(ctx, store); err != nil {
 		return fmt.Errorf("demo: seed: %w", err)
@@ -55,6 +73,10 @@ func runDemo(ctx context.Context, out io.Writer, log *slog.Logger, cfg runner.Co
 	if !cli.IsTerminal(out) {
 		log = slog.New(slog.DiscardHandler) // keep piped output to the summary
 	}
+	kinds.Index.Tables = map[string][]index.Decl{demoCurrent: demoIndexes}
+	if err := kinds.Validate(); err != nil {
+		return fmt.Errorf("demo: config: %w", err)
+	}
 	// The worker's calls alone go through the instrument: seeding and the
 	// report below use the store directly.
 	calls := &instrument.Counts{}
@@ -63,11 +85,19 @@ func runDemo(ctx context.Context, out io.Writer, log *slog.Logger, cfg runner.Co
 	if err != nil {
 		return err
 	}
-	start := time.Now()
 	if err := r.Run(ctx); err != nil {
 		return err
 	}
-	return printDemo(ctx, out, store, r.Stats(), ops, calls.Snapshot(), time.Since(start))
+	var report bytes.Buffer
+	if err := printDemo(ctx, &report, store, r.Stats(), ops, calls.Snapshot()); err != nil {
+		return err
+	}
+	if err := runIndexDemo(ctx, &report, store, log, cfg, kinds); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "tablekeeper demo: archive moves and indexes on the in-process store (%v)\n\n", time.Since(start).Round(time.Millisecond))
+	_, err = report.WriteTo(out)
+	return err
 }
 
 func seedDemo(ctx context.Context, store *localstore.Store) error {
@@ -80,13 +110,14 @@ func seedDemo(ctx context.Context, store *localstore.Store) error {
 	if err := t.DeleteTable(ctx, demoGone); err != nil {
 		return err
 	}
-	first := []string{"Ana", "Ben", "Chloe", "Dev", "Eve", "Farid", "Gita", "Hugo", "Ines", "Jones"}
+	first := []string{"Ana", "Ben", "Chloe", "Dev", "Eve", "Farid", "Gita", "Hugo", "Ines", "Jonas"}
+	last := []string{"Brown", "Smith", "Garcia", "Jones", "Chen", "Okafor", "Novak"} // Jones: 000003, 000010, 000017, 000024
 	for d, dept := range demoDepartments {
 		var ops []storeadapter.TableOp
 		for i := 1; i <= 30; i++ {
 			e := storeadapter.Entity{PartitionKey: dept, RowKey: fmt.Sprintf("%06d", i), Properties: map[string]any{
 				"FirstName":  first[i%len(first)],
-				"LastName":   "Jones",
+				"LastName":   last[i%len(last)],
 				"Email":      fmt.Sprintf("%s.%d@contoso.example", strings.ToLower(first[i%len(first)]), i),
 				"Age":        int32(22 + (i*7)%40),
 				"Salary":     int64(40000+1000*i) * 1_000_000, // micro-units: beyond 2^53
@@ -144,10 +175,9 @@ func enqueueDemo(ctx context.Context, store *localstore.Store) ([]demoOp, error)
 }
 
 // printDemo reports the run; calls are the worker's storage calls.
-func printDemo(ctx context.Context, out io.Writer, store *localstore.Store, s runner.Stats, ops []demoOp, calls instrument.Snapshot, took time.Duration) error {
+func printDemo(ctx context.Context, out io.Writer, store *localstore.Store, s runner.Stats, ops []demoOp, calls instrument.Snapshot) error {
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(w, "tablekeeper demo: archive moves on the in-process store (%v)\n\n", took.Round(time.Millisecond))
-	fmt.Fprintln(w, "enqueued:")
+	fmt.Fprintln(w, "archive moves, enqueued:")
 	for _, op := range ops {
 		fmt.Fprintf(w, "  %s\t%s\n", op.id, op.what)
 	}
@@ -186,14 +216,18 @@ func printDemo(ctx context.Context, out io.Writer, store *localstore.Store, s ru
 	for _, op := range calls.Ops() {
 		fmt.Fprintf(w, "  %s\t%d\n", op, calls[op].Calls)
 	}
-	fmt.Fprintf(w, "  total\t%d\n", calls.Total().Calls)
+	fmt.Fprintf(w, "  total\t%d\n\n", calls.Total().Calls)
 	return w.Flush()
 }
 
+// countEntities counts a table's entities, leaving out the index kind's
+// own rows (membership records and partition indexes).
 func countEntities(ctx context.Context, t storeadapter.Tables, table string) (int, error) {
 	n, tok := 0, ""
+	entities := storeadapter.Or(storeadapter.Compare("RowKey", storeadapter.Lt, index.ReservedPrefix),
+		storeadapter.Compare("RowKey", storeadapter.Ge, index.ReservedPrefix[:len(index.ReservedPrefix)-1]+"/"))
 	for {
-		p, err := t.Query(ctx, table, storeadapter.Query{Select: []string{}, Continuation: tok})
+		p, err := t.Query(ctx, table, storeadapter.Query{Filter: entities, Select: []string{}, Continuation: tok})
 		if err != nil {
 			return 0, err
 		}

@@ -1,7 +1,7 @@
 // Command worker runs tablekeeper's queue worker: it polls the work queue,
 // keeps each message hidden while its job runs, and deletes, retries or
 // poisons it. With -drain it runs to completion (for container jobs);
-// with -demo it runs a whole sample job on the in-process store.
+// with -demo it runs sample archive and index jobs on the in-process store.
 //
 // Settings come from flags, which override environment variables
 // (AZURE_STORAGE_CONNECTION_STRING, AZURE_STORAGE_ACCOUNT, TABLEKEEPER_QUEUE),
@@ -97,7 +97,7 @@ usage: worker [flags]
 
   worker -queue orders                  run until SIGTERM/SIGINT (a second signal forces the exit)
   worker -queue orders -drain           run to completion: exit once the queue is drained (container jobs)
-  worker -demo                          run a sample archive job on the in-process store (no Azure)
+  worker -demo                          run sample archive and index jobs on the in-process store (no Azure)
 
 The storage account comes from -connection-string or $AZURE_STORAGE_CONNECTION_STRING (prefer the
 variable: a flag shows in ps), else -account / $AZURE_STORAGE_ACCOUNT with DefaultAzureCredential.
@@ -124,7 +124,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.BoolVar(&m.PrintConfig, "print-config", false, "print the effective configuration as JSON (secrets redacted) and exit")
 	fs.StringVar(&m.LogFormat, "log-format", "auto", "auto (coloured text on a terminal, JSON otherwise; NO_COLOR turns colour off), text or json")
 	fs.StringVar(&m.LogLevel, "log-level", "info", "debug, info, warn or error")
-	fs.BoolVar(&m.Demo, "demo", false, "run a sample archive job on the in-process store (no Azure) and print a summary")
+	fs.BoolVar(&m.Demo, "demo", false, "run sample archive and index jobs on the in-process store (no Azure) and print a summary")
 	r := &m.Runner
 	fs.IntVar(&r.Concurrency, "concurrency", runner.DefaultConcurrency, fmt.Sprintf("messages handled at once (1-%d)", runner.MaxConcurrency))
 	fs.IntVar(&r.BatchSize, "batch", runner.DefaultBatchSize, fmt.Sprintf("messages asked for per receive (1-%d)", storeadapter.MaxReceiveCount))

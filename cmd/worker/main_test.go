@@ -40,6 +40,15 @@ func TestDemo(t *testing.T) {
 		"table Employees  ", "78 entities", "11 entities",
 		"blob archive/2026/Employees/Engineering/000003.json",
 		"storage calls by the worker",
+		// The index part: a rebuild, then lookups before and after the changes.
+		"rebuilt: 78 entities reconciled, 0 stale entries swept",
+		`lookup lastName "Jones": Engineering 000010 000017 000024; Marketing 000003 000024; Sales 000003 000010 000017 000024 (lastNameRows says the same)`,
+		`lookup email "dev.3@contoso.example" in Sales: Sales/000003, the copy holds FirstName=Dev LastName=Jones Email=dev.3@contoso.example`,
+		"messages:  received 5  processed 5  retried 0  poisoned 0",
+		"not changed (the message repeated)          indexes unchanged  2 calls",
+		`lookup lastName "Jones": Engineering 000010 000017; Marketing 000003 000005 000024; Sales 000003 000017 000024 (lastNameRows says the same)`,
+		`lookup email "dev.jones@contoso.example" in Sales: Sales/000003, the copy holds FirstName=Dev LastName=Jones Email=dev.jones@contoso.example`,
+		`lookup email "dev.3@contoso.example" in Sales: none`,
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out.String())

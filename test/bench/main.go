@@ -20,6 +20,14 @@
 //     go run ./test/bench -n 2000 -concurrency 16 -latency 10ms -runs local,azurite
 //
 // Keep -n to a few thousand: Azurite's receive slows down on deep queues.
+//
+// With -job index it measures the index kind instead (index.go): for each
+// of the six kinds of index, storage calls per reconcile of a new, an
+// unchanged and a renamed value, and reconciles per second next to a
+// direct loop that makes the same storage calls without the index logic,
+// on the same two runs:
+//
+//	go run ./test/bench -job index -n 500 -concurrency 16 -v
 package main
 
 import (
@@ -54,19 +62,30 @@ import (
 )
 
 func main() {
-	n := flag.Int("n", 1000, "archive moves per run (keep to a few thousand on Azurite)")
-	conc := flag.Int("concurrency", 16, "concurrent moves, the same for every run")
+	job := flag.String("job", "archive", "what to measure: archive (moves through the runner) or index (reconciles of each kind of index)")
+	n := flag.Int("n", 0, "archive moves per run, or entities per index (default 1000 moves, 500 entities; keep to a few thousand on Azurite)")
+	conc := flag.Int("concurrency", 16, "concurrent moves or reconciles, the same for every run")
 	latency := flag.Duration("latency", 10*time.Millisecond, "round trip injected into every localstore call")
 	runs := flag.String("runs", "local,azurite", "which runs to make, comma-separated: local, azurite")
 	verbose := flag.Bool("v", false, "print each run's calls by operation")
 	flag.Parse()
 	b := bench{n: *n, conc: *conc, verbose: *verbose}
+	if *job != "archive" && *job != "index" {
+		log.Fatalf("-job: must be archive or index, got %q", *job)
+	}
+	if b.n == 0 {
+		b.n = map[string]int{"archive": 1000, "index": 500}[*job]
+	}
 	for _, r := range strings.Split(*runs, ",") {
 		var err error
-		switch r {
-		case "local":
+		switch {
+		case r == "local" && *job == "index":
+			err = b.indexRuns(context.Background(), fmt.Sprintf("index reconciles on localstore, %v per call", *latency), localstore.New(localstore.Options{}), *latency)
+		case r == "local":
 			err = b.local(context.Background(), *latency)
-		case "azurite":
+		case r == "azurite" && *job == "index":
+			err = b.indexAzurite(context.Background())
+		case r == "azurite":
 			err = b.azurite(context.Background())
 		default:
 			err = fmt.Errorf("-runs: unknown run %q (local, azurite)", r)
@@ -75,6 +94,20 @@ func main() {
 			log.Fatal(err)
 		}
 	}
+}
+
+// indexAzurite runs the index job on azstore on Azurite.
+func (b bench) indexAzurite(ctx context.Context) error {
+	em, err := azurite.Start(ctx)
+	if err != nil {
+		return err
+	}
+	defer em.Stop()
+	store, err := azstore.NewFromConnectionString(em.ConnectionString, nil)
+	if err != nil {
+		return err
+	}
+	return b.indexRuns(ctx, "index reconciles on Azurite (azstore)", store, 0)
 }
 
 type bench struct {
