@@ -81,16 +81,29 @@ func (x *Indexes) apply(ctx context.Context, ix *index, value, pk, rk string, g 
 }
 
 // cas runs idempotent.UpdateCAS on an index table (created when missing),
-// replacing the entity.
-func (x *Indexes) cas(ctx context.Context, table, pk, rk string, modify func(cur *storeadapter.Entity) (*storeadapter.Entity, error)) error {
+// replacing the entity. With absent, the entity is expected not to exist
+// (the entry of a value the key is new to): its first round inserts what
+// modify makes of no entity, without reading, and reads only when the
+// insert finds one.
+func (x *Indexes) cas(ctx context.Context, table, pk, rk string, absent bool, modify func(cur *storeadapter.Entity) (*storeadapter.Entity, error)) error {
 	return idempotent.CreateOnMissing(ctx, idempotent.TableCreator(x.tables, table), func(ctx context.Context) error {
+		if absent {
+			e, err := modify(nil)
+			if err != nil || e == nil {
+				return err
+			}
+			_, err = x.tables.InsertEntity(ctx, table, *e)
+			if !errors.Is(err, storeadapter.ErrAlreadyExists) {
+				return err
+			}
+		}
 		_, err := idempotent.UpdateCAS(ctx, x.tables, table, pk, rk, modify, idempotent.CASOptions{Mode: storeadapter.Replace, Tries: x.cfg.MaxConflicts})
 		return err
 	})
 }
 
 func (x *Indexes) applyRows(ctx context.Context, ix *index, value, pk, rk string, g int64, live bool) error {
-	return x.cas(ctx, ix.table, value, memberKey(pk, rk), func(cur *storeadapter.Entity) (*storeadapter.Entity, error) {
+	return x.cas(ctx, ix.table, value, memberKey(pk, rk), live, func(cur *storeadapter.Entity) (*storeadapter.Entity, error) {
 		if cur != nil {
 			gen, _ := cur.Properties[propGen].(int64)
 			if gen >= g {
@@ -113,7 +126,7 @@ func copyPartition(ix *index, pk string) string { return ix.Name + "_" + pk }
 func (x *Indexes) applyCopy(ctx context.Context, ix *index, value, pk, rk string, g int64, live bool, content map[string]any) error {
 	ppk := copyPartition(ix, pk)
 	var conflict error
-	err := x.cas(ctx, ix.table, ppk, value, func(cur *storeadapter.Entity) (*storeadapter.Entity, error) {
+	err := x.cas(ctx, ix.table, ppk, value, live, func(cur *storeadapter.Entity) (*storeadapter.Entity, error) {
 		conflict = nil
 		owner, ownerGen, tombs := "", int64(0), map[string]int64{}
 		var props map[string]any

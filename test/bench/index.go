@@ -12,7 +12,6 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/tablekeeper/tablekeeper/idempotent"
@@ -378,15 +377,14 @@ type direct struct {
 	s *ixSetup
 }
 
-// read is a reconcile's first step: the entity and its membership record,
-// in parallel.
+// read is a reconcile's first step: the membership record, then the
+// entity (in this order: see the index kind's Worker).
 func (d direct) read(ctx context.Context, i int) (e, rec storeadapter.Entity, err error) {
-	var wg sync.WaitGroup
-	var recErr error
-	wg.Go(func() { rec, recErr = d.t.GetEntity(ctx, d.s.direct.table, ixPK(i), index.ReservedPrefix+"m."+ixRK(i)) })
+	if rec, err = d.t.GetEntity(ctx, d.s.direct.table, ixPK(i), index.ReservedPrefix+"m."+ixRK(i)); err != nil {
+		return e, rec, err
+	}
 	e, err = d.t.GetEntity(ctx, d.s.direct.table, ixPK(i), ixRK(i))
-	wg.Wait()
-	return e, rec, errors.Join(err, recErr)
+	return e, rec, err
 }
 
 // changed makes a changed reconcile's calls.
@@ -491,22 +489,29 @@ func (d direct) settle(ctx context.Context, i int, e storeadapter.Entity, v stri
 	switch {
 	case s.combo.kind == index.KindRows:
 		key := index.EscapeKey(pk) + " !" + index.EscapeKey(rk)
+		next := storeadapter.Entity{PartitionKey: v, RowKey: key, Properties: map[string]any{"tkGen": gen, "tkDead": !live}}
+		if live { // the new value's entry: inserted without a read
+			_, err := d.t.InsertEntity(ctx, s.direct.ixTable, next)
+			return err
+		}
 		cur, err := get(s.direct.ixTable, v, key)
 		if err != nil || cur == nil && !live {
 			return fmt.Errorf("entry: %v (found: %v)", err, cur != nil)
 		}
-		return upsert(s.direct.ixTable, cur, storeadapter.Entity{PartitionKey: v, RowKey: key, Properties: map[string]any{"tkGen": gen, "tkDead": !live}})
+		return upsert(s.direct.ixTable, cur, next)
 	case s.combo.kind == index.KindCopy:
 		cpk := ixName + "_" + pk
+		if live { // the new value's copy: inserted without a read
+			next := storeadapter.Entity{PartitionKey: cpk, RowKey: v, Properties: e.Clone().Properties}
+			next.Properties["tkOwner"], next.Properties["tkGen"] = rk, gen
+			_, err := d.t.InsertEntity(ctx, s.direct.ixTable, next)
+			return err
+		}
 		cur, err := get(s.direct.ixTable, cpk, v)
-		if err != nil || cur == nil && !live {
+		if err != nil || cur == nil {
 			return fmt.Errorf("copy: %v (found: %v)", err, cur != nil)
 		}
 		next := storeadapter.Entity{PartitionKey: cpk, RowKey: v, Properties: map[string]any{"tkTombs": strconv.FormatInt(gen, 10) + "\t" + rk}}
-		if live {
-			next.Properties = e.Clone().Properties
-			next.Properties["tkOwner"], next.Properties["tkGen"] = rk, gen
-		}
 		return upsert(s.direct.ixTable, cur, next)
 	case s.combo.store == index.StoreBlob:
 		c := s.directStore.Container(s.direct.container)
