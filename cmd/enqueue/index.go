@@ -116,6 +116,26 @@ func indexConfig(path string) (index.Config, error) {
 
 // requireConfig returns the index section of -config, which the command
 // needs.
+// openIndex reads the declarations of the -config file (required by
+// cmd), connects, and returns the indexes and the declaration of table's
+// index name.
+func (m *Main) openIndex(c *common, cfgPath, table, name, cmd string) (*index.Indexes, index.Decl, error) {
+	cfg, err := requireConfig(cfgPath, cmd)
+	if err != nil {
+		return nil, index.Decl{}, err
+	}
+	store, err := m.connect(c)
+	if err != nil {
+		return nil, index.Decl{}, err
+	}
+	x, err := openIndexes(store, cfg, cfgPath, table)
+	if err != nil {
+		return nil, index.Decl{}, err
+	}
+	d, err := declaration(x, cfgPath, table, name)
+	return x, d, err
+}
+
 func requireConfig(path, cmd string) (index.Config, error) {
 	if path == "" {
 		return index.Config{}, usagef("-config: %s reads the index declarations from the worker's config file: give -config FILE or set $%s", cmd, cli.EnvConfig)
@@ -270,19 +290,7 @@ func (m *Main) indexLookup(ctx context.Context, args []string) error {
 		}
 		o.PK = &pk
 	}
-	cfg, err := requireConfig(cfgPath, "lookup")
-	if err != nil {
-		return err
-	}
-	store, err := m.connect(&c)
-	if err != nil {
-		return err
-	}
-	x, err := openIndexes(store, cfg, cfgPath, table)
-	if err != nil {
-		return err
-	}
-	d, err := declaration(x, cfgPath, table, name)
+	x, d, err := m.openIndex(&c, cfgPath, table, name, "lookup")
 	if err != nil {
 		return err
 	}
@@ -623,19 +631,7 @@ func (m *Main) indexCheck(ctx context.Context, args []string) error {
 	if name == "" {
 		return usagef("-index: is required")
 	}
-	cfg, err := requireConfig(cfgPath, "check")
-	if err != nil {
-		return err
-	}
-	store, err := m.connect(&c)
-	if err != nil {
-		return err
-	}
-	x, err := openIndexes(store, cfg, cfgPath, table)
-	if err != nil {
-		return err
-	}
-	d, err := declaration(x, cfgPath, table, name)
+	x, d, err := m.openIndex(&c, cfgPath, table, name, "check")
 	if err != nil {
 		return err
 	}
