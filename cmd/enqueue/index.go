@@ -58,27 +58,9 @@ const propertiesChars = 200
 // runIndex runs one index subcommand and returns its name for error
 // messages ("index lookup").
 func (m *Main) runIndex(ctx context.Context, args []string) (string, error) {
-	if len(args) == 0 {
-		fmt.Fprint(m.Stderr, indexUsage)
-		return "index", &usageError{err: errors.New("no subcommand"), printed: true}
-	}
-	sub, rest := args[0], args[1:]
-	name := "index " + sub
-	switch sub {
-	case "lookup":
-		return name, m.indexLookup(ctx, rest)
-	case "reconcile":
-		return name, m.indexReconcile(ctx, rest)
-	case "rebuild":
-		return name, m.indexRebuild(ctx, rest)
-	case "check":
-		return name, m.indexCheck(ctx, rest)
-	case "help", "-h", "-help", "--help":
-		fmt.Fprint(m.Stdout, indexUsage)
-		return "index", nil
-	}
-	fmt.Fprintf(m.Stderr, "enqueue index: unknown subcommand %q\n\n%s", sub, indexUsage)
-	return "index", &usageError{err: fmt.Errorf("unknown subcommand %q", sub), printed: true}
+	return m.runGroup(ctx, "index", indexUsage, map[string]func(context.Context, []string) error{
+		"lookup": m.indexLookup, "reconcile": m.indexReconcile, "rebuild": m.indexRebuild, "check": m.indexCheck,
+	}, args)
 }
 
 // configFile is what enqueue reads of the worker's config file: every

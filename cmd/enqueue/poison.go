@@ -38,29 +38,30 @@ const reasonChars = 80
 // runPoison runs one poison subcommand and returns its name for error
 // messages ("poison list").
 func (m *Main) runPoison(ctx context.Context, args []string) (string, error) {
+	return m.runGroup(ctx, "poison", poisonUsage, map[string]func(context.Context, []string) error{
+		"list": m.poisonList, "show": m.poisonShow, "requeue": m.poisonRequeue, "delete": m.poisonDelete, "purge": m.poisonPurge,
+	}, args)
+}
+
+// runGroup runs the subcommand args[0] of a command group (poison,
+// index) and returns its name for error messages ("poison list"); no
+// subcommand, help or an unknown one print the group's usage.
+func (m *Main) runGroup(ctx context.Context, group, usage string, subs map[string]func(context.Context, []string) error, args []string) (string, error) {
 	if len(args) == 0 {
-		fmt.Fprint(m.Stderr, poisonUsage)
-		return "poison", &usageError{err: errors.New("no subcommand"), printed: true}
+		fmt.Fprint(m.Stderr, usage)
+		return group, &usageError{err: errors.New("no subcommand"), printed: true}
 	}
 	sub, rest := args[0], args[1:]
-	name := "poison " + sub
-	switch sub {
-	case "list":
-		return name, m.poisonList(ctx, rest)
-	case "show":
-		return name, m.poisonShow(ctx, rest)
-	case "requeue":
-		return name, m.poisonRequeue(ctx, rest)
-	case "delete":
-		return name, m.poisonDelete(ctx, rest)
-	case "purge":
-		return name, m.poisonPurge(ctx, rest)
-	case "help", "-h", "-help", "--help":
-		fmt.Fprint(m.Stdout, poisonUsage)
-		return "poison", nil
+	if run, ok := subs[sub]; ok {
+		return group + " " + sub, run(ctx, rest)
 	}
-	fmt.Fprintf(m.Stderr, "enqueue poison: unknown subcommand %q\n\n%s", sub, poisonUsage)
-	return "poison", &usageError{err: fmt.Errorf("unknown subcommand %q", sub), printed: true}
+	switch sub {
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(m.Stdout, usage)
+		return group, nil
+	}
+	fmt.Fprintf(m.Stderr, "enqueue %s: unknown subcommand %q\n\n%s", group, sub, usage)
+	return group, &usageError{err: fmt.Errorf("unknown subcommand %q", sub), printed: true}
 }
 
 // inspector connects and returns the poison inspector of the -queue work
