@@ -98,16 +98,9 @@ func main() {
 
 // indexAzurite runs the index job on azstore on Azurite.
 func (b bench) indexAzurite(ctx context.Context) error {
-	em, err := azurite.Start(ctx)
-	if err != nil {
-		return err
-	}
-	defer em.Stop()
-	store, err := azstore.NewFromConnectionString(em.ConnectionString, nil)
-	if err != nil {
-		return err
-	}
-	return b.indexRuns(ctx, "index reconciles on Azurite (azstore)", store, 0)
+	return onAzurite(ctx, func(store storeadapter.Store, _ string) error {
+		return b.indexRuns(ctx, "index reconciles on Azurite (azstore)", store, 0)
+	})
 }
 
 type bench struct {
@@ -184,6 +177,14 @@ func (b bench) local(ctx context.Context, latency time.Duration) error {
 // azurite runs the worker on azstore and the direct loop with the Azure SDK
 // on Azurite.
 func (b bench) azurite(ctx context.Context) error {
+	return onAzurite(ctx, func(store storeadapter.Store, connectionString string) error {
+		return b.azuriteArchive(ctx, store, connectionString)
+	})
+}
+
+// onAzurite starts Azurite, runs fn on an azstore connected to it, and
+// stops Azurite.
+func onAzurite(ctx context.Context, fn func(store storeadapter.Store, connectionString string) error) error {
 	em, err := azurite.Start(ctx)
 	if err != nil {
 		return err
@@ -193,6 +194,10 @@ func (b bench) azurite(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	return fn(store, em.ConnectionString)
+}
+
+func (b bench) azuriteArchive(ctx context.Context, store storeadapter.Store, connectionString string) error {
 	worker, err := b.worker(ctx, store, 0, "BenchWorker", "bench-worker")
 	if err != nil {
 		return err
@@ -201,7 +206,7 @@ func (b bench) azurite(ctx context.Context) error {
 		return err
 	}
 	calls := &instrument.Counts{}
-	direct, err := measure("direct SDK loop", calls, func() error { return b.directSDK(ctx, em.ConnectionString, calls) })
+	direct, err := measure("direct SDK loop", calls, func() error { return b.directSDK(ctx, connectionString, calls) })
 	if err != nil {
 		return err
 	}
