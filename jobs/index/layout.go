@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/tablekeeper/tablekeeper/storeadapter"
@@ -127,20 +128,42 @@ func fitsKey(s string) bool { return storeadapter.ValidateKey("key", s) == nil }
 //	A_<index>    String  the applied state: the encoded value the entity is
 //	                     indexed under ("" or absent: none); for a copy,
 //	                     the value, "#" and a hash of the copied properties
-//	S_<index>    String  table/rows/blob stores only: the encoded values,
-//	                     one per line, still to be settled at generation
-//	                     Gen (absent: settled)
+//	S_<index>    String  table/rows/blob stores only: the values still
+//	                     to be settled at generation Gen (absent: settled),
+//	                     one per line: the encoded value, a tab, and the
+//	                     latest generation that made it the index's value
+//	                     (0 when none did)
 //	Key          String  the entity's RowKey, when the record's RowKey is a hash
 type membership struct {
 	exists  bool
 	etag    string
 	gen     int64
-	applied map[string]string   // index name -> state
-	pending map[string][]string // index name -> values to settle
+	applied map[string]string    // index name -> state
+	pending map[string][]pending // index name -> values to settle
+}
+
+// pending is one value to settle, with the latest generation that made it
+// the index's value (its target), 0 when none did.
+type pending struct {
+	value  string
+	target int64
+}
+
+// addPending returns ps with value added (an empty value is not), its
+// target raised to target.
+func addPending(ps []pending, value string, target int64) []pending {
+	if value == "" {
+		return ps
+	}
+	if i := slices.IndexFunc(ps, func(p pending) bool { return p.value == value }); i >= 0 {
+		ps[i].target = max(ps[i].target, target)
+		return ps
+	}
+	return append(ps, pending{value, target})
 }
 
 func readMembership(e *storeadapter.Entity) membership {
-	m := membership{applied: map[string]string{}, pending: map[string][]string{}}
+	m := membership{applied: map[string]string{}, pending: map[string][]pending{}}
 	if e == nil {
 		return m
 	}
@@ -149,13 +172,14 @@ func readMembership(e *storeadapter.Entity) membership {
 	for name, v := range e.Properties {
 		s, _ := v.(string)
 		switch {
+		case s == "":
 		case strings.HasPrefix(name, "A_"):
-			if s != "" {
-				m.applied[name[2:]] = s
-			}
+			m.applied[name[2:]] = s
 		case strings.HasPrefix(name, "S_"):
-			if s != "" {
-				m.pending[name[2:]] = strings.Split(s, "\n")
+			for line := range strings.SplitSeq(s, "\n") {
+				value, gen, _ := strings.Cut(line, "\t")
+				target, _ := strconv.ParseInt(gen, 10, 64)
+				m.pending[name[2:]] = addPending(m.pending[name[2:]], value, target)
 			}
 		}
 	}
@@ -174,8 +198,12 @@ func (m membership) entity(pk, rk string) storeadapter.Entity {
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(m.pending)) {
-		if vs := m.pending[name]; len(vs) > 0 {
-			e.Properties["S_"+name] = strings.Join(vs, "\n")
+		var lines []string
+		for _, p := range m.pending[name] {
+			lines = append(lines, p.value+"\t"+strconv.FormatInt(p.target, 10))
+		}
+		if len(lines) > 0 {
+			e.Properties["S_"+name] = strings.Join(lines, "\n")
 		}
 	}
 	return e
@@ -185,7 +213,7 @@ func (m membership) entity(pk, rk string) storeadapter.Entity {
 func (m membership) clone() membership {
 	c := m
 	c.applied = maps.Clone(m.applied)
-	c.pending = map[string][]string{}
+	c.pending = map[string][]pending{}
 	for k, v := range m.pending {
 		c.pending[k] = slices.Clone(v)
 	}

@@ -99,8 +99,15 @@ func (x *Indexes) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string
 				}
 				values := distinct(stateValue(m.applied[ix.Name]), stateValue(w.state), extra[ix.Name]...)
 				if !ix.partition() {
+					// The old value was made the value by a generation
+					// up to m.gen: m.gen bounds its target.
+					ps := addPending(slices.Clone(m.pending[ix.Name]), stateValue(m.applied[ix.Name]), m.gen)
+					ps = addPending(ps, stateValue(w.state), next.gen)
+					for _, v := range extra[ix.Name] {
+						ps = addPending(ps, v, 0)
+					}
 					next.applied[ix.Name] = w.state
-					next.pending[ix.Name] = distinct("", "", append(m.pending[ix.Name], values...)...)
+					next.pending[ix.Name] = ps
 					continue
 				}
 				state, pops, err := x.partitionOps(ctx, ix, pk, rk, values, w)
@@ -137,53 +144,80 @@ func (x *Indexes) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string
 }
 
 // settle applies the pending values of the table, rows and blob indexes
-// at the record's generation, then clears them from the record (If-Match:
-// when another reconcile registered meanwhile, its generation settles).
+// at the record's generation, then clears them from the record.
 // etag is the record's ETag after the registration, "" when unknown.
 func (x *Indexes) settle(ctx context.Context, ti *tableIndexes, pk, rk string, m membership, etag string, wants map[string]want, out *Outcome) error {
-	settled := false
-	done := m.clone()
+	tombstoned := map[string][]string{} // per settled index, the values written as tombstones
 	for _, ix := range ti.indexes {
 		values := m.pending[ix.Name]
 		if ix.partition() || len(values) == 0 {
 			continue
 		}
 		target := stateValue(m.applied[ix.Name])
-		ok := true
-		for _, v := range values {
-			err := x.apply(ctx, ix, v, pk, rk, m.gen, v == target, wants[ix.Name].content)
+		ok, dead := true, []string{}
+		for _, p := range values {
+			err := x.apply(ctx, ix, p.value, pk, rk, m.gen, p.value == target, wants[ix.Name].content)
 			switch {
 			case errors.Is(err, ErrConflict):
 				out.Conflicts = append(out.Conflicts, err)
 				ok = false
 			case err != nil:
-				return fmt.Errorf("index: %s %s/%s: index %s value %s: %w", ti.source, pk, rk, ix.Name, describe(v), err)
+				return fmt.Errorf("index: %s %s/%s: index %s value %s: %w", ti.source, pk, rk, ix.Name, describe(p.value), err)
+			case p.value != target:
+				dead = append(dead, p.value)
 			}
 		}
 		if ok {
-			delete(done.pending, ix.Name)
-			settled = true
+			tombstoned[ix.Name] = dead
 		}
 	}
-	if !settled {
+	if len(tombstoned) == 0 {
 		return nil
 	}
 	out.Changed = true
-	if etag == "" { // registered in a transaction: read the record's ETag
-		rec, err := getOptional(ctx, x.tables, ti.source, pk, memberRowKey(rk))
-		if err != nil || rec == nil {
+	return x.clear(ctx, ti.source, pk, rk, m, etag, tombstoned)
+}
+
+// clear removes from the membership record the pending values the
+// generation of m (gen) has settled (tombstoned: per settled index, the values
+// it wrote as tombstones). While the record is still at gen, every
+// pending value of those indexes goes. When a later generation registered
+// meanwhile, it carries the values on, and it will settle them too; but a
+// value gen tombstoned that no generation after gen made the index's
+// value (its target is below gen) needs no settling any more: a write
+// of an older generation loses to gen's tombstone, and no later one
+// writes it live. Removing those keeps the record small however long the
+// reconciles of an entity overlap. If-Match, a few rounds.
+func (x *Indexes) clear(ctx context.Context, table, pk, rk string, m membership, etag string, tombstoned map[string][]string) error {
+	cur := m // the record as registered, when etag is its ETag
+	for round := 1; ; round++ {
+		if etag == "" {
+			rec, err := getOptional(ctx, x.tables, table, pk, memberRowKey(rk))
+			if err != nil || rec == nil {
+				return err
+			}
+			cur, etag = readMembership(rec), rec.ETag
+		}
+		next, changed := cur.clone(), false
+		for name, dead := range tombstoned {
+			kept := slices.DeleteFunc(next.pending[name], func(p pending) bool {
+				return cur.gen == m.gen || p.target < m.gen && slices.Contains(dead, p.value)
+			})
+			changed = changed || len(kept) != len(cur.pending[name])
+			next.pending[name] = kept
+		}
+		if !changed {
+			return nil
+		}
+		_, err := x.tables.UpdateEntity(ctx, table, next.entity(pk, rk), storeadapter.Replace, etag)
+		if !idempotent.Lost(err) {
 			return err
 		}
-		if readMembership(rec).gen != m.gen {
-			return nil // a later generation registered; it settles
+		if round >= x.cfg.MaxConflicts {
+			return nil // the next reconcile carries the values on
 		}
-		etag = rec.ETag
+		etag = ""
 	}
-	_, err := x.tables.UpdateEntity(ctx, ti.source, done.entity(pk, rk), storeadapter.Replace, etag)
-	if idempotent.Lost(err) {
-		return nil
-	}
-	return err
 }
 
 // commit writes the membership record next (an insert when m did not

@@ -87,7 +87,11 @@ func (a Args) Validate() error {
 //     the others (see apply: an entry changes only for a higher
 //     generation);
 //  5. clears the settled values from the record, If-Match of its
-//     registration; losing that race is fine (a later generation settles).
+//     registration. When a later generation registered meanwhile, it
+//     carries the values on and settles them too; the record then only
+//     loses the values this generation tombstoned that no later one made
+//     the index's value (see clear), so it stays small however long the
+//     reconciles of one entity overlap.
 //
 // Why it converges. Registrations are serialised by the record's ETag and
 // each reads the entity after reading the record, so a higher generation
