@@ -1,0 +1,459 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tablekeeper/tablekeeper/jobs/catalog"
+	"github.com/tablekeeper/tablekeeper/jobs/index"
+	"github.com/tablekeeper/tablekeeper/jobs/runner"
+	"github.com/tablekeeper/tablekeeper/localstore"
+	"github.com/tablekeeper/tablekeeper/poison"
+	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
+)
+
+// TestIndexConvergesOnLocalstore is TestIndexConvergesWithKilledWorkers on
+// localstore, in-process and larger: three runners share one store, each
+// through its own fault layer that fails about 1% of its storage calls
+// before they reach the store and turns about 1% of its successful table
+// writes and blob puts into errors after they landed (an answer lost on
+// the way back). A crash is simulated by making every later call of one
+// runner fail and cancelling it: its messages come back after their
+// visibility timeout, as a killed process's do. The rebuild from scratch
+// runs under rarer faults, with one crash, and index table names that
+// stay unavailable for a moment after their delete, as on Azure.
+func TestIndexConvergesOnLocalstore(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 150*time.Second)
+	defer cancel()
+	start := time.Now()
+	seed := indexSeed(t)
+	base := localstore.New(localstore.Options{TableDeleteDelay: 2 * time.Second})
+	names := indexNames{Source: "Employees", ByEmail: "EmployeesByEmail", ByLastName: "EmployeesByLastName",
+		LastNameRows: "EmployeesLastNameRows", Container: "employee-index", Checkpoints: "IndexCheckpoints"}
+	cfg := indexConfig(names)
+	const q = "index-local"
+	if err := base.Tables().CreateTable(ctx, names.Source); err != nil {
+		t.Fatal(err)
+	}
+	if err := base.Queue(q).Create(ctx); err != nil {
+		t.Fatal(err)
+	}
+	x, err := index.Open(base, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newLocalFleet(ctx, t, base, q, cfg, seed)
+	f.failBefore.Store(10_000) // per million calls
+	f.failAfter.Store(10_000)
+	f.delayed.Store(200_000)
+	for range 3 {
+		f.start()
+	}
+	w := indexWorkload{Table: names.Source, Employees: 5000, Seed: seed, Window: [2]int{10, 200}, DupRate: 0.1}
+	convergence(ctx, t, base, q, w, 9, 100*time.Second, f.crash)
+	f.stop()
+	f.checkNoPoison()
+	t.Logf("converged in %v: %s", time.Since(start).Round(time.Millisecond), f)
+	if !compareIndexes(ctx, t, base.Tables(), x, names.Source) {
+		t.Fatal("the indexes differ from the table after the runners converged")
+	}
+	if !checkIndexes(ctx, t, x, names.Source) {
+		t.Fatal("Check found problems after the runners converged")
+	}
+
+	err = wipeIndexes(ctx, base, x, names.Source, func(ctx context.Context, container string) error {
+		c := base.Container(container)
+		page, err := c.List(ctx, "", "")
+		for ; err == nil; page, err = c.List(ctx, "", page.Next) {
+			for _, b := range page.Blobs {
+				if err := c.Delete(ctx, b.Name, storeadapter.ETagAny); err != nil {
+					return err
+				}
+			}
+			if page.Next == "" {
+				return nil
+			}
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rebuilt := time.Now()
+	text, err := rebuildMessage(names.Source, "rebuild-local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := base.Queue(q).Send(ctx, text, storeadapter.SendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A rebuild fails on any storage error and resumes from the page it
+	// was on: faults as frequent as above would fail every page.
+	f.failBefore.Store(20)
+	f.failAfter.Store(20)
+	f.delayed.Store(0)
+	f.restart()
+	f.logger = slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	for range 3 {
+		f.start()
+	}
+	// Crash the runner of the rebuild once it has registered a random
+	// share of the entities again.
+	entities, err := sourceEntities(ctx, base.Tables(), names.Source)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(seed, 11))
+	at := int(float64(len(entities)) * (0.1 + 0.8*rng.Float64()))
+	members := storeadapter.And(storeadapter.Compare("RowKey", storeadapter.Ge, index.ReservedPrefix+"m."),
+		storeadapter.Compare("RowKey", storeadapter.Lt, index.ReservedPrefix+"m/"))
+	deadline := time.Now().Add(60 * time.Second)
+	for crashed := false; ; {
+		n := f.count()
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the rebuild did not finish within 60s (%d messages in the queue)", n)
+		}
+		if !crashed && countRows(ctx, t, base.Tables(), names.Source, members) >= at {
+			crashed = true
+			t.Logf("crashing the rebuild's runner after %d membership records", at)
+			f.crashBusy(rng)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	f.stop()
+	f.checkNoPoison()
+	t.Logf("rebuilt in %v: %s", time.Since(rebuilt).Round(time.Millisecond), f)
+	if !compareIndexes(ctx, t, base.Tables(), x, names.Source) {
+		t.Fatal("the rebuilt indexes differ from the table")
+	}
+	if !checkIndexes(ctx, t, x, names.Source) {
+		t.Fatal("Check found problems after the rebuild")
+	}
+	t.Logf("done in %v", time.Since(start).Round(time.Millisecond))
+}
+
+// errCrashed is what every storage call of a crashed runner returns.
+var errCrashed = errors.New("the runner crashed")
+
+// localFleet runs index runners on one localstore, each behind its own
+// fault layer, and crashes them.
+type localFleet struct {
+	ctx   context.Context
+	t     *testing.T
+	base  storeadapter.Store
+	queue string
+	kinds catalog.Config
+	// failBefore and failAfter are the rates, per million calls, of calls
+	// failed before they reach the store and of writes whose success is
+	// turned into an error.
+	failBefore, failAfter atomic.Int64
+	// delayed is the rate, per million table and blob calls, of calls
+	// delayed by 200µs.
+	delayed  atomic.Int64
+	mu       sync.Mutex
+	rng      *rand.Rand
+	running  []*localRunner
+	wg       sync.WaitGroup
+	stats    runner.Stats // of the runners stopped
+	crashes  int
+	injected atomic.Int64
+	// logger, when set, logs the runners' lines started next.
+	logger *slog.Logger
+}
+
+// testWriter writes log lines to the test's log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}
+
+type localRunner struct {
+	r       *runner.Runner
+	cancel  context.CancelFunc
+	crashed atomic.Bool
+}
+
+func newLocalFleet(ctx context.Context, t *testing.T, base storeadapter.Store, queue string, cfg index.Config, seed uint64) *localFleet {
+	return &localFleet{ctx: ctx, t: t, base: base, queue: queue, kinds: catalog.Config{Index: cfg}, rng: rand.New(rand.NewPCG(seed, 5))}
+}
+
+// roll reports whether an event of rate per million happens.
+func (f *localFleet) roll(rate int64) bool {
+	if rate == 0 {
+		return false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.rng.Int64N(1_000_000) < rate
+}
+
+// start starts one more runner.
+func (f *localFleet) start() {
+	f.t.Helper()
+	lr := &localRunner{}
+	st := instrument.Wrap(&lossyStore{Store: f.base, f: f, crashed: &lr.crashed}, instrument.Options{
+		Fault: func(ctx context.Context, c instrument.Call) error {
+			if lr.crashed.Load() {
+				return errCrashed
+			}
+			if f.roll(f.failBefore.Load()) {
+				f.injected.Add(1)
+				return fmt.Errorf("injected before %s: %w", c.Op, storeadapter.ErrUnavailable)
+			}
+			return nil
+		},
+		// A little latency on table and blob calls, so that the
+		// requests of concurrent jobs interleave.
+		Latency: func(c instrument.Call) time.Duration {
+			switch c.Op {
+			case instrument.OpReceive, instrument.OpUpdate, instrument.OpDeleteMessage, instrument.OpApproximateCount, instrument.OpSend:
+				return 0
+			}
+			if f.roll(f.delayed.Load()) {
+				return 200 * time.Microsecond
+			}
+			return 0
+		},
+	})
+	kinds := f.kinds
+	if err := kinds.Validate(); err != nil {
+		f.t.Fatal(err)
+	}
+	reg, err := catalog.NewRegistry(st, kinds)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	pq := poison.QueueName(f.queue)
+	rec, err := poison.NewRecorder(poison.Config{Tables: st.Tables(), Source: st.Queue(f.queue), Poison: st.Queue(pq), Blobs: st.Container(pq), Host: "local"})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	lr.r, err = runner.New(runner.Config{Queue: st.Queue(f.queue), Registry: reg, Poison: rec,
+		Concurrency: 16, BatchSize: 32, Visibility: 2 * time.Second, MaxDequeueCount: runner.MaxMaxDequeueCount,
+		RetryBase: 100 * time.Millisecond, RetryMax: time.Second, IdleMin: 5 * time.Millisecond, IdleMax: 50 * time.Millisecond,
+		ShutdownGrace: 10 * time.Second, Logger: f.logger})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(f.ctx)
+	lr.cancel = cancel
+	f.mu.Lock()
+	f.running = append(f.running, lr)
+	f.mu.Unlock()
+	f.wg.Go(func() {
+		if err := lr.r.Run(ctx); err != nil && !lr.crashed.Load() {
+			f.t.Errorf("runner: %v", err)
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		s := lr.r.Stats()
+		f.stats.Received += s.Received
+		f.stats.Succeeded += s.Succeeded
+		f.stats.Retried += s.Retried
+		f.stats.Poisoned += s.Poisoned
+		f.stats.LeaseLost += s.LeaseLost
+	})
+}
+
+// crash crashes a random runner and starts another in its place.
+func (f *localFleet) crash(rng *rand.Rand) {
+	f.mu.Lock()
+	lr := f.running[rng.IntN(len(f.running))]
+	f.mu.Unlock()
+	f.crashOne(lr)
+}
+
+// crashOne crashes one runner and starts another in its place.
+func (f *localFleet) crashOne(lr *localRunner) {
+	f.mu.Lock()
+	f.running = slices.DeleteFunc(f.running, func(r *localRunner) bool { return r == lr })
+	f.crashes++
+	f.mu.Unlock()
+	lr.crashed.Store(true)
+	lr.cancel()
+	f.start()
+}
+
+// countRows counts the rows of a table that match filter.
+func countRows(ctx context.Context, t *testing.T, tables storeadapter.Tables, table string, filter storeadapter.Filter) int {
+	t.Helper()
+	n := 0
+	q := storeadapter.Query{Filter: filter, Select: []string{"RowKey"}}
+	for {
+		page, err := tables.Query(ctx, table, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(page.Entities)
+		if page.Next == "" {
+			return n
+		}
+		q.Continuation = page.Next
+	}
+}
+
+// crashBusy crashes every runner that holds a message and starts as many
+// in their place.
+func (f *localFleet) crashBusy(rng *rand.Rand) {
+	f.mu.Lock()
+	var busy []*localRunner
+	for _, lr := range f.running {
+		if lr.r.Running() > 0 {
+			busy = append(busy, lr)
+		}
+	}
+	f.mu.Unlock()
+	for _, lr := range busy {
+		f.crashOne(lr)
+	}
+}
+
+// stop stops every runner (not a crash) and waits for them.
+func (f *localFleet) stop() {
+	f.mu.Lock()
+	running := f.running
+	f.running = nil
+	f.mu.Unlock()
+	for _, lr := range running {
+		lr.cancel()
+	}
+	f.wg.Wait()
+}
+
+// restart clears the counters for a new phase.
+func (f *localFleet) restart() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stats, f.crashes = runner.Stats{}, 0
+	f.injected.Store(0)
+}
+
+func (f *localFleet) count() int {
+	n, err := f.base.Queue(f.queue).ApproximateCount(f.ctx)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return n
+}
+
+func (f *localFleet) String() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := f.stats
+	return fmt.Sprintf("%d received, %d succeeded, %d retried, %d poisoned, %d leases lost; %d crashes, %d faults injected",
+		s.Received, s.Succeeded, s.Retried, s.Poisoned, s.LeaseLost, f.crashes, f.injected.Load())
+}
+
+// checkNoPoison fails the test if a message was poisoned, naming the
+// reasons.
+func (f *localFleet) checkNoPoison() {
+	f.t.Helper()
+	pq := poison.QueueName(f.queue)
+	n, err := f.base.Queue(pq).ApproximateCount(f.ctx)
+	if errors.Is(err, storeadapter.ErrNotFound) {
+		return
+	}
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if n == 0 {
+		return
+	}
+	in, err := poison.NewInspector(poison.Config{Tables: f.base.Tables(), Source: f.base.Queue(f.queue), Poison: f.base.Queue(pq), Blobs: f.base.Container(pq)})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	recs, err := in.List(f.ctx, "")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for i, r := range recs[:min(len(recs), 5)] {
+		f.t.Errorf("poisoned %d: %+v", i, r)
+	}
+	f.t.Fatalf("%d messages were poisoned", n)
+}
+
+// lossyStore turns some successful table writes and blob puts of one
+// runner into errors, as if the answer were lost on the way back: the
+// write landed, the runner does not know it.
+type lossyStore struct {
+	storeadapter.Store
+	f       *localFleet
+	crashed *atomic.Bool
+}
+
+func (s *lossyStore) Tables() storeadapter.Tables {
+	return &lossyTables{Tables: s.Store.Tables(), s: s}
+}
+
+func (s *lossyStore) Container(name string) storeadapter.Blobs {
+	return &lossyBlobs{Blobs: s.Store.Container(name), s: s}
+}
+
+// lose returns err, or an error in its place when the answer is lost.
+func (s *lossyStore) lose(op string, err error) error {
+	if err != nil {
+		return err
+	}
+	if s.crashed.Load() {
+		return errCrashed
+	}
+	if s.f.roll(s.f.failAfter.Load()) {
+		s.f.injected.Add(1)
+		return fmt.Errorf("injected after %s landed: %w", op, storeadapter.ErrUnavailable)
+	}
+	return nil
+}
+
+type lossyTables struct {
+	storeadapter.Tables
+	s *lossyStore
+}
+
+func (t *lossyTables) InsertEntity(ctx context.Context, table string, e storeadapter.Entity) (string, error) {
+	etag, err := t.Tables.InsertEntity(ctx, table, e)
+	return etag, t.s.lose("InsertEntity", err)
+}
+
+func (t *lossyTables) UpsertEntity(ctx context.Context, table string, e storeadapter.Entity, mode storeadapter.UpdateMode) (string, error) {
+	etag, err := t.Tables.UpsertEntity(ctx, table, e, mode)
+	return etag, t.s.lose("UpsertEntity", err)
+}
+
+func (t *lossyTables) UpdateEntity(ctx context.Context, table string, e storeadapter.Entity, mode storeadapter.UpdateMode, ifMatch string) (string, error) {
+	etag, err := t.Tables.UpdateEntity(ctx, table, e, mode, ifMatch)
+	return etag, t.s.lose("UpdateEntity", err)
+}
+
+func (t *lossyTables) DeleteEntity(ctx context.Context, table, pk, rk, ifMatch string) error {
+	return t.s.lose("DeleteEntity", t.Tables.DeleteEntity(ctx, table, pk, rk, ifMatch))
+}
+
+func (t *lossyTables) Transact(ctx context.Context, table string, ops []storeadapter.TableOp) error {
+	return t.s.lose("Transact", t.Tables.Transact(ctx, table, ops))
+}
+
+type lossyBlobs struct {
+	storeadapter.Blobs
+	s *lossyStore
+}
+
+func (b *lossyBlobs) Put(ctx context.Context, name string, data []byte, o storeadapter.PutOptions) (string, error) {
+	etag, err := b.Blobs.Put(ctx, name, data, o)
+	return etag, b.s.lose("Put", err)
+}
