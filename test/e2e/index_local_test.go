@@ -59,7 +59,7 @@ func TestIndexConvergesOnLocalstore(t *testing.T) {
 	for range 3 {
 		f.start()
 	}
-	w := indexWorkload{Table: names.Source, Employees: 5000, Seed: seed, Window: [2]int{10, 200}, DupRate: 0.1}
+	w := indexWorkload{Table: names.Source, Employees: 8000, Seed: seed, Window: [2]int{10, 200}, DupRate: 0.1, MaxBacklog: 400, Hot: 4}
 	convergence(ctx, t, base, q, w, 9, 100*time.Second, f.crash)
 	f.stop()
 	f.checkNoPoison()
@@ -161,7 +161,7 @@ type localFleet struct {
 	// turned into an error.
 	failBefore, failAfter atomic.Int64
 	// delayed is the rate, per million table and blob calls, of calls
-	// delayed by 200µs.
+	// delayed by 200µs; one in twenty as many are delayed by 30ms.
 	delayed  atomic.Int64
 	mu       sync.Mutex
 	rng      *rand.Rand
@@ -218,13 +218,18 @@ func (f *localFleet) start() {
 			return nil
 		},
 		// A little latency on table and blob calls, so that the
-		// requests of concurrent jobs interleave.
+		// requests of concurrent jobs interleave, and now and then a
+		// slow answer (a retried request), during which other jobs go on.
 		Latency: func(c instrument.Call) time.Duration {
 			switch c.Op {
 			case instrument.OpReceive, instrument.OpUpdate, instrument.OpDeleteMessage, instrument.OpApproximateCount, instrument.OpSend:
 				return 0
 			}
-			if f.roll(f.delayed.Load()) {
+			rate := f.delayed.Load()
+			switch {
+			case f.roll(rate / 20):
+				return 30 * time.Millisecond
+			case f.roll(rate):
 				return 200 * time.Microsecond
 			}
 			return 0
@@ -456,4 +461,108 @@ type lossyBlobs struct {
 func (b *lossyBlobs) Put(ctx context.Context, name string, data []byte, o storeadapter.PutOptions) (string, error) {
 	etag, err := b.Blobs.Put(ctx, name, data, o)
 	return etag, b.s.lose("Put", err)
+}
+
+// TestIndexReconcileThatReadAnOldEntityLosesToALaterOne builds, on
+// localstore, the interleaving of two reconciles of one entity that the
+// Worker's doc comment rules out ("each reads the entity after reading
+// the record"): reconcile 1 reads the entity at version 1, then its read of
+// the membership record is held (a slow answer, an SDK retry) while the
+// application writes version 2 and reconcile 2 registers and settles it;
+// then reconcile 1's record read returns reconcile 2's record. Reconcile 1
+// must not register version 1 over it: the entity's last write was
+// reconciled, so the indexes must hold version 2.
+func TestIndexReconcileThatReadAnOldEntityLosesToALaterOne(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	base := localstore.New(localstore.Options{})
+	names := indexNames{Source: "Employees", ByEmail: "EmployeesByEmail", ByLastName: "EmployeesByLastName",
+		LastNameRows: "EmployeesLastNameRows", Container: "employee-index", Checkpoints: "IndexCheckpoints"}
+	cfg := indexConfig(names)
+	const pk, rk = "Sales", "E00001"
+	// Only reconcile 1 goes through slow: its first read of the
+	// membership record is held until release, and entityRead is closed
+	// once it has read the entity.
+	var (
+		holdOnce, readOnce sync.Once
+		entityRead         = make(chan struct{})
+		recordHeld         = make(chan struct{})
+		release            = make(chan struct{})
+	)
+	slow := instrument.Wrap(base, instrument.Options{
+		Fault: func(ctx context.Context, c instrument.Call) error {
+			if c.Op != instrument.OpGetEntity || c.RowKey != index.ReservedPrefix+"m."+rk {
+				return nil
+			}
+			held := false
+			holdOnce.Do(func() { held = true })
+			if held {
+				close(recordHeld)
+				select {
+				case <-release:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			return nil
+		},
+		Observers: []instrument.Observer{instrument.ObserverFunc(func(c instrument.Call, _ time.Duration, err error) {
+			if c.Op == instrument.OpGetEntity && c.RowKey == rk && err == nil {
+				readOnce.Do(func() { close(entityRead) })
+			}
+		})},
+	})
+	x1, err := index.Open(slow, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x2, err := index.Open(base, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables := base.Tables()
+	if err := tables.CreateTable(ctx, names.Source); err != nil {
+		t.Fatal(err)
+	}
+	write := func(last, email string) {
+		t.Helper()
+		e := storeadapter.Entity{PartitionKey: pk, RowKey: rk, Properties: map[string]any{"LastName": last, "Email": email}}
+		if _, err := tables.UpsertEntity(ctx, names.Source, e, storeadapter.Replace); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("Jones", "jones@contoso.example")
+	if _, err := x2.Reconcile(ctx, names.Source, pk, rk); err != nil {
+		t.Fatal(err)
+	}
+
+	first := make(chan error, 1)
+	go func() {
+		_, err := x1.Reconcile(ctx, names.Source, pk, rk)
+		first <- err
+	}()
+	select {
+	case <-recordHeld:
+	case <-ctx.Done():
+		t.Fatal("reconcile 1 did not read the membership record")
+	}
+	// A reconcile that reads the entity after the record (as documented)
+	// reads it only once released; one that reads both at once has read
+	// version 1 by now, or within moments.
+	select {
+	case <-entityRead:
+		t.Log("reconcile 1 read the entity while its read of the record was held")
+	case <-time.After(200 * time.Millisecond):
+	}
+	write("Smith", "smith@contoso.example") // version 2, then its reconcile
+	if _, err := x2.Reconcile(ctx, names.Source, pk, rk); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatalf("reconcile 1: %v", err)
+	}
+	if !compareIndexes(ctx, t, tables, x2, names.Source) {
+		t.Error("reconcile 1 wrote the version it read before reconcile 2's over it")
+	}
 }

@@ -78,6 +78,15 @@ type indexWorkload struct {
 	Window [2]int
 	// DupRate is the share of messages sent twice.
 	DupRate float64
+	// MaxBacklog, if set, holds the writers while the queue holds more
+	// messages, so that they write while the workers reconcile rather
+	// than long before.
+	MaxBacklog int
+	// Hot, if set, is how many employees one more writer keeps rewriting
+	// (renames, deletes, re-inserts) while the others write, each write
+	// followed at once by its message, so that reconciles of successive
+	// versions of one entity run at the same time.
+	Hot int
 }
 
 // indexWrite is one write of the application: an upsert (replace) of the
@@ -99,7 +108,7 @@ func (w indexWorkload) plan() [][]indexWrite {
 		if p < w.Employees%len(convPartitions) {
 			quota++
 		}
-		var live, dead []string
+		var live, dead, recent []string
 		current := map[string]map[string]any{}
 		emails, next := 0, 0
 		email := func(first string) string {
@@ -122,10 +131,20 @@ func (w indexWorkload) plan() [][]indexWrite {
 			return props
 		}
 		put := func(rk string, props map[string]any) {
+			if recent = append(recent, rk); len(recent) > 8 {
+				recent = recent[1:]
+			}
 			current[rk] = props
 			out[p] = append(out[p], indexWrite{pk: pk, rk: rk, props: maps.Clone(props)})
 		}
+		// Half the time an employee written a moment ago is picked
+		// again, so that reconciles of its versions run at once.
 		pick := func(keys []string) (int, string) {
+			if len(recent) > 0 && rng.IntN(2) == 0 {
+				if i := slices.Index(keys, recent[rng.IntN(len(recent))]); i >= 0 {
+					return i, keys[i]
+				}
+			}
 			i := rng.IntN(len(keys))
 			return i, keys[i]
 		}
@@ -204,15 +223,73 @@ type indexAppStats struct {
 func (w indexWorkload) run(ctx context.Context, st storeadapter.Store, queue string, plan [][]indexWrite, stats *indexAppStats) error {
 	tables, q := st.Tables(), st.Queue(queue)
 	var wg sync.WaitGroup
-	errs := make([]error, len(plan))
+	errs := make([]error, len(plan)+1)
 	for p, writes := range plan {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(w.Seed, 1000+uint64(p)))
 			errs[p] = w.write(ctx, tables, q, rng, p, writes, stats)
 		})
 	}
+	hotCtx, stopHot := context.WithCancel(ctx)
+	hot := make(chan error, 1)
+	go func() { hot <- w.hot(hotCtx, tables, q, stats) }()
 	wg.Wait()
+	stopHot()
+	errs[len(plan)] = <-hot
 	return errors.Join(errs...)
+}
+
+// hot rewrites w.Hot employees of the first partition until ctx ends.
+func (w indexWorkload) hot(ctx context.Context, tables storeadapter.Tables, q storeadapter.Queue, stats *indexAppStats) error {
+	if w.Hot == 0 {
+		return nil
+	}
+	rng := rand.New(rand.NewPCG(w.Seed, 2000))
+	pk := convPartitions[0]
+	// A write once begun is finished and its message sent, whenever the
+	// other writers finish.
+	stop := ctx.Done()
+	ctx = context.WithoutCancel(ctx)
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return nil
+		default:
+		}
+		rk := fmt.Sprintf("H%03d", rng.IntN(w.Hot))
+		var err error
+		if rng.IntN(6) == 0 {
+			err = tables.DeleteEntity(ctx, w.Table, pk, rk, storeadapter.ETagAny)
+			if errors.Is(err, storeadapter.ErrNotFound) {
+				err = nil
+			}
+			stats.deletes.Add(1)
+		} else {
+			props := map[string]any{"FirstName": "Hot", "Email": fmt.Sprintf("hot.%d@contoso.example", i), "Age": int32(i % 100)}
+			if rng.IntN(8) != 0 {
+				props["LastName"] = convLastNames[rng.IntN(len(convLastNames))]
+			}
+			_, err = tables.UpsertEntity(ctx, w.Table, storeadapter.Entity{PartitionKey: pk, RowKey: rk, Properties: props}, storeadapter.Replace)
+		}
+		if err != nil {
+			return fmt.Errorf("hot write %d of %s/%s: %w", i, pk, rk, err)
+		}
+		stats.writes.Add(1)
+		text, err := reconcileMessage(w.Table, pk, rk, fmt.Sprintf("hot-%05d", i))
+		if err != nil {
+			return err
+		}
+		for range 1 + rng.IntN(2) {
+			if _, err := q.Send(ctx, text, storeadapter.SendOptions{}); err != nil {
+				return fmt.Errorf("send: %w", err)
+			}
+			stats.sent.Add(1)
+		}
+		select {
+		case <-time.After(time.Duration(rng.IntN(3000)) * time.Microsecond):
+		case <-stop:
+		}
+	}
 }
 
 func (w indexWorkload) write(ctx context.Context, tables storeadapter.Tables, q storeadapter.Queue, rng *rand.Rand, p int, writes []indexWrite, stats *indexAppStats) error {
@@ -231,6 +308,20 @@ func (w indexWorkload) write(ctx context.Context, tables storeadapter.Tables, q 
 		return nil
 	}
 	for i, wr := range writes {
+		for w.MaxBacklog > 0 && i%10 == 0 {
+			n, err := q.ApproximateCount(ctx)
+			if err != nil {
+				return fmt.Errorf("count: %w", err)
+			}
+			if n <= w.MaxBacklog {
+				break
+			}
+			select {
+			case <-time.After(5 * time.Millisecond):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
 		var err error
 		if wr.props == nil {
 			err = tables.DeleteEntity(ctx, w.Table, wr.pk, wr.rk, storeadapter.ETagAny)
