@@ -33,6 +33,24 @@ import (
 // runs under rarer faults, with one crash, and index table names that
 // stay unavailable for a moment after their delete, as on Azure.
 func TestIndexConvergesOnLocalstore(t *testing.T) {
+	localConvergence(t, indexWorkload{Employees: 8000, Window: [2]int{10, 200}, DupRate: 0.1, MaxBacklog: 400, Hot: 4})
+}
+
+// TestIndexConvergesOnLocalstoreWithLongKeys is TestIndexConvergesOnLocalstore
+// with RowKeys of 480 characters, so that membership records are keyed by
+// a hash of the RowKey and list lines are long, and with most employees of
+// one partition sharing one last name, so that its lists, in the
+// partition and in the table, outgrow one entity and spill over to more
+// parts.
+func TestIndexConvergesOnLocalstoreWithLongKeys(t *testing.T) {
+	localConvergence(t, indexWorkload{Employees: 1600, Partitions: 1, Window: [2]int{5, 50}, DupRate: 0.1, MaxBacklog: 200, Hot: 2,
+		LastNames: []string{"Jones", "Smith", "Brown", "Lee"}, RowKeyLen: 480})
+}
+
+// localConvergence runs a convergence test on localstore (see
+// TestIndexConvergesOnLocalstore) with the workload w (its Table and Seed
+// are filled in).
+func localConvergence(t *testing.T, w indexWorkload) {
 	ctx, cancel := context.WithTimeout(t.Context(), 150*time.Second)
 	defer cancel()
 	start := time.Now()
@@ -59,13 +77,16 @@ func TestIndexConvergesOnLocalstore(t *testing.T) {
 	for range 3 {
 		f.start()
 	}
-	w := indexWorkload{Table: names.Source, Employees: 8000, Seed: seed, Window: [2]int{10, 200}, DupRate: 0.1, MaxBacklog: 400, Hot: 4}
+	w.Table, w.Seed = names.Source, seed
 	convergence(ctx, t, base, q, w, 9, 100*time.Second, f.crash)
 	f.stop()
 	f.checkNoPoison()
 	t.Logf("converged in %v: %s", time.Since(start).Round(time.Millisecond), f)
 	if !compareIndexes(ctx, t, base.Tables(), x, names.Source) {
 		t.Fatal("the indexes differ from the table after the runners converged")
+	}
+	if w.RowKeyLen > 0 {
+		checkSpilled(ctx, t, base.Tables(), x, names)
 	}
 	if !checkIndexes(ctx, t, x, names.Source) {
 		t.Fatal("Check found problems after the runners converged")
@@ -115,8 +136,13 @@ func TestIndexConvergesOnLocalstore(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(seed, 11))
 	at := int(float64(len(entities)) * (0.1 + 0.8*rng.Float64()))
-	members := storeadapter.And(storeadapter.Compare("RowKey", storeadapter.Ge, index.ReservedPrefix+"m."),
-		storeadapter.Compare("RowKey", storeadapter.Lt, index.ReservedPrefix+"m/"))
+	// Membership records are keyed "~tk.m." + RowKey, or "~tk.h." + a
+	// hash of a long RowKey.
+	members := storeadapter.Or(
+		storeadapter.And(storeadapter.Compare("RowKey", storeadapter.Ge, index.ReservedPrefix+"h."),
+			storeadapter.Compare("RowKey", storeadapter.Lt, index.ReservedPrefix+"h/")),
+		storeadapter.And(storeadapter.Compare("RowKey", storeadapter.Ge, index.ReservedPrefix+"m."),
+			storeadapter.Compare("RowKey", storeadapter.Lt, index.ReservedPrefix+"m/")))
 	deadline := time.Now().Add(60 * time.Second)
 	for crashed := false; ; {
 		n := f.count()
@@ -143,6 +169,39 @@ func TestIndexConvergesOnLocalstore(t *testing.T) {
 		t.Fatal("Check found problems after the rebuild")
 	}
 	t.Logf("done in %v", time.Since(start).Round(time.Millisecond))
+}
+
+// checkSpilled fails the test unless some list, in the partition and in
+// the table, has more than one part: more list entities than values.
+func checkSpilled(ctx context.Context, t *testing.T, tables storeadapter.Tables, x *index.Indexes, names indexNames) {
+	t.Helper()
+	// A partition list has entities per partition and value, a table
+	// list per value.
+	values := func(name string, perPartition bool) int {
+		seen := map[string]bool{}
+		err := x.Entries(ctx, names.Source, name, func(en index.Entry) error {
+			if perPartition {
+				seen[en.PK+"\t"+en.Encoded] = true
+			} else {
+				seen[en.Encoded] = true
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(seen)
+	}
+	lists := storeadapter.And(storeadapter.Compare("RowKey", storeadapter.Ge, index.ReservedPrefix+"l."),
+		storeadapter.Compare("RowKey", storeadapter.Lt, index.ReservedPrefix+"l/"))
+	inPartitions, inTable := countRows(ctx, t, tables, names.Source, lists), countRows(ctx, t, tables, names.ByLastName, storeadapter.Filter{})
+	t.Logf("list entities: %d in the partitions, %d in table %s", inPartitions, inTable, names.ByLastName)
+	if n := values("lastName", true); inPartitions <= n {
+		t.Errorf("the partition lists of %d values are %d entities: none spilled over", n, inPartitions)
+	}
+	if n := values("lastNameAll", false); inTable <= n {
+		t.Errorf("the table lists of %d values are %d entities: none spilled over", n, inTable)
+	}
 }
 
 // errCrashed is what every storage call of a crashed runner returns.
@@ -564,5 +623,90 @@ func TestIndexReconcileThatReadAnOldEntityLosesToALaterOne(t *testing.T) {
 	}
 	if !compareIndexes(ctx, t, tables, x2, names.Source) {
 		t.Error("reconcile 1 wrote the version it read before reconcile 2's over it")
+	}
+}
+
+// TestIndexEntityRewrittenWhileItsReconcileSettles rewrites one entity
+// (a fresh Email each time) again and again, each write reconciled while
+// the previous reconcile is still settling its table-store indexes: the
+// previous one finishes only after the next one registered, so the values
+// it settled are never cleared from the membership record by it, and the
+// next registration carries them on. The record must stay within an
+// entity's limits however long this goes on: every reconcile succeeds and
+// the indexes end equal to the entity.
+func TestIndexEntityRewrittenWhileItsReconcileSettles(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	base := localstore.New(localstore.Options{})
+	names := indexNames{Source: "Employees", ByEmail: "EmployeesByEmail", ByLastName: "EmployeesByLastName",
+		LastNameRows: "EmployeesLastNameRows", Container: "employee-index", Checkpoints: "IndexCheckpoints"}
+	cfg := indexConfig(names)
+	tables := base.Tables()
+	if err := tables.CreateTable(ctx, names.Source); err != nil {
+		t.Fatal(err)
+	}
+	const pk, rk, writes = "Sales", "E00001", 1500
+	type running struct {
+		release chan struct{}
+		done    chan error
+	}
+	var prev *running
+	for i := range writes {
+		e := storeadapter.Entity{PartitionKey: pk, RowKey: rk, Properties: map[string]any{
+			"LastName": convLastNames[i%3], "Email": fmt.Sprintf("employee.%05d@contoso.example", i)}}
+		if _, err := tables.UpsertEntity(ctx, names.Source, e, storeadapter.Replace); err != nil {
+			t.Fatal(err)
+		}
+		// This reconcile is held at its first call to the table copy's
+		// table, which it makes when it settles, after it registered.
+		r := &running{release: make(chan struct{}), done: make(chan error, 1)}
+		held := make(chan struct{})
+		var once sync.Once
+		st := instrument.Wrap(base, instrument.Options{Fault: func(ctx context.Context, c instrument.Call) error {
+			first := false
+			if c.Name == names.ByEmail {
+				once.Do(func() { first = true })
+			}
+			if first {
+				close(held)
+				select {
+				case <-r.release:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			return nil
+		}})
+		x, err := index.Open(st, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			_, err := x.Reconcile(ctx, names.Source, pk, rk)
+			r.done <- err
+		}()
+		select {
+		case <-held:
+		case err := <-r.done:
+			t.Fatalf("reconcile %d returned before it settled: %v", i, err)
+		}
+		if prev != nil {
+			close(prev.release)
+			if err := <-prev.done; err != nil {
+				t.Fatalf("reconcile %d: %v", i-1, err)
+			}
+		}
+		prev = r
+	}
+	close(prev.release)
+	if err := <-prev.done; err != nil {
+		t.Fatalf("reconcile %d: %v", writes-1, err)
+	}
+	x, err := index.Open(base, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !compareIndexes(ctx, t, tables, x, names.Source) {
+		t.Error("the indexes differ from the entity")
 	}
 }

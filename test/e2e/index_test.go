@@ -79,7 +79,7 @@ func TestIndexConvergesWithKilledWorkers(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	w := indexWorkload{Table: names.Source, Employees: 1000, Seed: indexSeed(t), Window: [2]int{10, 60}, DupRate: 0.1, MaxBacklog: 300, Hot: 4}
+	w := indexWorkload{Table: names.Source, Employees: 800, Seed: indexSeed(t), Window: [2]int{10, 60}, DupRate: 0.1, MaxBacklog: 300, Hot: 4}
 	workers := make([]*proc, 3)
 	for i := range workers {
 		workers[i] = e.startWorker(q, "-config", cfgPath)

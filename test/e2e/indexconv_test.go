@@ -82,6 +82,14 @@ type indexWorkload struct {
 	// messages, so that they write while the workers reconcile rather
 	// than long before.
 	MaxBacklog int
+	// LastNames, if set, replace convLastNames: the first is given to
+	// half of the employees, the others share the rest.
+	LastNames []string
+	// RowKeyLen, if set, pads every RowKey to that many characters.
+	RowKeyLen int
+	// Partitions, if set, limits the writers to the first so many of
+	// convPartitions.
+	Partitions int
 	// Hot, if set, is how many employees one more writer keeps rewriting
 	// (renames, deletes, re-inserts) while the others write, each write
 	// followed at once by its message, so that reconciles of successive
@@ -96,16 +104,41 @@ type indexWrite struct {
 	props  map[string]any
 }
 
+// lastName draws a last name.
+func (w indexWorkload) lastName(rng *rand.Rand) string {
+	if len(w.LastNames) == 0 {
+		return convLastNames[rng.IntN(len(convLastNames))]
+	}
+	if rng.IntN(2) == 0 {
+		return w.LastNames[0]
+	}
+	return w.LastNames[rng.IntN(len(w.LastNames))]
+}
+
+// rowKey returns an employee's RowKey: prefix and number, padded to
+// RowKeyLen.
+func (w indexWorkload) rowKey(prefix string, n int) string {
+	rk := fmt.Sprintf("%s%05d", prefix, n)
+	if pad := w.RowKeyLen - len(rk); pad > 0 {
+		rk += "-" + strings.Repeat("x", pad-1)
+	}
+	return rk
+}
+
 // plan returns each writer's writes, drawn from the seed: about 55% are
 // new employees, 25% renames (a new LastName, or none, and always a fresh
 // Email; sometimes no Email), 5% changes of other properties (which copies
 // must follow), 12% deletes and the rest re-inserts of deleted keys.
 func (w indexWorkload) plan() [][]indexWrite {
-	out := make([][]indexWrite, len(convPartitions))
-	for p, pk := range convPartitions {
+	partitions := convPartitions
+	if w.Partitions > 0 {
+		partitions = partitions[:w.Partitions]
+	}
+	out := make([][]indexWrite, len(partitions))
+	for p, pk := range partitions {
 		rng := rand.New(rand.NewPCG(w.Seed, uint64(p)))
-		quota := w.Employees / len(convPartitions)
-		if p < w.Employees%len(convPartitions) {
+		quota := w.Employees / len(partitions)
+		if p < w.Employees%len(partitions) {
 			quota++
 		}
 		var live, dead, recent []string
@@ -126,7 +159,7 @@ func (w indexWorkload) plan() [][]indexWrite {
 				"HireDate":  time.Date(2000+rng.IntN(26), time.Month(1+rng.IntN(12)), 1+rng.IntN(28), 9, 0, 0, 0, time.UTC),
 			}
 			if rng.IntN(10) != 0 {
-				props["LastName"] = convLastNames[rng.IntN(len(convLastNames))]
+				props["LastName"] = w.lastName(rng)
 			}
 			return props
 		}
@@ -152,7 +185,7 @@ func (w indexWorkload) plan() [][]indexWrite {
 			r := rng.Float64()
 			switch {
 			case len(live) == 0 || r < 0.55 || r >= 0.97 && len(dead) == 0:
-				rk := fmt.Sprintf("E%05d", next)
+				rk := w.rowKey("E", next)
 				next++
 				inserted++
 				live = append(live, rk)
@@ -163,7 +196,7 @@ func (w indexWorkload) plan() [][]indexWrite {
 				if rng.IntN(8) == 0 {
 					delete(props, "LastName")
 				} else {
-					props["LastName"] = convLastNames[rng.IntN(len(convLastNames))]
+					props["LastName"] = w.lastName(rng)
 				}
 				if rng.IntN(20) == 0 {
 					delete(props, "Email")
@@ -256,7 +289,7 @@ func (w indexWorkload) hot(ctx context.Context, tables storeadapter.Tables, q st
 			return nil
 		default:
 		}
-		rk := fmt.Sprintf("H%03d", rng.IntN(w.Hot))
+		rk := w.rowKey("H", rng.IntN(w.Hot))
 		var err error
 		if rng.IntN(6) == 0 {
 			err = tables.DeleteEntity(ctx, w.Table, pk, rk, storeadapter.ETagAny)
@@ -267,7 +300,7 @@ func (w indexWorkload) hot(ctx context.Context, tables storeadapter.Tables, q st
 		} else {
 			props := map[string]any{"FirstName": "Hot", "Email": fmt.Sprintf("hot.%d@contoso.example", i), "Age": int32(i % 100)}
 			if rng.IntN(8) != 0 {
-				props["LastName"] = convLastNames[rng.IntN(len(convLastNames))]
+				props["LastName"] = w.lastName(rng)
 			}
 			_, err = tables.UpsertEntity(ctx, w.Table, storeadapter.Entity{PartitionKey: pk, RowKey: rk, Properties: props}, storeadapter.Replace)
 		}
