@@ -247,8 +247,12 @@ type localRunner struct {
 	crashed atomic.Bool
 }
 
+// newLocalFleet returns a fleet with no runner yet. Its runners are
+// stopped when the test ends, so none logs after it.
 func newLocalFleet(ctx context.Context, t *testing.T, base storeadapter.Store, queue string, cfg index.Config, seed uint64) *localFleet {
-	return &localFleet{ctx: ctx, t: t, base: base, queue: queue, kinds: catalog.Config{Index: cfg}, rng: rand.New(rand.NewPCG(seed, 5))}
+	f := &localFleet{ctx: ctx, t: t, base: base, queue: queue, kinds: catalog.Config{Index: cfg}, rng: rand.New(rand.NewPCG(seed, 5))}
+	t.Cleanup(f.stop)
+	return f
 }
 
 // roll reports whether an event of rate per million happens.
