@@ -228,6 +228,9 @@ func (x *Indexes) scanEntries(ctx context.Context, ix *index, pk *string, token 
 		return x.scanBlobs(ctx, ix, token, entry, page)
 	}
 	table, q := ix.table, storeadapter.Query{Continuation: token}
+	if page != nil { // a checkpointed scan: smaller pages, less work lost
+		q.Top = rebuildPage
+	}
 	var prefix string
 	switch {
 	case ix.partition():

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/tablekeeper/tablekeeper/idempotent"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
@@ -29,6 +30,23 @@ type RebuildResult struct {
 func (r RebuildResult) String() string {
 	return fmt.Sprintf("rebuilt: %d entities reconciled, %d stale entries swept, %d tombstones pruned, %d conflicts, %d unindexable",
 		r.Entities, r.Swept, r.Pruned, r.Conflicts, r.Unindexable)
+}
+
+// rebuildPage is the page size of a rebuild's scans.
+const rebuildPage = 100
+
+// retryTransient runs fn up to three times while it fails with a
+// transient error, pausing 100 ms and then 400 ms: one failed call of a
+// rebuild's thousands does not send it back to its last checkpoint.
+func retryTransient(ctx context.Context, fn func() error) error {
+	err := fn()
+	for pause := 100 * time.Millisecond; err != nil && storeadapter.IsTransient(err) && pause <= 400*time.Millisecond; pause *= 4 {
+		if serr := idempotent.Sleep(ctx, pause); serr != nil {
+			return err
+		}
+		err = fn()
+	}
+	return err
 }
 
 // Checkpoint steps of a rebuild; their tokens are stored with this prefix
@@ -69,7 +87,9 @@ func (x *Indexes) rebuild(ctx context.Context, ti *tableIndexes, pk *string, cp 
 		res.Unindexable += min(len(out.Unindexable), 1)
 		return err
 	}
-	var q storeadapter.Query
+	// Pages of 100: a rebuild saves its position after each, so a
+	// failure costs at most 100 entities' work again.
+	q := storeadapter.Query{Top: rebuildPage}
 	if pk != nil {
 		q.Filter = storeadapter.PartitionEquals(*pk)
 	}
@@ -91,7 +111,11 @@ func (x *Indexes) rebuild(ctx context.Context, ti *tableIndexes, pk *string, cp 
 				if force {
 					res.Entities++
 				}
-				out, err := x.reconcile(ctx, ti, e.PartitionKey, rk, force, nil)
+				var out Outcome
+				err := retryTransient(ctx, func() (err error) {
+					out, err = x.reconcile(ctx, ti, e.PartitionKey, rk, force, nil)
+					return err
+				})
 				if !force && out.Changed { // a deleted entity's entries went
 					res.Swept++
 				}
@@ -132,7 +156,12 @@ func (x *Indexes) rebuild(ctx context.Context, ti *tableIndexes, pk *string, cp 
 					return nil
 				}
 				res.Swept++
-				return count(x.reconcile(ctx, ti, en.PK, en.RK, false, map[string][]string{ix.Name: {en.Encoded}}))
+				var out Outcome
+				err = retryTransient(ctx, func() (err error) {
+					out, err = x.reconcile(ctx, ti, en.PK, en.RK, false, map[string][]string{ix.Name: {en.Encoded}})
+					return err
+				})
+				return count(out, err)
 			}, save)
 		})
 		if err != nil {

@@ -413,8 +413,9 @@ func TestRebuild(t *testing.T) {
 	cp := idempotent.Checkpoints{Tables: f.store.Tables(), Table: "Checkpoints"}
 	calls := 0
 	f.fault = func(_ context.Context, c instrument.Call) error {
-		if calls++; calls == 150 {
-			return fmt.Errorf("crash: %w", storeadapter.ErrUnavailable)
+		// One failed call is retried; an outage stops the rebuild.
+		if calls++; calls == 40 || calls >= 150 {
+			return fmt.Errorf("outage: %w", storeadapter.ErrUnavailable)
 		}
 		return nil
 	}

@@ -10,12 +10,10 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/index"
 )
 
@@ -141,70 +139,21 @@ func writeWorkerConfig(t *testing.T, cfg map[string]any) string {
 }
 
 // checkIndex runs `enqueue index check` on one index and fails the test
-// unless it exits 0 and reports no finding. While the CLI has no index
-// command yet, it runs the same check through the Go API.
+// unless it exits 0 and reports no finding.
 func (e *env) checkIndex(cfgPath, table, name string) {
 	e.t.Helper()
 	p := e.start(enqueueBin, "index", "check", "-config", cfgPath, "-table", table, "-index", name)
-	code := p.wait(e.ctx, 60*time.Second)
-	if code == 2 && strings.Contains(p.stderr.String(), `unknown command "index"`) {
-		e.t.Logf("enqueue has no index command yet: checking %s through the Go API", name)
-		var cfg struct {
-			Index index.Config `json:"index"`
-		}
-		data, err := os.ReadFile(cfgPath)
-		if err == nil {
-			err = json.Unmarshal(data, &cfg)
-		}
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		x, err := index.Open(store, cfg.Index)
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		res, err := x.Check(e.ctx, table, name, func(f index.Finding) error {
-			e.t.Errorf("check %s: %s %s %s/%s %s", name, f.Problem, f.Value, f.PK, f.RK, f.Detail)
-			return nil
-		})
-		if err != nil {
-			e.t.Fatalf("check %s: %v", name, err)
-		}
-		if res.Problems() > 0 {
-			e.t.Errorf("check %s: %+v", name, res)
-		}
-		return
-	}
-	if code != 0 {
+	if code := p.wait(e.ctx, 60*time.Second); code != 0 {
 		e.t.Errorf("%s exited with %d, want 0\nstdout:\n%s\nstderr:\n%s", p, code, p.stdout.String(), p.stderr.String())
 	}
 }
 
 // enqueueRebuild enqueues the rebuild of a table's indexes with
-// `enqueue index rebuild`, or, while the CLI has no index command yet, its
-// envelope through `enqueue raw`.
+// `enqueue index rebuild`.
 func (e *env) enqueueRebuild(q, table string) {
 	e.t.Helper()
 	p := e.start(enqueueBin, "index", "rebuild", "-queue", q, "-table", table)
-	code := p.wait(e.ctx, 30*time.Second)
-	if code == 2 && strings.Contains(p.stderr.String(), `unknown command "index"`) {
-		e.t.Log("enqueue has no index command yet: sending the rebuild's envelope with enqueue raw")
-		raw, err := json.Marshal(index.Args{Table: table, Rebuild: true})
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		env, err := json.Marshal(jobs.Envelope{V: 1, ID: "rebuild-" + e.suffix, Kind: index.Kind, Args: raw})
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		file := filepath.Join(e.t.TempDir(), "rebuild.jsonl")
-		if err := os.WriteFile(file, append(env, '\n'), 0o600); err != nil {
-			e.t.Fatal(err)
-		}
-		e.enqueue("raw", "-queue", q, "-file", file)
-		return
-	}
-	if code != 0 {
+	if code := p.wait(e.ctx, 30*time.Second); code != 0 {
 		e.t.Fatalf("%s exited with %d, want 0\nstderr:\n%s", p, code, p.stderr.String())
 	}
 }
