@@ -598,3 +598,53 @@ func TestPartitionCopiesTooLargeTogether(t *testing.T) {
 	}
 	f.assertTruth()
 }
+
+// TestTombstonesPrunedAfterGrace: a removal leaves tombstones; past the
+// grace period a rebuild deletes the rows index's and the next write of a
+// list or copy entry drops theirs.
+func TestTombstonesPrunedAfterGrace(t *testing.T) {
+	f := newFixture(t, sixIndexes())
+	f.put("Sales", "001", employee("Jones", "jonesj@contoso.com"))
+	f.reconcile("Sales", "001")
+	f.put("Sales", "001", employee("Smith", "smithj@contoso.com"))
+	f.reconcile("Sales", "001")
+	tombs := func() (n int) {
+		for _, name := range f.x.Names(employees) {
+			ix := mustIndex(t, f.x, name)
+			if err := f.x.scanEntries(f.ctx, ix, nil, "", func(e Entry) error {
+				if e.Dead {
+					n++
+				}
+				return nil
+			}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return n
+	}
+	if n := tombs(); n != 4 { // emailAll, lastNameAll, lastNameBlob, lastNameRows
+		t.Fatalf("%d tombstones after a rename, want 4", n)
+	}
+	cp := idempotent.Checkpoints{Tables: f.store.Tables(), Table: "Checkpoints"}
+	if _, err := f.x.Rebuild(f.ctx, employees, nil, cp, "early"); err != nil {
+		t.Fatal(err)
+	}
+	if n := tombs(); n != 4 {
+		t.Fatalf("%d tombstones after a rebuild within the grace period, want 4", n)
+	}
+	f.x.now = func() time.Time { return time.Now().Add(2 * time.Hour) }
+	res, err := f.x.Rebuild(f.ctx, employees, nil, cp, "late")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Pruned != 1 {
+		t.Errorf("rebuild pruned %d tombstone rows, want the rows index's 1", res.Pruned)
+	}
+	// Writes of the old values' entries drop their tombstones.
+	f.put("Sales", "002", employee("Jones", "jonesj@contoso.com"))
+	f.reconcile("Sales", "002")
+	if n := tombs(); n != 0 {
+		t.Errorf("%d tombstones left after the grace period and new writes", n)
+	}
+	f.assertTruth()
+}
