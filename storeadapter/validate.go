@@ -367,17 +367,17 @@ func entitySize(e Entity, exact bool) int {
 // request as azstore sends it, which the service measures against its
 // 4 MiB limit (not EntitySize): the entity's JSON as Go's encoder writes it
 // (the Azure SDK re-encodes it with encoding/json: escaped text, see
-// jsonStringSize; binary in base64; one annotation per typed property),
+// JSONStringSize; binary in base64; one annotation per typed property),
 // the keys once more, percent-encoded, in the operation's URL, and a
 // kilobyte for the rest of the URL and the multipart and HTTP headers.
 func BatchOpSize(e Entity) int {
-	n := 1024 + 64 + jsonStringSize(e.PartitionKey) + jsonStringSize(e.RowKey) +
+	n := 1024 + 64 + JSONStringSize(e.PartitionKey) + JSONStringSize(e.RowKey) +
 		urlPathSize(e.PartitionKey) + urlPathSize(e.RowKey)
 	for name, v := range e.Properties {
 		n += 2*len(name) + 48 // "name":value, "name@odata.type":"Edm.Xxx",
 		switch x := v.(type) {
 		case string:
-			n += jsonStringSize(x)
+			n += JSONStringSize(x)
 		case []byte:
 			n += 2 + 4*((len(x)+2)/3)
 		default:
@@ -387,11 +387,11 @@ func BatchOpSize(e Entity) int {
 	return n
 }
 
-// jsonStringSize returns the length of s as encoding/json writes it (with
+// JSONStringSize returns the length of s as encoding/json writes it (with
 // its default HTML escaping), quotes included: \" \\ \n \r \t \b \f take
 // two bytes; other control characters, < > &, U+2028 and U+2029 take six
 // (\u003c, \u2028); each byte of invalid UTF-8 takes six (\ufffd).
-func jsonStringSize(s string) int {
+func JSONStringSize(s string) int {
 	n := 2
 	for i := 0; i < len(s); {
 		c := s[i]

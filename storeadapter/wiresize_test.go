@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// FuzzJSONStringSize checks that jsonStringSize is exactly what Go's JSON
+// FuzzJSONStringSize checks that JSONStringSize is exactly what Go's JSON
 // encoder writes for a string, which is what the Azure SDK sends: escapes
 // of quotes, backslashes and control characters, HTML escapes of < > &,
 // the six-byte \u2028 and \u2029, and \ufffd for each invalid UTF-8 byte.
@@ -18,8 +18,8 @@ func FuzzJSONStringSize(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := jsonStringSize(s); got != len(data) {
-			t.Fatalf("jsonStringSize(%+q) = %d, the encoder writes %d bytes: %s", s, got, len(data), data)
+		if got := JSONStringSize(s); got != len(data) {
+			t.Fatalf("JSONStringSize(%+q) = %d, the encoder writes %d bytes: %s", s, got, len(data), data)
 		}
 	})
 }

@@ -31,11 +31,11 @@
 //	                Decl.Table, with tkGen and tkDead                 hot or huge values
 //
 // v is the value's key text (EncodeValue, below). A list's parts hold
-// lines in string properties L0…L7 of up to 32,000 characters each; a
-// list that outgrows a part spills over to the next, up to 60 parts, and
-// a lookup reads them all in one range query. A copy never overwrites the
-// copy of another entity that holds the same value: that is a conflict
-// (ErrConflict), retried and reported by Check.
+// lines in string properties L0, L1, … of up to 32,000 characters each
+// and 192 KiB in all; a list that outgrows a part spills over to the
+// next, up to 60 parts, and a lookup reads them all in one range query.
+// A copy never overwrites the copy of another entity that holds the same
+// value: that is a conflict (ErrConflict), retried and reported by Check.
 //
 // # Rows in data partitions
 //

@@ -226,10 +226,10 @@ func (x *Indexes) applyTableList(ctx context.Context, ix *index, value, pk, rk s
 		if cur, ok := lineMember(l.line(key)); ok && !newer(&cur, g) {
 			return nil
 		}
-		l.filter(x.keepLine(x.graceCut()))
 		if err := l.set(key, listLine(pk, rk, member{gen: g, dead: !live})); err != nil {
 			return err
 		}
+		l.prune(x.keepLine(x.graceCut()))
 		err = idempotent.Transact(ctx, x.tables, ix.table, l.ops(true))
 		if err == nil || !idempotent.Lost(err) || try >= x.cfg.MaxConflicts {
 			return err

@@ -14,29 +14,29 @@ import (
 // A list (the index entities pattern) is kept as lines of text, one per
 // member, in one or more "parts": entities of one partition whose RowKeys
 // are a common base followed by a four-digit part number. A part holds its
-// lines in up to partProps string properties L0, L1, … of at most
-// partChars UTF-16 units each; a list that outgrows a part spills over to
-// the next. A member's line starts with its key and a tab, and appears in
-// at most one part: every write of a list is one transaction that writes
-// the parts it changes and "touches" (an empty merge with If-Match) every
-// other part it read, so it fails if any part changed since it was read,
-// and two writers never place one member in two parts.
+// lines in string properties L0, L1, … of at most partChars UTF-16 units
+// each, and at most partBytes bytes of lines as they travel in a
+// transaction's JSON; a list that outgrows a part spills over to the next.
+// The byte bound keeps a transaction within Azure's 4 MiB: a reconcile
+// rewrites at most two parts (the old and the new value's) of each of at
+// most MaxPartitionIndexes partition lists, 8 × 2 × 192 KiB = 3 MiB, and
+// partition copies that would not fit beside them are left out (see
+// reconcile). A member's line starts with its key and appears in at most
+// one part: see ops for why.
 var (
-	partProps = 8
 	partChars = storeadapter.MaxStringChars - 768
+	partBytes = 192 << 10
 )
 
 // maxParts bounds the parts of one list, so that a table list's
-// transaction, which touches every part, stays within 100 operations.
+// transaction, which touches every part, stays within 100 operations. A
+// value with more members than that holds (tens of thousands) belongs in
+// a rows index.
 const maxParts = 60
 
-// maxLineChars bounds one line: two keys, a generation and a flag.
-const maxLineChars = 2*storeadapter.MaxKeyChars + 40
-
-// partCapacity is how many UTF-16 units of lines (newlines included) a
-// part takes: lines are packed into properties greedily, which wastes less
-// than one line per property.
-func partCapacity() int { return partProps * (partChars - maxLineChars) }
+// lineBytes is what a line adds to a part: its size in a transaction's
+// JSON and a newline.
+func lineBytes(line string) int { return storeadapter.JSONStringSize(line) - 2 + 1 }
 
 // list is a list as read: its parts, with their ETags.
 type list struct {
@@ -48,7 +48,7 @@ type part struct {
 	number int
 	etag   string // "" for a part not yet written
 	lines  []string
-	size   int // UTF-16 units of the lines, a newline each
+	size   int // lineBytes of the lines
 	dirty  bool
 }
 
@@ -67,7 +67,7 @@ func readList(ctx context.Context, t storeadapter.Tables, table, pk, base string
 		}
 		p := &part{number: n, etag: e.ETag, lines: partLines(e)}
 		for _, line := range p.lines {
-			p.size += storeadapter.UTF16Len(line) + 1
+			p.size += lineBytes(line)
 		}
 		l.parts = append(l.parts, p)
 		return nil
@@ -106,14 +106,14 @@ func (l *list) set(key, line string) error {
 		if p.lines[i] == line {
 			return nil
 		}
-		p.size += storeadapter.UTF16Len(line) - storeadapter.UTF16Len(p.lines[i])
+		p.size += lineBytes(line) - lineBytes(p.lines[i])
 		p.lines[i], p.dirty = line, true
 		return nil
 	}
-	n := storeadapter.UTF16Len(line) + 1
+	n := lineBytes(line)
 	var target *part
 	for _, p := range l.parts {
-		if p.size+n <= partCapacity() {
+		if p.size+n <= partBytes {
 			target = p
 			break
 		}
@@ -139,23 +139,27 @@ func (l *list) set(key, line string) error {
 // remove drops key's line, if any.
 func (l *list) remove(key string) {
 	if p, i := l.find(key); p != nil {
-		p.size -= storeadapter.UTF16Len(p.lines[i]) + 1
+		p.size -= lineBytes(p.lines[i])
 		p.lines = append(p.lines[:i], p.lines[i+1:]...)
 		p.dirty = true
 	}
 }
 
-// filter drops the lines keep rejects (pruning tombstones).
-func (l *list) filter(keep func(line string) bool) {
+// prune drops the lines keep rejects (expired tombstones) from the parts
+// that are written anyway, so that pruning never makes a write larger
+// than its own change.
+func (l *list) prune(keep func(line string) bool) {
 	for _, p := range l.parts {
+		if !p.dirty {
+			continue
+		}
 		kept := p.lines[:0]
 		for _, line := range p.lines {
 			if keep(line) {
 				kept = append(kept, line)
 				continue
 			}
-			p.size -= storeadapter.UTF16Len(line) + 1
-			p.dirty = true
+			p.size -= lineBytes(line)
 		}
 		p.lines = kept
 	}

@@ -111,15 +111,19 @@ func (x *Indexes) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string
 					continue
 				}
 				state, pops, err := x.partitionOps(ctx, ix, pk, rk, values, w)
-				if errors.Is(err, ErrConflict) {
+				switch {
+				case errors.Is(err, ErrConflict):
 					out.Conflicts = append(out.Conflicts, err)
-				} else if err != nil {
+				case errors.Is(err, storeadapter.ErrTooLarge):
+					out.Unindexable = append(out.Unindexable, err)
+				case err != nil:
 					return out, err
 				}
 				next.applied[ix.Name] = state
 				ops = append(ops, pops...)
 			}
-			if err := storeadapter.ValidateTransaction(ops); errors.Is(err, storeadapter.ErrTooLarge) && tooLarge == nil {
+			record := recordOp(m, next.entity(pk, rk))
+			if err := storeadapter.ValidateTransaction(append([]storeadapter.TableOp{record}, ops...)); len(ops) > 0 && errors.Is(err, storeadapter.ErrTooLarge) && tooLarge == nil {
 				// The partition copies go together with the record, in
 				// one transaction: when they do not fit, they are left
 				// out (removed) and reported.
@@ -127,7 +131,7 @@ func (x *Indexes) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string
 				round--
 				continue
 			}
-			etag, err = x.commit(ctx, ti.source, m, next.entity(pk, rk), ops)
+			etag, err = x.commit(ctx, ti.source, record, ops)
 			if idempotent.Lost(err) && round < x.cfg.MaxConflicts {
 				if err := x.pause(ctx, round); err != nil {
 					return out, err
@@ -160,6 +164,9 @@ func (x *Indexes) settle(ctx context.Context, ti *tableIndexes, pk, rk string, m
 			switch {
 			case errors.Is(err, ErrConflict):
 				out.Conflicts = append(out.Conflicts, err)
+				ok = false
+			case errors.Is(err, storeadapter.ErrTooLarge): // a list at its limit: the other values and indexes go on
+				out.Unindexable = append(out.Unindexable, fmt.Errorf("index %s value %s: %w", ix.Name, describe(p.value), err))
 				ok = false
 			case err != nil:
 				return fmt.Errorf("index: %s %s/%s: index %s value %s: %w", ti.source, pk, rk, ix.Name, describe(p.value), err)
@@ -220,22 +227,27 @@ func (x *Indexes) clear(ctx context.Context, table, pk, rk string, m membership,
 	}
 }
 
-// commit writes the membership record next (an insert when m did not
-// exist, else If-Match of m's ETag) together with the partition indexes'
-// ops, in one transaction. It returns the record's new ETag when it
-// learns it ("" after a transaction, whose answer does not carry it).
-func (x *Indexes) commit(ctx context.Context, table string, m membership, next storeadapter.Entity, ops []storeadapter.TableOp) (string, error) {
-	if len(ops) == 0 {
-		if m.exists {
-			return x.tables.UpdateEntity(ctx, table, next, storeadapter.Replace, m.etag)
-		}
-		return x.tables.InsertEntity(ctx, table, next)
-	}
-	op := storeadapter.TableOp{Action: storeadapter.TxInsert, Entity: next}
+// recordOp is the operation that writes the membership record next: an
+// insert when m did not exist, else a replace If-Match of m's ETag.
+func recordOp(m membership, next storeadapter.Entity) storeadapter.TableOp {
 	if m.exists {
-		op = storeadapter.TableOp{Action: storeadapter.TxUpdateReplace, Entity: next, IfMatch: m.etag}
+		return storeadapter.TableOp{Action: storeadapter.TxUpdateReplace, Entity: next, IfMatch: m.etag}
 	}
-	return "", x.tables.Transact(ctx, table, append([]storeadapter.TableOp{op}, ops...))
+	return storeadapter.TableOp{Action: storeadapter.TxInsert, Entity: next}
+}
+
+// commit writes the membership record (record, see recordOp) together
+// with the partition indexes' ops, in one transaction, or alone when there
+// are none. It returns the record's new ETag when it learns it ("" after a
+// transaction, whose answer does not carry it).
+func (x *Indexes) commit(ctx context.Context, table string, record storeadapter.TableOp, ops []storeadapter.TableOp) (string, error) {
+	switch {
+	case len(ops) > 0:
+		return "", x.tables.Transact(ctx, table, append([]storeadapter.TableOp{record}, ops...))
+	case record.Action == storeadapter.TxInsert:
+		return x.tables.InsertEntity(ctx, table, record.Entity)
+	}
+	return x.tables.UpdateEntity(ctx, table, record.Entity, storeadapter.Replace, record.IfMatch)
 }
 
 // partitionOps reads a partition index's entries for values and returns
@@ -243,27 +255,26 @@ func (x *Indexes) commit(ctx context.Context, table string, m membership, next s
 // and the state to record. A copy whose value another entity holds is not
 // written: the state is then "" and the error wraps ErrConflict.
 func (x *Indexes) partitionOps(ctx context.Context, ix *index, pk, rk string, values []string, w want) (string, []storeadapter.TableOp, error) {
-	target := stateValue(w.state)
+	target, state := stateValue(w.state), w.state
 	var ops []storeadapter.TableOp
+	var problem error // a list at its limit (wraps ErrTooLarge) or a copy conflict (ErrConflict)
 	if ix.Kind == KindList {
 		for _, v := range values {
 			l, err := readList(ctx, x.tables, ix.source, pk, listBase(ix, v))
 			if err != nil {
 				return "", nil, err
 			}
-			if v == target {
-				if err := l.set(rk, rk); err != nil {
-					return "", nil, err
-				}
-			} else {
+			if v != target {
 				l.remove(rk)
+			} else if err := l.set(rk, rk); errors.Is(err, storeadapter.ErrTooLarge) {
+				state, problem = "", fmt.Errorf("index %s: %w", ix.Name, err) // removed from the others all the same
+			} else if err != nil {
+				return "", nil, err
 			}
 			ops = append(ops, l.ops(false)...)
 		}
-		return w.state, ops, nil
+		return state, ops, problem
 	}
-	state := w.state
-	var conflict error
 	for _, v := range values {
 		row, err := getOptional(ctx, x.tables, ix.source, pk, copyRowKey(ix, v))
 		if err != nil {
@@ -276,7 +287,7 @@ func (x *Indexes) partitionOps(ctx context.Context, ix *index, pk, rk string, va
 		switch {
 		case v == target && row != nil && owner != rk:
 			state = ""
-			conflict = fmt.Errorf("%w: index %s value %s of %s/%s is held by RowKey %q", ErrConflict, ix.Name, describe(v), pk, rk, owner)
+			problem = fmt.Errorf("%w: index %s value %s of %s/%s is held by RowKey %q", ErrConflict, ix.Name, describe(v), pk, rk, owner)
 		case v == target:
 			e := storeadapter.Entity{PartitionKey: pk, RowKey: copyRowKey(ix, v), Properties: map[string]any{propOwner: rk}}
 			for k, val := range w.content {
@@ -291,7 +302,7 @@ func (x *Indexes) partitionOps(ctx context.Context, ix *index, pk, rk string, va
 			ops = append(ops, storeadapter.TableOp{Action: storeadapter.TxDelete, Entity: storeadapter.Entity{PartitionKey: pk, RowKey: row.RowKey}, IfMatch: row.ETag})
 		}
 	}
-	return state, ops, conflict
+	return state, ops, problem
 }
 
 // readEntity reads an entity's membership record and then the entity

@@ -306,8 +306,8 @@ func TestUnindexableValue(t *testing.T) {
 }
 
 func TestSpillOver(t *testing.T) {
-	defer func(p, c int) { partProps, partChars = p, c }(partProps, partChars)
-	partProps, partChars = 2, maxLineChars+120 // parts of 240 characters of lines
+	defer func(b int) { partBytes = b }(partBytes)
+	partBytes = 240 // parts of 240 bytes of lines
 	f := newFixture(t, sixIndexes())
 	const n = 120
 	for i := range n {
@@ -352,7 +352,7 @@ func TestSpillOverAtRealSize(t *testing.T) {
 		{Name: "lastNameAll", Property: "LastName", Kind: KindList, Store: StoreTable, Table: "EmployeesByLastName"},
 	}}}
 	f := newFixture(t, cfg)
-	n := partCapacity()/500 + 60
+	n := partBytes/500 + 60
 	for i := range n {
 		rk := fmt.Sprintf("%04d-%s", i, strings.Repeat("x", 495))
 		f.put("Sales", rk, employee("Jones", ""))
@@ -553,8 +553,8 @@ func TestRecordReadBeforeEntity(t *testing.T) {
 // that change (found in review: it touched every part and went over 100
 // operations).
 func TestPartitionListRenameBetweenLongLists(t *testing.T) {
-	defer func(p, c int) { partProps, partChars = p, c }(partProps, partChars)
-	partProps, partChars = 1, maxLineChars+8 // one short line per part
+	defer func(b int) { partBytes = b }(partBytes)
+	partBytes = 8 // one short line per part
 	cfg := Config{Tables: map[string][]Decl{employees: {{Name: "lastName", Property: "LastName", Kind: KindList, Store: StorePartition}}}}
 	f := newFixture(t, cfg)
 	for i := range 100 {

@@ -70,7 +70,7 @@ func (a Args) Validate() error {
 // values are still to be settled (S_<index>) at generation Gen. A
 // reconcile:
 //
-//  1. reads the entity and its record (in parallel);
+//  1. reads its record, then the entity (in that order: see the end);
 //  2. computes each index's value from the entity; if every index's
 //     applied state matches and nothing is pending, stops (two reads);
 //  3. registers: writes the record with a new generation (greater than

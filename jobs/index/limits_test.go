@@ -1,0 +1,210 @@
+package index
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/tablekeeper/tablekeeper/storeadapter"
+)
+
+// Found in review (R1): the degrade check validates the partition ops WITHOUT the
+// membership record's op; when the copies fit 4 MiB alone but not with
+// the record, the commit fails with ErrTooLarge instead of degrading, and
+// no index (not even the rows index) is updated.
+func TestLimitTooLargeOnlyWithRecord(t *testing.T) {
+	cfg := Config{Tables: map[string][]Decl{employees: {
+		{Name: "c1", Property: "P1", Kind: KindCopy, Store: StorePartition},
+		{Name: "c2", Property: "P2", Kind: KindCopy, Store: StorePartition},
+		{Name: "rows", Property: "P1", Kind: KindRows, Table: "P1Rows"},
+	}}}
+	f := newFixture(t, cfg)
+	build := func(amp, fill int) map[string]any {
+		p := map[string]any{"P1": "v1", "P2": "v2", "Fill": strings.Repeat("x", fill)}
+		for i := 0; amp > 0; i++ {
+			n := min(amp, 30000)
+			p[fmt.Sprintf("Big%02d", i)] = strings.Repeat("&", n)
+			amp -= n
+		}
+		return p
+	}
+	size := func(p map[string]any) int {
+		s := 0
+		for _, name := range []string{"c1", "c2"} {
+			ix := mustIndex(t, f.x, name)
+			v, _ := EncodeValue(p[ix.Property])
+			e := storeadapter.Entity{PartitionKey: "Sales", RowKey: copyRowKey(ix, v), Properties: maps.Clone(p)}
+			e.Properties[propOwner] = "001"
+			s += storeadapter.BatchOpSize(e)
+		}
+		return s
+	}
+	amp := 340000
+	for size(build(amp+100, 0)) < storeadapter.MaxBatchBytes-2000 {
+		amp += 100
+	}
+	base := size(build(amp, 0))
+	fill := (storeadapter.MaxBatchBytes - 100 - base) / 2
+	p := build(amp, fill)
+	t.Logf("copies alone: %d bytes of %d", size(p), storeadapter.MaxBatchBytes)
+	if err := storeadapter.ValidateEntity(storeadapter.Entity{PartitionKey: "Sales", RowKey: "001", Properties: p}); err != nil {
+		t.Fatal(err)
+	}
+	f.put("Sales", "001", p)
+	out, err := f.x.Reconcile(f.ctx, employees, "Sales", "001")
+	t.Logf("outcome %+v err %v", out, err)
+	if err != nil {
+		t.Errorf("reconcile failed instead of degrading: %v (ErrTooLarge: %v)", err, errors.Is(err, storeadapter.ErrTooLarge))
+	}
+	if got := lookupKeys(t, f.x, "rows", "v1", nil); !slices.Equal(got, []Key{{"Sales", "001"}}) {
+		t.Errorf("the rows index = %v, want the entity", got)
+	}
+}
+
+// Found in review (R2): a table list at its part limit makes settle return early: the
+// indexes settled after it never are, however often the entity is
+// reconciled.
+func TestLimitFullTableListBlocksOtherIndexes(t *testing.T) {
+	defer func(b int) { partBytes = b }(partBytes)
+	partBytes = 40 // one line per part
+	cfg := Config{Tables: map[string][]Decl{employees: {
+		{Name: "all", Property: "LastName", Kind: KindList, Store: StoreTable, Table: "ByLast"},
+		{Name: "rows", Property: "Email", Kind: KindRows, Table: "EmailRows"},
+	}}}
+	f := newFixture(t, cfg)
+	for i := range maxParts {
+		rk := fmt.Sprintf("e%03d", i)
+		f.put("Sales", rk, employee("Jones", ""))
+		f.reconcile("Sales", rk)
+	}
+	f.put("Sales", "x", employee("Smith", "old@x"))
+	f.reconcile("Sales", "x")
+	f.put("Sales", "x", employee("Jones", "new@x")) // Jones is full
+	for i := range 3 {
+		_, err := f.x.Reconcile(f.ctx, employees, "Sales", "x")
+		t.Logf("reconcile %d: %v", i, err)
+	}
+	if got := lookupKeys(t, f.x, "rows", "new@x", nil); len(got) != 1 {
+		t.Errorf("rows index for new@x = %v: never settled behind the full table list", got)
+	}
+	if got := lookupKeys(t, f.x, "rows", "old@x", nil); len(got) != 0 {
+		t.Errorf("rows index for old@x still = %v", got)
+	}
+}
+
+// Found in review (R3): a partition list at its part limit aborts the registration: the
+// entity stays in its OLD value's list and no other index is updated.
+func TestLimitFullPartitionListBlocksEverything(t *testing.T) {
+	defer func(b int) { partBytes = b }(partBytes)
+	partBytes = 8 // one short line per part
+	cfg := Config{Tables: map[string][]Decl{employees: {
+		{Name: "last", Property: "LastName", Kind: KindList, Store: StorePartition},
+		{Name: "rows", Property: "Email", Kind: KindRows, Table: "EmailRows"},
+	}}}
+	f := newFixture(t, cfg)
+	for i := range maxParts {
+		rk := fmt.Sprintf("e%03d", i)
+		f.put("Sales", rk, employee("Jones", ""))
+		f.reconcile("Sales", rk)
+	}
+	f.put("Sales", "x000", employee("Smith", "old@x"))
+	f.reconcile("Sales", "x000")
+	f.put("Sales", "x000", employee("Jones", "new@x"))
+	_, err := f.x.Reconcile(f.ctx, employees, "Sales", "x000")
+	t.Logf("reconcile: %v", err)
+	if got := lookupKeys(t, f.x, "last", "Smith", ptr("Sales")); len(got) != 0 {
+		t.Errorf("old list Smith still holds %v", got)
+	}
+	if got := lookupKeys(t, f.x, "rows", "new@x", nil); len(got) != 1 {
+		t.Errorf("rows index for new@x = %v", got)
+	}
+}
+
+// Found in review (R4): partition LISTS whose changed parts do not fit one transaction: the
+// degrade path only drops copies, so the commit fails (ErrTooLarge,
+// permanent) and a deleted entity stays in every list for good.
+func TestLimitPartitionListsTooLargeTogether(t *testing.T) {
+	cfg := Config{Tables: map[string][]Decl{employees: {
+		{Name: "a", Property: "A", Kind: KindList, Store: StorePartition},
+		{Name: "b", Property: "B", Kind: KindList, Store: StorePartition},
+		{Name: "c", Property: "C", Kind: KindList, Store: StorePartition},
+	}}}
+	f := newFixture(t, cfg)
+	f.put("Sales", "x", map[string]any{"A": "v", "B": "v", "C": "v"})
+	f.reconcile("Sales", "x")
+	// Other members with long RowKeys of '&' (6 bytes each in the JSON
+	// payload): fill each list's part 0 as a real list of ~230 members would.
+	for _, name := range []string{"a", "b", "c"} {
+		ix := mustIndex(t, f.x, name)
+		l, err := readList(f.ctx, f.raw.Tables(), employees, "Sales", listBase(ix, "Sv"))
+		if err != nil || len(l.parts) != 1 {
+			t.Fatal(len(l.parts), err)
+		}
+		p := l.parts[0]
+		for i := 0; ; i++ {
+			line := fmt.Sprintf("%04d%s", i, strings.Repeat("&", 996))
+			if p.size+lineBytes(line) > partBytes {
+				break
+			}
+			p.lines = append(p.lines, line)
+			p.size += lineBytes(line)
+		}
+		e := storeadapter.Entity{PartitionKey: "Sales", RowKey: l.partKey(0), Properties: p.properties()}
+		if _, err := f.raw.Tables().UpdateEntity(f.ctx, employees, e, storeadapter.Replace, p.etag); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.put("Sales", "x", nil)
+	out, err := f.x.Reconcile(f.ctx, employees, "Sales", "x")
+	t.Logf("outcome %+v, err %v", out, err)
+	for _, name := range []string{"a", "b", "c"} {
+		for _, k := range lookupKeys(t, f.x, name, "v", ptr("Sales")) {
+			if k.RK == "x" {
+				t.Errorf("deleted entity x still in list %s", name)
+			}
+		}
+	}
+}
+
+// Found in review (R5): a table list write prunes expired tombstones in EVERY part it read
+// (filter), making them all dirty: a long list with a tombstone in each
+// part then needs one transaction larger than 4 MiB, and every later
+// write of that value's list fails for good (ErrTooLarge).
+func TestLimitTableListPruneTooLarge(t *testing.T) {
+	cfg := Config{Tables: map[string][]Decl{employees: {
+		{Name: "all", Property: "LastName", Kind: KindList, Store: StoreTable, Table: "ByLast"},
+	}}}
+	f := newFixture(t, cfg)
+	ix := mustIndex(t, f.x, "all")
+	// A list of 20 parts, as ~4,600 members with long RowKeys would make,
+	// each part holding one removal older than the grace period.
+	for n := range 20 {
+		p := &part{number: n}
+		p.lines = append(p.lines, listLine("Sales", fmt.Sprintf("gone%02d", n), member{gen: 1, dead: true}))
+		for i := 0; ; i++ {
+			line := listLine("Sales", fmt.Sprintf("m%02d-%04d-%s", n, i, strings.Repeat("x", 950)), member{gen: 2})
+			if p.size+lineBytes(line) > partBytes {
+				break
+			}
+			p.lines = append(p.lines, line)
+			p.size += lineBytes(line)
+		}
+		l := &list{pk: tableListPartition(ix, "SJones"), base: tableListBase}
+		e := storeadapter.Entity{PartitionKey: l.pk, RowKey: l.partKey(n), Properties: p.properties()}
+		if err := f.raw.Tables().CreateTable(f.ctx, "ByLast"); err != nil && !errors.Is(err, storeadapter.ErrAlreadyExists) {
+			t.Fatal(err)
+		}
+		if _, err := f.raw.Tables().InsertEntity(f.ctx, "ByLast", e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.put("Sales", "y", employee("Jones", ""))
+	_, err := f.x.Reconcile(f.ctx, employees, "Sales", "y")
+	t.Logf("reconcile: %v", err)
+	if err != nil {
+		t.Errorf("a new member cannot join the list: %v", err)
+	}
+}
