@@ -64,62 +64,47 @@ func TestLimitTooLargeOnlyWithRecord(t *testing.T) {
 	}
 }
 
-// Found in review (R2): a table list at its part limit makes settle return early: the
-// indexes settled after it never are, however often the entity is
-// reconciled.
-func TestLimitFullTableListBlocksOtherIndexes(t *testing.T) {
-	defer func(b int) { partBytes = b }(partBytes)
-	partBytes = 40 // one line per part
-	cfg := Config{Tables: map[string][]Decl{employees: {
-		{Name: "all", Property: "LastName", Kind: KindList, Store: StoreTable, Table: "ByLast"},
-		{Name: "rows", Property: "Email", Kind: KindRows, Table: "EmailRows"},
-	}}}
-	f := newFixture(t, cfg)
-	for i := range maxParts {
-		rk := fmt.Sprintf("e%03d", i)
-		f.put("Sales", rk, employee("Jones", ""))
-		f.reconcile("Sales", rk)
-	}
-	f.put("Sales", "x", employee("Smith", "old@x"))
-	f.reconcile("Sales", "x")
-	f.put("Sales", "x", employee("Jones", "new@x")) // Jones is full
-	for i := range 3 {
-		_, err := f.x.Reconcile(f.ctx, employees, "Sales", "x")
-		t.Logf("reconcile %d: %v", i, err)
-	}
-	if got := lookupKeys(t, f.x, "rows", "new@x", nil); len(got) != 1 {
-		t.Errorf("rows index for new@x = %v: never settled behind the full table list", got)
-	}
-	if got := lookupKeys(t, f.x, "rows", "old@x", nil); len(got) != 0 {
-		t.Errorf("rows index for old@x still = %v", got)
-	}
-}
-
-// Found in review (R3): a partition list at its part limit aborts the registration: the
-// entity stays in its OLD value's list and no other index is updated.
-func TestLimitFullPartitionListBlocksEverything(t *testing.T) {
-	defer func(b int) { partBytes = b }(partBytes)
-	partBytes = 8 // one short line per part
-	cfg := Config{Tables: map[string][]Decl{employees: {
-		{Name: "last", Property: "LastName", Kind: KindList, Store: StorePartition},
-		{Name: "rows", Property: "Email", Kind: KindRows, Table: "EmailRows"},
-	}}}
-	f := newFixture(t, cfg)
-	for i := range maxParts {
-		rk := fmt.Sprintf("e%03d", i)
-		f.put("Sales", rk, employee("Jones", ""))
-		f.reconcile("Sales", rk)
-	}
-	f.put("Sales", "x000", employee("Smith", "old@x"))
-	f.reconcile("Sales", "x000")
-	f.put("Sales", "x000", employee("Jones", "new@x"))
-	_, err := f.x.Reconcile(f.ctx, employees, "Sales", "x000")
-	t.Logf("reconcile: %v", err)
-	if got := lookupKeys(t, f.x, "last", "Smith", ptr("Sales")); len(got) != 0 {
-		t.Errorf("old list Smith still holds %v", got)
-	}
-	if got := lookupKeys(t, f.x, "rows", "new@x", nil); len(got) != 1 {
-		t.Errorf("rows index for new@x = %v", got)
+// TestLimitFullListLeavesOtherIndexes: a list at its part limit leaves
+// the entity out of that index only; it still leaves its old value, and
+// its other indexes are kept. Found in review: a full table list stopped
+// the settling of the indexes after it, a full partition list the whole
+// registration.
+func TestLimitFullListLeavesOtherIndexes(t *testing.T) {
+	for _, tc := range []struct {
+		store string
+		bytes int // one line per part
+	}{{StoreTable, 40}, {StorePartition, 8}} {
+		t.Run(tc.store, func(t *testing.T) {
+			defer func(b int) { partBytes = b }(partBytes)
+			partBytes = tc.bytes
+			list := Decl{Name: "last", Property: "LastName", Kind: KindList, Store: tc.store}
+			if tc.store == StoreTable {
+				list.Table = "ByLast"
+			}
+			f := newFixture(t, Config{Tables: map[string][]Decl{employees: {list, {Name: "rows", Property: "Email", Kind: KindRows, Table: "EmailRows"}}}})
+			for i := range maxParts {
+				rk := fmt.Sprintf("e%03d", i)
+				f.put("Sales", rk, employee("Jones", ""))
+				f.reconcile("Sales", rk)
+			}
+			f.put("Sales", "x000", employee("Smith", "old@x"))
+			f.reconcile("Sales", "x000")
+			f.put("Sales", "x000", employee("Jones", "new@x")) // Jones is full
+			for range 2 {
+				if out := f.reconcile("Sales", "x000"); len(out.Unindexable) != 1 || !errors.Is(out.Unindexable[0], storeadapter.ErrTooLarge) {
+					t.Fatalf("unindexable = %v, want the full list", out.Unindexable)
+				}
+			}
+			if got := lookupKeys(t, f.x, "last", "Smith", ptr("Sales")); len(got) != 0 {
+				t.Errorf("the old value's list still holds %v", got)
+			}
+			if got := lookupKeys(t, f.x, "rows", "new@x", nil); len(got) != 1 {
+				t.Errorf("rows index for new@x = %v", got)
+			}
+			if got := lookupKeys(t, f.x, "rows", "old@x", nil); len(got) != 0 {
+				t.Errorf("rows index for old@x still = %v", got)
+			}
+		})
 	}
 }
 
