@@ -67,14 +67,14 @@ func (e *env) checkBlob(t *testing.T, c storeadapter.Blobs, name string, data []
 		t.Errorf("Get(%s) = %d bytes %.40q, want %d bytes %.40q", name, len(got), got, len(data), data)
 	}
 	want := storeadapter.BlobProps{Name: name, ETag: etag, Size: int64(len(data)), ContentType: contentType, LastModified: p.LastModified}
-	if p != want {
+	if !p.Equal(want) {
 		t.Errorf("Get(%s) properties = %+v, want %+v", name, p, want)
 	}
 	p2, err := c.Properties(e.ctx, name)
 	if err != nil {
 		t.Fatalf("Properties(%s): %v", name, err)
 	}
-	if p2 != p {
+	if !p2.Equal(p) {
 		t.Errorf("Properties(%s) = %+v, Get said %+v", name, p2, p)
 	}
 	return p
@@ -251,7 +251,7 @@ func testBlobList(t *testing.T, e *env) {
 		for _, p := range got {
 			names = append(names, p.Name)
 			want := storeadapter.BlobProps{Name: p.Name, ETag: etags[p.Name], Size: int64(len(p.Name)), ContentType: "text/plain", LastModified: p.LastModified}
-			if p != want {
+			if !p.Equal(want) {
 				t.Errorf("List(%q) entry %+v, want %+v", tt.prefix, p, want)
 			}
 			if p.LastModified.IsZero() {
@@ -628,7 +628,7 @@ func testBlobOpen(t *testing.T, e *env) {
 		t.Fatalf("Open: %v", err)
 	}
 	want := storeadapter.BlobProps{Name: "b", ETag: etag, Size: int64(len(data)), ContentType: "text/csv", LastModified: p.LastModified}
-	if p != want {
+	if !p.Equal(want) {
 		t.Errorf("Open properties = %+v, want %+v", p, want)
 	}
 	// Read in small pieces: the body streams.
@@ -649,7 +649,7 @@ func testBlobOpen(t *testing.T, e *env) {
 		t.Errorf("Open read %d bytes, want the %d put (equal: %v)", len(got), len(data), bytes.Equal(got, data))
 	}
 	p2, err := c.Properties(e.ctx, "b")
-	if err != nil || p2 != p {
+	if err != nil || !p2.Equal(p) {
 		t.Errorf("Properties = %+v, %v; Open said %+v", p2, err, p)
 	}
 	checkItemNotFound(t, "Open of a missing blob", openErr(e, c, "missing"))
@@ -718,7 +718,7 @@ func testBlobWriter(t *testing.T, e *env) {
 		t.Errorf("blob read back differs: %d bytes, want %d", len(got), len(data))
 	}
 	want := storeadapter.BlobProps{Name: "export/day.jsonl", ETag: etag, Size: int64(len(data)), ContentType: "application/x-ndjson", LastModified: p.LastModified}
-	if p != want {
+	if !p.Equal(want) {
 		t.Errorf("properties = %+v, want %+v", p, want)
 	}
 
