@@ -900,7 +900,8 @@ func testMetadataPut(t *testing.T, e *env) {
 }
 
 // testMetadataCommit: CommitBlocks sets the metadata as Put Block List
-// does, and so does a BlobWriter from its Put options.
+// does, and so does a BlobWriter, from its Put options or, for metadata
+// known once the content is written, from SetMetadata.
 func testMetadataCommit(t *testing.T, e *env) {
 	c := e.newContainer(t)
 	ids := []string{BlockID(0), BlockID(1)}
@@ -918,6 +919,17 @@ func testMetadataCommit(t *testing.T, e *env) {
 		t.Fatalf("Commit: %v", err)
 	}
 	e.checkMetadata(t, c, "w", map[string]string{"entitycount": "3"})
+
+	w = storeadapter.NewBlobWriter(e.ctx, c, "w", storeadapter.BlobWriterOptions{BlockSize: 64 << 10,
+		Put: storeadapter.PutOptions{Metadata: map[string]string{"EntityCount": "0"}}})
+	if _, err := w.Write(pattern(100<<10, 8)); err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	checkNoErr(t, "SetMetadata", w.SetMetadata(exportMetadata()))
+	if _, err := w.Commit(); err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+	e.checkMetadata(t, c, "w", lowered(exportMetadata()))
 }
 
 // testMetadataReplaced: every write replaces the blob's metadata as a
