@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"strings"
 	"time"
 
@@ -39,6 +40,7 @@ type blob struct {
 	size        int64
 	etag        string
 	contentType string
+	metadata    map[string]string // names in lower case; nil when none
 	modified    time.Time
 }
 
@@ -47,7 +49,17 @@ type block struct {
 	data []byte
 }
 
+// props returns the blob's properties with a copy of its metadata, as
+// Get, Properties and Open report them.
 func (b *blob) props() storeadapter.BlobProps {
+	p := b.listed()
+	p.Metadata = maps.Clone(b.metadata)
+	return p
+}
+
+// listed returns the blob's properties as List reports them: without
+// metadata, which Azure lists only on request.
+func (b *blob) listed() storeadapter.BlobProps {
 	return storeadapter.BlobProps{Name: b.name, ETag: b.etag, Size: b.size, ContentType: b.contentType, LastModified: b.modified}
 }
 
@@ -125,7 +137,7 @@ func (c *Container) Put(ctx context.Context, name string, data []byte, o storead
 		if len(data) > 0 {
 			blocks = []block{{data: bytes.Clone(data)}}
 		}
-		etag = c.store(st, name, blocks, o.ContentType)
+		etag = c.store(st, name, blocks, o)
 		return nil
 	})
 	return etag, err
@@ -143,11 +155,15 @@ func precondition(verb string, st *containerState, name string, o storeadapter.P
 	return nil
 }
 
-// store makes blocks the blob's content under a new ETag, discards the
-// blob's staged blocks, and returns the ETag.
-func (c *Container) store(st *containerState, name string, blocks []block, contentType string) string {
+// store makes blocks the blob's content under a new ETag, with the content
+// type and metadata of o (validated) replacing the old ones, discards the
+// blob's staged blocks, and returns the ETag. The metadata is copied, names
+// in lower case as Azure reads back through the SDK, so the caller's map
+// is not kept.
+func (c *Container) store(st *containerState, name string, blocks []block, o storeadapter.PutOptions) string {
 	b := &blob{name: name, blocks: blocks, etag: `"0x` + strings.ToUpper(c.s.next()) + `"`,
-		contentType: cmp.Or(contentType, "application/octet-stream"), modified: c.s.time().Truncate(time.Second)}
+		contentType: cmp.Or(o.ContentType, "application/octet-stream"), metadata: storeadapter.LowerMetadata(o.Metadata),
+		modified: c.s.time().Truncate(time.Second)}
 	for _, bl := range blocks {
 		b.size += int64(len(bl.data))
 	}
@@ -221,7 +237,7 @@ func (c *Container) CommitBlocks(ctx context.Context, name string, blockIDs []st
 			}
 			blocks[i] = block{id: id, data: data}
 		}
-		etag = c.store(st, name, blocks, o.ContentType)
+		etag = c.store(st, name, blocks, o)
 		return nil
 	})
 	return etag, err
@@ -312,7 +328,7 @@ func (c *Container) List(ctx context.Context, prefix, marker string) (storeadapt
 				page.Next = b.name
 				return false
 			}
-			page.Blobs = append(page.Blobs, b.props())
+			page.Blobs = append(page.Blobs, b.listed())
 			return true
 		})
 		return nil

@@ -8,7 +8,8 @@
 // Azure's rules, the OData filter subset storeadapter's builder produces,
 // table names that stay unavailable for a while after a delete, queues with
 // visibility timeouts, pop receipts, dequeue counts and expiry, and blobs
-// with ETags and conditions.
+// with ETags, conditions and metadata (names read back in lower case, as
+// through the Azure SDK).
 //
 // Time comes from an injectable clock (Options.Now; tests pass the Now of
 // tablekeeper/internal/clock.Fake), so tests move time instead of sleeping.

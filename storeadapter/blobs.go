@@ -3,6 +3,7 @@ package storeadapter
 import (
 	"context"
 	"io"
+	"maps"
 	"time"
 )
 
@@ -34,6 +35,9 @@ type Blobs interface {
 	Delete(ctx context.Context, name, ifMatch string) error
 	// List returns one page (at most 5,000) of blobs whose names start with
 	// prefix, in name order, and the marker of the next page ("" at the end).
+	// Listed blobs have no Metadata (it stays nil): Azure's List Blobs sends
+	// metadata only when asked (include=metadata), which would enlarge every
+	// page by up to 8 KiB a blob; read it with Properties.
 	List(ctx context.Context, prefix, marker string) (BlobPage, error)
 
 	// StageBlock uploads one block of a blob for a later CommitBlocks;
@@ -58,7 +62,9 @@ type Blobs interface {
 	// or ErrTooLarge; no IDs make an empty blob. o works as in Put:
 	// ErrAlreadyExists with IfNoneMatchAny on an existing blob,
 	// ErrPreconditionFailed with an IfMatch that does not hold; a failed
-	// commit keeps the staged blocks.
+	// commit keeps the staged blocks. Like Put Block List on Azure, a
+	// commit sets the blob's content type and metadata from o, replacing
+	// what the blob had: o.Metadata nil leaves it with none.
 	CommitBlocks(ctx context.Context, name string, blockIDs []string, o PutOptions) (etag string, err error)
 	// Open starts reading a blob: its properties come at once, its content
 	// streams from the returned reader, which the caller must close. It
@@ -74,19 +80,48 @@ type PutOptions struct {
 	// ContentType is stored with the blob; "" stores
 	// "application/octet-stream".
 	ContentType string
+	// Metadata is the blob's user-defined metadata (x-ms-meta-* headers).
+	// A write replaces the blob's metadata as a whole, never merges it: nil
+	// or empty leaves the blob with none. ValidateMetadata gives the rules
+	// (Azure's, and a little stricter so that what is written reads back
+	// the same): names are C# identifiers of ASCII letters, digits and
+	// underscores, unique ignoring case; values are printable ASCII without
+	// leading or trailing spaces; names and values total at most 8 KiB.
+	// Names are case-insensitive and read back in lower case (see
+	// BlobProps.Metadata). The map is not kept after the call returns.
+	Metadata map[string]string
 	// IfMatch makes the write conditional on the blob's current ETag.
 	IfMatch string
 	// IfNoneMatchAny makes the write fail if the blob exists.
 	IfNoneMatchAny bool
 }
 
-// BlobProps are a blob's system properties.
+// BlobProps are a blob's system properties and user-defined metadata.
+// It holds a map, so compare values with Equal, not ==.
 type BlobProps struct {
 	Name         string
 	ETag         string
 	Size         int64
 	ContentType  string
 	LastModified time.Time
+	// Metadata is the blob's user-defined metadata as the last Put or
+	// CommitBlocks wrote it, with every name in lower case; nil when the
+	// blob has none, and always nil in a List page. Azure keeps the case a
+	// name was written in but matches names ignoring case, and the Azure
+	// SDK for Go does not hand the case back: Get Blob Properties answers
+	// with HTTP headers, whose names Go's HTTP client re-cases
+	// ("x-ms-meta-firstTs" arrives as "X-Ms-Meta-Firstts"), and the SDK
+	// lowercases the names of a listing. Lower case is the one form every
+	// implementation can promise, so look names up in lower case.
+	Metadata map[string]string
+}
+
+// Equal reports whether p and q are the same properties, metadata
+// included (a nil and an empty map are equal), and the same LastModified
+// instant.
+func (p BlobProps) Equal(q BlobProps) bool {
+	return p.Name == q.Name && p.ETag == q.ETag && p.Size == q.Size && p.ContentType == q.ContentType &&
+		p.LastModified.Equal(q.LastModified) && maps.Equal(p.Metadata, q.Metadata)
 }
 
 // BlobPage is one page of a blob listing.

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
 )
 
 // DefaultBlockSize is the block size of a BlobWriter whose options leave it
@@ -19,9 +20,11 @@ type BlobWriterOptions struct {
 	// memory the writer holds: 1 byte to MaxBlockBytes, 0 meaning
 	// DefaultBlockSize. The blob can hold MaxBlocks blocks of it.
 	BlockSize int
-	// Put holds the content type and the condition of the commit, as in
-	// Blobs.Put: with IfNoneMatchAny, Commit fails with ErrAlreadyExists if
-	// the blob exists by then.
+	// Put holds the content type, metadata and condition of the commit,
+	// as in Blobs.Put: with IfNoneMatchAny, Commit fails with
+	// ErrAlreadyExists if the blob exists by then. The writer copies the
+	// metadata map; metadata known only once the content is written (a
+	// count, the last timestamp) is given to SetMetadata before Commit.
 	Put PutOptions
 }
 
@@ -64,6 +67,7 @@ type BlobWriter struct {
 // invalid name surface as ErrInvalidInput from the first Write or Commit,
 // before any call to b.
 func NewBlobWriter(ctx context.Context, b Blobs, name string, o BlobWriterOptions) *BlobWriter {
+	o.Put.Metadata = maps.Clone(o.Put.Metadata) // not the caller's: it is read at Commit
 	w := &BlobWriter{ctx: ctx, b: b, name: name, o: o, block: o.BlockSize, nonce: rand.Text()[:16]}
 	if w.block == 0 {
 		w.block = DefaultBlockSize
@@ -122,6 +126,26 @@ func (w *BlobWriter) stage(data []byte) {
 	}
 	w.ids = append(w.ids, id)
 	w.size += int64(len(data))
+}
+
+// SetMetadata replaces the metadata the commit will write (the options'
+// Put.Metadata) with a copy of md, for metadata known only once the
+// content is written. Invalid metadata (see ValidateMetadata) is a sticky
+// error, so the blob is never committed without the metadata meant for
+// it. After Commit it changes nothing and returns ErrInvalidInput.
+func (w *BlobWriter) SetMetadata(md map[string]string) error {
+	switch {
+	case w.err != nil:
+		return w.err
+	case w.etag != "":
+		return invalid("blob writer", "blob %s is already committed: set its metadata before Commit", w.name)
+	}
+	if err := ValidateMetadata(md); err != nil {
+		w.err = fmt.Errorf("write blob %s: %w", w.name, err)
+		return w.err
+	}
+	w.o.Put.Metadata = maps.Clone(md)
+	return nil
 }
 
 // Commit stages what is buffered and commits every block, making the blob

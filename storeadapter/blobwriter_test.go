@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -24,6 +25,7 @@ type recorder struct {
 	sizes     []int
 	data      []byte // every staged byte, in call order
 	committed [][]string
+	options   []storeadapter.PutOptions // of each commit
 	failAt    int
 }
 
@@ -42,11 +44,16 @@ func (r *recorder) StageBlock(_ context.Context, _, id string, data []byte) erro
 	return nil
 }
 
-func (r *recorder) CommitBlocks(_ context.Context, _ string, ids []string, _ storeadapter.PutOptions) (string, error) {
+func (r *recorder) CommitBlocks(_ context.Context, _ string, ids []string, o storeadapter.PutOptions) (string, error) {
 	if err := storeadapter.ValidateBlockList(ids); err != nil {
 		return "", err
 	}
+	if err := storeadapter.ValidatePutOptions(o); err != nil {
+		return "", err
+	}
 	r.committed = append(r.committed, slices.Clone(ids))
+	o.Metadata = maps.Clone(o.Metadata)
+	r.options = append(r.options, o)
 	return `"0x1"`, nil
 }
 
@@ -197,5 +204,80 @@ func TestBlobWritersDoNotShareIDs(t *testing.T) {
 	}
 	if len(r.staged) != 4 || len(slices.Compact(slices.Sorted(slices.Values(r.staged)))) != 4 {
 		t.Errorf("two writers staged %q; want four different IDs", r.staged)
+	}
+}
+
+// TestBlobWriterMetadata: the commit writes the metadata of the options as
+// they were when the writer was made (the writer copies the map), or what
+// SetMetadata gave it last; invalid metadata from SetMetadata is a sticky
+// error and nothing is committed; after Commit, SetMetadata changes
+// nothing.
+func TestBlobWriterMetadata(t *testing.T) {
+	commit := func(t *testing.T, w *storeadapter.BlobWriter) {
+		t.Helper()
+		if _, err := w.Write([]byte("data")); err != nil {
+			t.Fatalf("Write: %v", err)
+		}
+		if _, err := w.Commit(); err != nil {
+			t.Fatalf("Commit: %v", err)
+		}
+	}
+	t.Run("from the options, copied", func(t *testing.T) {
+		r := &recorder{}
+		md := map[string]string{"kind": "export"}
+		w := storeadapter.NewBlobWriter(context.Background(), r, "b", storeadapter.BlobWriterOptions{Put: storeadapter.PutOptions{Metadata: md}})
+		md["kind"] = "changed"
+		md["bad-name"] = "added after NewBlobWriter"
+		commit(t, w)
+		if got := r.options[0].Metadata; !maps.Equal(got, map[string]string{"kind": "export"}) {
+			t.Errorf("committed metadata %v, want the options' as given to NewBlobWriter", got)
+		}
+	})
+	t.Run("set before Commit", func(t *testing.T) {
+		r := &recorder{}
+		w := storeadapter.NewBlobWriter(context.Background(), r, "b", storeadapter.BlobWriterOptions{
+			Put: storeadapter.PutOptions{ContentType: "text/plain", Metadata: map[string]string{"kind": "export"}}})
+		md := map[string]string{"count": "2", "last": "2026-11-21T08:00:00Z"}
+		if err := w.SetMetadata(md); err != nil {
+			t.Fatalf("SetMetadata: %v", err)
+		}
+		md["count"] = "changed"
+		commit(t, w)
+		if got := r.options[0]; !maps.Equal(got.Metadata, map[string]string{"count": "2", "last": "2026-11-21T08:00:00Z"}) || got.ContentType != "text/plain" {
+			t.Errorf("committed options %+v, want the content type kept and the metadata replaced by SetMetadata's", got)
+		}
+		err := w.SetMetadata(map[string]string{"count": "3"})
+		checkErr(t, err, storeadapter.ErrInvalidInput, "already committed")
+		if etag, err := w.Commit(); etag != `"0x1"` || err != nil || len(r.committed) != 1 {
+			t.Errorf("Commit after a late SetMetadata = %q, %v with %d commits; want the first result and no new commit", etag, err, len(r.committed))
+		}
+	})
+	for _, tt := range []struct {
+		name string
+		md   map[string]string
+		want error
+	}{
+		{"invalid", map[string]string{"1st": "x"}, storeadapter.ErrInvalidInput},
+		{"too large", map[string]string{"big": strings.Repeat("v", storeadapter.MaxMetadataBytes)}, storeadapter.ErrTooLarge},
+	} {
+		t.Run("set "+tt.name, func(t *testing.T) {
+			r := &recorder{}
+			w := storeadapter.NewBlobWriter(context.Background(), r, "b", storeadapter.BlobWriterOptions{})
+			if _, err := w.Write([]byte("data")); err != nil {
+				t.Fatalf("Write: %v", err)
+			}
+			err := w.SetMetadata(tt.md)
+			checkErr(t, err, tt.want, "metadata")
+			_, err2 := w.Commit()
+			if err2 != err {
+				t.Errorf("Commit after a refused SetMetadata = %v, want the same error %v", err2, err)
+			}
+			if err := w.SetMetadata(nil); err != err2 {
+				t.Errorf("SetMetadata after the error = %v, want the sticky %v", err, err2)
+			}
+			if len(r.committed) != 0 {
+				t.Errorf("committed %d times, want none", len(r.committed))
+			}
+		})
 	}
 }

@@ -2,8 +2,11 @@ package storeadapter
 
 import (
 	"encoding/base64"
+	"maps"
 	"math"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -30,6 +33,7 @@ const (
 	MaxBlocks            = 50000      // blocks in one committed blob
 	MaxUncommittedBlocks = 100000     // blocks staged for one blob and not yet committed
 	MaxBlockIDBytes      = 64         // a block ID before base64 encoding
+	MaxMetadataBytes     = 8 << 10    // a blob's metadata: names and values together
 )
 
 var (
@@ -128,14 +132,95 @@ func ValidateBlobName(name string) error {
 	return nil
 }
 
-// ValidatePutOptions checks a blob write's conditions: Azure takes one
-// condition header per write, so IfMatch and IfNoneMatchAny cannot both be
-// set (the service would answer 400).
+// ValidatePutOptions checks a blob write's options: its metadata (see
+// ValidateMetadata) and its conditions: Azure takes one condition header
+// per write, so IfMatch and IfNoneMatchAny cannot both be set (the service
+// would answer 400).
 func ValidatePutOptions(o PutOptions) error {
 	if o.IfMatch != "" && o.IfNoneMatchAny {
 		return invalid("put options", "IfMatch and IfNoneMatchAny cannot be combined: a write takes one condition")
 	}
+	return ValidateMetadata(o.Metadata)
+}
+
+// ValidateMetadata checks a blob's user-defined metadata against the rules
+// of "Setting and retrieving properties and metadata for Blob service
+// resources" (Azure Storage REST reference): each pair travels as an HTTP
+// header x-ms-meta-<name>: <value>; names "must adhere to the naming rules
+// for C# identifiers" and "are case-insensitive"; two names that are equal
+// ignoring case are a 400; "the total size of all metadata pairs can be up
+// to 8 KB"; and the pairs "adhere to all restrictions governing HTTP
+// headers". In detail:
+//
+//   - A name is 1 or more ASCII letters, digits and underscores, not
+//     starting with a digit (C# allows other Unicode letters too, but
+//     header names are ASCII; Azure's .NET guidance says names "can contain
+//     only ASCII characters"). Two names equal ignoring case are refused.
+//   - A value is printable ASCII (space to ~) and may be empty. Azure's
+//     guidance is that non-ASCII values be Base64- or URL-encoded: send
+//     them raw and the request fails (the Go SDK signs the UTF-8 bytes,
+//     and Azurite answers 403 AuthorizationFailure), so they are refused
+//     here; so are control characters, tab included (Go's HTTP client
+//     refuses most of them itself).
+//   - A value must not begin or end with a space: HTTP trims the spaces
+//     around a header value, so such a value cannot come back as written
+//     (Azurite answers 403 AuthorizationFailure, the signature having
+//     covered the spaces). Spaces inside a value are kept.
+//   - The names and values together (without the x-ms-meta- prefixes)
+//     are at most MaxMetadataBytes (8 KiB), else ErrTooLarge, as Azure's
+//     400 MetadataTooLarge. Azurite does not enforce this limit.
+//
+// Errors name the offending metadata name. nil and empty metadata are
+// valid (the blob has none).
+func ValidateMetadata(md map[string]string) error {
+	if len(md) == 0 {
+		return nil
+	}
+	names := slices.Sorted(maps.Keys(md)) // so the error names the same pair each time
+	seen := make(map[string]string, len(md))
+	size := 0
+	for _, name := range names {
+		v := md[name]
+		switch {
+		case !isIdentifier(name):
+			return invalid("metadata name "+strconv.Quote(Truncate(name, 80)), "must be ASCII letters, digits and underscores, not starting with a digit (a C# identifier)")
+		case seen[strings.ToLower(name)] != "":
+			return invalid("metadata name "+strconv.Quote(Truncate(name, 80)), "equals %q ignoring case: Azure metadata names are case-insensitive", seen[strings.ToLower(name)])
+		}
+		if i := strings.IndexFunc(v, func(r rune) bool { return r < 0x20 || r > 0x7e }); i >= 0 {
+			return invalid("metadata "+Truncate(name, 80), "value must be printable ASCII (encode other text, e.g. as base64 or URL escapes); byte %d is %q", i, v[i:i+1])
+		}
+		if strings.HasPrefix(v, " ") || strings.HasSuffix(v, " ") {
+			return invalid("metadata "+Truncate(name, 80), "value %q must not begin or end with a space (HTTP trims them from header values)", Truncate(v, 80))
+		}
+		seen[strings.ToLower(name)] = name
+		size += len(name) + len(v)
+	}
+	if size > MaxMetadataBytes {
+		largest := names[0]
+		for _, name := range names {
+			if len(name)+len(md[name]) > len(largest)+len(md[largest]) {
+				largest = name
+			}
+		}
+		return tooLarge("metadata", "names and values total %d bytes, over %d (8 KiB); the largest pair is %s (%d bytes)",
+			size, MaxMetadataBytes, Truncate(largest, 80), len(largest)+len(md[largest]))
+	}
 	return nil
+}
+
+// LowerMetadata returns md with every name in lower case, as BlobProps
+// reports metadata, or nil when md is empty. md must have passed
+// ValidateMetadata (no two names equal ignoring case). md is not changed.
+func LowerMetadata(md map[string]string) map[string]string {
+	if len(md) == 0 {
+		return nil
+	}
+	lower := make(map[string]string, len(md))
+	for name, v := range md {
+		lower[strings.ToLower(name)] = v
+	}
+	return lower
 }
 
 // ValidateBlockID checks a block ID: standard base64 (with its padding) of

@@ -673,3 +673,115 @@ func TestTruncate(t *testing.T) {
 		}
 	}
 }
+
+func TestValidateMetadata(t *testing.T) {
+	fill := func(name string, total int) map[string]string { // one pair of total bytes
+		return map[string]string{name: strings.Repeat("v", total-len(name))}
+	}
+	tests := []struct {
+		name  string
+		in    map[string]string
+		want  error
+		field string // the metadata name the error must mention
+	}{
+		{"nil", nil, nil, ""},
+		{"empty", map[string]string{}, nil, ""},
+		{"identifiers", map[string]string{"firstTimestamp": "2026-11-21T00:00:00Z", "_x": "1", "a9_": "", "Count": "42"}, nil, ""},
+		{"printable ASCII value", map[string]string{"v": `a  b !#$%&'()*+,-./:;<=>?@[\]^_` + "`{|}~"}, nil, ""},
+		{"exactly 8 KiB", fill("big", storeadapter.MaxMetadataBytes), nil, ""},
+		{"over 8 KiB", fill("big", storeadapter.MaxMetadataBytes+1), storeadapter.ErrTooLarge, "big"},
+		{"over 8 KiB in many pairs", func() map[string]string {
+			m := map[string]string{}
+			for i := range 9 {
+				m[fmt.Sprintf("k%d", i)] = strings.Repeat("v", 1000)
+			}
+			return m
+		}(), storeadapter.ErrTooLarge, "metadata"},
+		{"starts with a digit", map[string]string{"1a": "x"}, storeadapter.ErrInvalidInput, `"1a"`},
+		{"hyphen", map[string]string{"a-b": "x"}, storeadapter.ErrInvalidInput, `"a-b"`},
+		{"empty name", map[string]string{"": "x"}, storeadapter.ErrInvalidInput, `""`},
+		{"non-ASCII name", map[string]string{"é": "x"}, storeadapter.ErrInvalidInput, `"é"`},
+		{"space in name", map[string]string{"a b": "x"}, storeadapter.ErrInvalidInput, `"a b"`},
+		{"names equal ignoring case", map[string]string{"count": "1", "Count": "2"}, storeadapter.ErrInvalidInput, "count"},
+		{"non-ASCII value", map[string]string{"v": "ü"}, storeadapter.ErrInvalidInput, "metadata v"},
+		{"emoji value", map[string]string{"v": emoji}, storeadapter.ErrInvalidInput, "metadata v"},
+		{"newline in value", map[string]string{"v": "a\nb"}, storeadapter.ErrInvalidInput, "metadata v"},
+		{"tab in value", map[string]string{"v": "a\tb"}, storeadapter.ErrInvalidInput, "metadata v"},
+		{"DEL in value", map[string]string{"v": "a\x7fb"}, storeadapter.ErrInvalidInput, "metadata v"},
+		{"leading space", map[string]string{"v": " a"}, storeadapter.ErrInvalidInput, "metadata v"},
+		{"trailing space", map[string]string{"v": "a "}, storeadapter.ErrInvalidInput, "metadata v"},
+		{"only a space", map[string]string{"v": " "}, storeadapter.ErrInvalidInput, "metadata v"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			checkErr(t, storeadapter.ValidateMetadata(tt.in), tt.want, tt.field)
+			// Put and CommitBlocks check it through ValidatePutOptions.
+			checkErr(t, storeadapter.ValidatePutOptions(storeadapter.PutOptions{Metadata: tt.in}), tt.want, tt.field)
+		})
+	}
+}
+
+// TestValidateMetadataNamesOnePair: with several bad pairs, the error names
+// the same one every time (the first name in byte order), not whichever
+// map iteration met first.
+func TestValidateMetadataNamesOnePair(t *testing.T) {
+	md := map[string]string{"z-z": "x", "a-a": "x", "m-m": "x", "ok": "x"}
+	first := storeadapter.ValidateMetadata(md).Error()
+	if !strings.Contains(first, `"a-a"`) {
+		t.Errorf("error %q does not name the first bad name \"a-a\"", first)
+	}
+	for range 20 {
+		if got := storeadapter.ValidateMetadata(md).Error(); got != first {
+			t.Fatalf("error changed between calls: %q, then %q", first, got)
+		}
+	}
+}
+
+func TestLowerMetadata(t *testing.T) {
+	in := map[string]string{"FirstTimestamp": "a", "count": "1", "_X": ""}
+	got := storeadapter.LowerMetadata(in)
+	want := map[string]string{"firsttimestamp": "a", "count": "1", "_x": ""}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("LowerMetadata(%v) = %v, want %v", in, got, want)
+	}
+	if _, ok := in["FirstTimestamp"]; !ok || len(in) != 3 {
+		t.Errorf("LowerMetadata changed its argument: %v", in)
+	}
+	for _, empty := range []map[string]string{nil, {}} {
+		if got := storeadapter.LowerMetadata(empty); got != nil {
+			t.Errorf("LowerMetadata(%#v) = %#v, want nil", empty, got)
+		}
+	}
+}
+
+func TestBlobPropsEqual(t *testing.T) {
+	now := time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC)
+	p := storeadapter.BlobProps{Name: "b", ETag: `"0x1"`, Size: 3, ContentType: "text/plain", LastModified: now, Metadata: map[string]string{"a": "1"}}
+	same := p
+	same.Metadata = map[string]string{"a": "1"}
+	same.LastModified = now.In(time.FixedZone("x", 3600))
+	if !p.Equal(same) {
+		t.Errorf("%+v.Equal(%+v) = false, want true", p, same)
+	}
+	for _, change := range []func(q *storeadapter.BlobProps){
+		func(q *storeadapter.BlobProps) { q.Name = "c" },
+		func(q *storeadapter.BlobProps) { q.ETag = `"0x2"` },
+		func(q *storeadapter.BlobProps) { q.Size = 4 },
+		func(q *storeadapter.BlobProps) { q.ContentType = "" },
+		func(q *storeadapter.BlobProps) { q.LastModified = now.Add(time.Second) },
+		func(q *storeadapter.BlobProps) { q.Metadata = nil },
+		func(q *storeadapter.BlobProps) { q.Metadata = map[string]string{"a": "2"} },
+		func(q *storeadapter.BlobProps) { q.Metadata = map[string]string{"a": "1", "b": ""} },
+	} {
+		q := p
+		q.Metadata = map[string]string{"a": "1"}
+		change(&q)
+		if p.Equal(q) {
+			t.Errorf("%+v.Equal(%+v) = true, want false", p, q)
+		}
+	}
+	var empty storeadapter.BlobProps
+	if !empty.Equal(storeadapter.BlobProps{Metadata: map[string]string{}}) {
+		t.Error("nil and empty Metadata compare unequal")
+	}
+}

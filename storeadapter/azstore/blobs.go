@@ -76,7 +76,7 @@ func (c *Container) Put(ctx context.Context, name string, data []byte, o storead
 	}
 	headers, conditions := writeOptions(o)
 	resp, err := c.c.NewBlockBlobClient(name).Upload(ctx, streaming.NopCloser(bytes.NewReader(data)), &blockblob.UploadOptions{
-		HTTPHeaders: headers, AccessConditions: conditions,
+		HTTPHeaders: headers, AccessConditions: conditions, Metadata: sdkMetadata(o.Metadata),
 	})
 	if err != nil {
 		return "", interpretError(c.op("put", name), err)
@@ -96,6 +96,34 @@ func writeOptions(o storeadapter.PutOptions) (*blob.HTTPHeaders, *blob.AccessCon
 	}
 	return &blob.HTTPHeaders{BlobContentType: to.Ptr(cmp.Or(o.ContentType, "application/octet-stream"))},
 		&blob.AccessConditions{ModifiedAccessConditions: mac}
+}
+
+// sdkMetadata returns validated metadata in the SDK's form, which sends
+// each name as written (x-ms-meta-<name>); nil for none.
+func sdkMetadata(md map[string]string) map[string]*string {
+	if len(md) == 0 {
+		return nil
+	}
+	out := make(map[string]*string, len(md))
+	for name, v := range md {
+		out[name] = to.Ptr(v)
+	}
+	return out
+}
+
+// readMetadata returns the metadata the SDK read from a response's headers,
+// names in lower case as BlobProps promises: Go's HTTP client has re-cased
+// them ("x-ms-meta-firstTs" arrives as "Firstts"), so the case they were
+// written in is lost anyway. nil for none.
+func readMetadata(md map[string]*string) map[string]string {
+	if len(md) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(md))
+	for name, v := range md {
+		out[strings.ToLower(name)] = deref(v)
+	}
+	return out
 }
 
 // StageBlock uploads one block (Put Block).
@@ -133,7 +161,7 @@ func (c *Container) CommitBlocks(ctx context.Context, name string, blockIDs []st
 	}
 	headers, conditions := writeOptions(o)
 	resp, err := c.c.NewBlockBlobClient(name).CommitBlockList(ctx, blockIDs, &blockblob.CommitBlockListOptions{
-		HTTPHeaders: headers, AccessConditions: conditions,
+		HTTPHeaders: headers, AccessConditions: conditions, Metadata: sdkMetadata(o.Metadata),
 	})
 	if err != nil {
 		// An unknown block ID is 400 InvalidBlockList: ErrInvalidInput.
@@ -173,7 +201,7 @@ func (c *Container) Open(ctx context.Context, name string) (io.ReadCloser, store
 	}
 	r := &blobReader{r: resp.NewRetryReader(ctx, nil), cancel: cancel, op: op}
 	return r, storeadapter.BlobProps{Name: name, ETag: deref((*string)(resp.ETag)), Size: derefInt(resp.ContentLength),
-		ContentType: deref(resp.ContentType), LastModified: tm(resp.LastModified)}, nil
+		ContentType: deref(resp.ContentType), LastModified: tm(resp.LastModified), Metadata: readMetadata(resp.Metadata)}, nil
 }
 
 // blobReader is the body Open returns: its errors are translated, and
@@ -214,7 +242,7 @@ func (c *Container) Get(ctx context.Context, name string) ([]byte, storeadapter.
 		return nil, storeadapter.BlobProps{}, interpretError(c.op("get", name), err)
 	}
 	return data, storeadapter.BlobProps{Name: name, ETag: deref((*string)(resp.ETag)), Size: int64(len(data)),
-		ContentType: deref(resp.ContentType), LastModified: tm(resp.LastModified)}, nil
+		ContentType: deref(resp.ContentType), LastModified: tm(resp.LastModified), Metadata: readMetadata(resp.Metadata)}, nil
 }
 
 // Properties reads a blob's properties.
@@ -229,7 +257,7 @@ func (c *Container) Properties(ctx context.Context, name string) (storeadapter.B
 		return storeadapter.BlobProps{}, interpretError(c.op("get properties of", name), err)
 	}
 	return storeadapter.BlobProps{Name: name, ETag: deref((*string)(resp.ETag)), Size: derefInt(resp.ContentLength),
-		ContentType: deref(resp.ContentType), LastModified: tm(resp.LastModified)}, nil
+		ContentType: deref(resp.ContentType), LastModified: tm(resp.LastModified), Metadata: readMetadata(resp.Metadata)}, nil
 }
 
 // Delete deletes a blob under If-Match.
@@ -257,7 +285,8 @@ func quoted(etag string) string {
 	return `"` + etag + `"`
 }
 
-// List returns one page of blobs whose names start with prefix.
+// List returns one page of blobs whose names start with prefix. It does
+// not ask for metadata (include=metadata), so Metadata stays nil.
 func (c *Container) List(ctx context.Context, prefix, marker string) (storeadapter.BlobPage, error) {
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
