@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"maps"
 	"math"
+	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -702,4 +703,27 @@ func ValidateSend(text string, o SendOptions) error {
 // Seconds returns d in whole seconds, rounded down, as queue APIs take it.
 func Seconds(d time.Duration) int32 {
 	return int32(min(d/time.Second, math.MaxInt32))
+}
+
+// BlobNameSegment escapes a table key (or any text) for one path segment
+// of a blob name: url.PathEscape, and a final dot written %2E. So no
+// segment is "." or "..", or ends with a dot, which URL handling on the way
+// to Azure would resolve or drop (PathEscape keeps dots), and no segment
+// holds a "/" that would split it; ParseBlobNameSegment gives the text
+// back.
+func BlobNameSegment(s string) string {
+	e := url.PathEscape(s)
+	if dots, ok := strings.CutSuffix(e, "."); ok {
+		e = dots + "%2E"
+	}
+	return e
+}
+
+// ParseBlobNameSegment is the inverse of BlobNameSegment.
+func ParseBlobNameSegment(seg string) (string, error) {
+	s, err := url.PathUnescape(seg)
+	if err != nil {
+		return "", invalid("blob name segment", "%q is not an escaped segment: %v", seg, err)
+	}
+	return s, nil
 }

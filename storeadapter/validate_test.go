@@ -785,3 +785,18 @@ func TestBlobPropsEqual(t *testing.T) {
 		t.Error("nil and empty Metadata compare unequal")
 	}
 }
+
+func TestBlobNameSegmentRoundTrips(t *testing.T) {
+	for _, key := range []string{"a", ".", "..", "x.", "a.b", "c d.e", "a/b", "%", "é😀", "?#\\"} {
+		seg := storeadapter.BlobNameSegment(key)
+		if seg == "." || seg == ".." || strings.HasSuffix(seg, ".") || strings.Contains(seg, "/") {
+			t.Errorf("BlobNameSegment(%q) = %q: a dot segment, a final dot or a slash", key, seg)
+		}
+		if got, err := storeadapter.ParseBlobNameSegment(seg); err != nil || got != key {
+			t.Errorf("ParseBlobNameSegment(%q) = %q, %v; want %q", seg, got, err, key)
+		}
+	}
+	if _, err := storeadapter.ParseBlobNameSegment("%zz"); !errors.Is(err, storeadapter.ErrInvalidInput) {
+		t.Errorf("ParseBlobNameSegment(%%zz) = %v, want ErrInvalidInput", err)
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"time"
 
@@ -152,25 +151,14 @@ func (a Args) blobTarget() (container, prefix string, err error) {
 }
 
 // blobName is the blob an entity is archived to:
-// <prefix>/<table>/<pk>/<rk>.json, each key escaped by blobKey.
+// <prefix>/<table>/<pk>/<rk>.json, each key escaped by
+// storeadapter.BlobNameSegment.
 func blobName(prefix, table, pk, rk string) string {
-	name := table + "/" + blobKey(pk) + "/" + blobKey(rk) + ".json"
+	name := table + "/" + storeadapter.BlobNameSegment(pk) + "/" + storeadapter.BlobNameSegment(rk) + ".json"
 	if prefix != "" {
 		name = prefix + "/" + name
 	}
 	return name
-}
-
-// blobKey escapes a key for a blob name: url.PathEscape, and a final dot
-// written %2E. So no path segment is "." or ".." or ends with a dot, which
-// URL handling on the way to Azure would resolve or drop (PathEscape keeps
-// dots), and url.PathUnescape gives the key back.
-func blobKey(key string) string {
-	s := url.PathEscape(key)
-	if dots, ok := strings.CutSuffix(s, "."); ok {
-		s = dots + "%2E"
-	}
-	return s
 }
 
 // errKeptChanging marks an entity (or a target copy) that other writers
