@@ -22,7 +22,42 @@ const dateTimeLayout = "2006-01-02T15:04:05.0000000Z"
 // MarshalEntityJSON renders e's keys and properties as annotated OData JSON.
 // ETag and Timestamp are left out.
 func MarshalEntityJSON(e Entity) ([]byte, error) {
-	m := make(map[string]any, 2+2*len(e.Properties))
+	m, err := entityMap(e, 0)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(m)
+}
+
+// MarshalEntityLine renders e as one line of an export (JSON lines): the
+// object MarshalEntityJSON writes plus "Timestamp" (annotated Edm.DateTime,
+// seven fractional digits, as the service writes it) and "odata.etag" (the
+// ETag the entity was read with), followed by "\n". Keys are sorted, so the
+// same entity always gives the same bytes. UnmarshalEntityJSON reads the
+// line back with every property, the Timestamp and the ETag.
+func MarshalEntityLine(e Entity) ([]byte, error) {
+	m, err := entityMap(e, 3)
+	if err != nil {
+		return nil, err
+	}
+	m["Timestamp"] = FormatDateTime(e.Timestamp)
+	m["Timestamp@odata.type"] = EdmDateTime.String()
+	m["odata.etag"] = e.ETag
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// FormatDateTime renders a time as the service writes an Edm.DateTime:
+// UTC, RFC 3339 with exactly seven fractional digits.
+func FormatDateTime(t time.Time) string { return DateTime(t).Format(dateTimeLayout) }
+
+// entityMap returns e's keys and annotated properties as a map for
+// json.Marshal (which sorts its keys), with room for extra more entries.
+func entityMap(e Entity, extra int) (map[string]any, error) {
+	m := make(map[string]any, 2+2*len(e.Properties)+extra)
 	m["PartitionKey"] = e.PartitionKey
 	m["RowKey"] = e.RowKey
 	for name, v := range e.Properties {
@@ -46,7 +81,7 @@ func MarshalEntityJSON(e Entity) ([]byte, error) {
 		}
 		m[name+"@odata.type"] = typ.String()
 	}
-	return json.Marshal(m)
+	return m, nil
 }
 
 // doubleValue renders a double as the service expects: a JSON number, or
