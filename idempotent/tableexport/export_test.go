@@ -34,6 +34,8 @@ type bundle struct {
 	// fault, when set, sees every call (numbered from 1 since the last
 	// reset of calls) and may fail it.
 	fault func(n int, c instrument.Call) error
+	// after records the parts an AfterPart hook finished.
+	after map[string]bool
 }
 
 func newBundle(t *testing.T) *bundle {
@@ -251,6 +253,14 @@ func TestExportCrashAtEveryCall(t *testing.T) {
 				b.seed(t, 60, 3, 150)
 				o := b.options("op-crash")
 				o.MaxPartBytes, o.Gzip = 1024, c.gzip
+				b.after = map[string]bool{}
+				o.AfterPart = func(ctx context.Context, p tableexport.Part) error {
+					if _, err := b.store.Tables().GetEntity(ctx, "Logs", "none", "none"); !errors.Is(err, storeadapter.ErrNotFound) {
+						return err
+					}
+					b.after[p.Name] = true
+					return nil
+				}
 				return b, o
 			}
 			ref, o := setup()
@@ -292,6 +302,15 @@ func TestExportCrashAtEveryCall(t *testing.T) {
 					g, ok := gotBlobs[name]
 					if !ok || !bytes.Equal(g.data, w.data) || g.ct != w.ct || !maps.Equal(g.md, w.md) {
 						t.Fatalf("crash at call %d (%s): blob %s differs from the export that never failed", k, failed.Op, name)
+					}
+				}
+				// AfterPart (one storage call, which may be the one that
+				// fails) has finished for every part in one run or the
+				// other: the re-run calls it again for a part the crash
+				// left without it.
+				for _, p := range want.Parts {
+					if !b.after[p.Name] {
+						t.Fatalf("crash at call %d (%s): AfterPart finished for %v, not for %s", k, failed.Op, slices.Sorted(maps.Keys(b.after)), p.Name)
 					}
 				}
 				if got.Entities != want.Entities || len(got.Parts) != len(want.Parts) {
