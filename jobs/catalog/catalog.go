@@ -5,6 +5,7 @@ import (
 
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/archive"
+	"github.com/tablekeeper/tablekeeper/jobs/export"
 	"github.com/tablekeeper/tablekeeper/jobs/index"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
@@ -14,6 +15,7 @@ import (
 var kinds = []kind{
 	define[archive.Args](func(c *Config) *archive.Config { return &c.Archive }, archive.New),
 	define[index.Args](func(c *Config) *index.Config { return &c.Index }, index.New),
+	define[export.Args](func(c *Config) *export.Config { return &c.Export }, export.New),
 }
 
 // Config holds one section per kind of the worker's config file; each
@@ -23,6 +25,8 @@ type Config struct {
 	Archive archive.Config `json:"archive"`
 	// Index declares the indexes the "index" kind keeps.
 	Index index.Config `json:"index"`
+	// Export configures the "export" kind.
+	Export export.Config `json:"export"`
 }
 
 // Validate fills every section's defaults and checks it; each error names

@@ -1,0 +1,56 @@
+package export
+
+import (
+	"cmp"
+	"fmt"
+	"time"
+
+	"github.com/tablekeeper/tablekeeper/idempotent/tableexport"
+	"github.com/tablekeeper/tablekeeper/jobs"
+	"github.com/tablekeeper/tablekeeper/storeadapter"
+)
+
+// DefaultCheckpointTable is the default of Config.CheckpointTable, the
+// table the other kinds use too.
+const DefaultCheckpointTable = "TablekeeperCheckpoints"
+
+// Config is the "export" section of the worker's config file. Zero fields
+// take the documented defaults.
+type Config struct {
+	// CheckpointTable keeps each export's progress (and, once done, its
+	// result) across redeliveries. Default "TablekeeperCheckpoints"; a
+	// valid table name.
+	CheckpointTable string `json:"checkpointTable,omitempty"`
+	// MaxPartBytes is the size cap of a part (uncompressed line bytes)
+	// when the args give none. Default 64 MiB, 1 KiB-4 GiB.
+	MaxPartBytes int64 `json:"maxPartBytes,omitempty"`
+	// MaxRunTime is how long one export job may run before its context
+	// is cancelled and it is retried (resuming after its last part).
+	// Default jobs.DefaultMaxRunTime (30 min), 1s-24h.
+	MaxRunTime jobs.Duration `json:"maxRunTime,omitempty"`
+}
+
+// Validate fills the defaults and checks each field, naming it and its
+// rule. It never panics.
+func (c *Config) Validate() error {
+	c.CheckpointTable = cmp.Or(c.CheckpointTable, DefaultCheckpointTable)
+	c.MaxPartBytes = cmp.Or(c.MaxPartBytes, tableexport.DefaultMaxPartBytes)
+	c.MaxRunTime = cmp.Or(c.MaxRunTime, jobs.Duration(jobs.DefaultMaxRunTime))
+	if err := storeadapter.ValidateTableName(c.CheckpointTable); err != nil {
+		return fmt.Errorf("export.checkpointTable: %w", err)
+	}
+	if err := checkPartBytes(c.MaxPartBytes); err != nil {
+		return fmt.Errorf("export.maxPartBytes: %w", err)
+	}
+	if d := time.Duration(c.MaxRunTime); d < time.Second || d > 24*time.Hour {
+		return fmt.Errorf("export.maxRunTime: must be 1s-24h, got %v", d)
+	}
+	return nil
+}
+
+func checkPartBytes(n int64) error {
+	if n < tableexport.MinMaxPartBytes || n > tableexport.MaxMaxPartBytes {
+		return fmt.Errorf("must be %d-%d bytes (1 KiB-4 GiB), got %d", tableexport.MinMaxPartBytes, tableexport.MaxMaxPartBytes, n)
+	}
+	return nil
+}

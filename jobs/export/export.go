@@ -1,0 +1,162 @@
+package export
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tablekeeper/tablekeeper/idempotent"
+	"github.com/tablekeeper/tablekeeper/idempotent/tableexport"
+	"github.com/tablekeeper/tablekeeper/jobs"
+	"github.com/tablekeeper/tablekeeper/storeadapter"
+)
+
+// Kind is the envelope kind of exports.
+const Kind = "export"
+
+// checkpointStep names an export's checkpoint.
+const checkpointStep = "export"
+
+// Args are the arguments of an export (the README documents them). Table
+// alone exports the whole table; PK one partition; PK with RKFrom and/or
+// RKTo the half-open RowKey range [RKFrom, RKTo) in Azure's key order. To
+// is "container" or "container/prefix"; the parts go to
+// <prefix>/<table>/YYYY/MM/DD/HHMM/.
+type Args struct {
+	Table  string  `json:"table"`
+	PK     *string `json:"pk,omitempty"`
+	RKFrom *string `json:"rkFrom,omitempty"`
+	RKTo   *string `json:"rkTo,omitempty"`
+	To     string  `json:"to"`
+	// Gzip compresses the parts (.jsonl.gz).
+	Gzip bool `json:"gzip,omitempty"`
+	// MaxPartBytes caps a part's uncompressed line bytes, 1 KiB-4 GiB;
+	// absent: the config's export.maxPartBytes.
+	MaxPartBytes *int64 `json:"maxPartBytes,omitempty"`
+}
+
+// Kind returns "export".
+func (Args) Kind() string { return Kind }
+
+// Validate checks the arguments; each error names the field and the rule.
+func (a Args) Validate() error {
+	if err := a.source().Validate(); err != nil {
+		return fmt.Errorf("args.%w", err)
+	}
+	if a.To == "" {
+		return errors.New(`args.to: is required ("container" or "container/prefix")`)
+	}
+	_, prefix, err := tableexport.ParseTarget(a.To)
+	if err != nil {
+		return fmt.Errorf("args.to: %w", err)
+	}
+	if a.MaxPartBytes != nil {
+		if err := checkPartBytes(*a.MaxPartBytes); err != nil {
+			return fmt.Errorf("args.maxPartBytes: %w", err)
+		}
+	}
+	// The longest name the export writes is its manifest's, with an
+	// operation id of the longest valid length.
+	name := a.Table + "/2026/11/21/1030/manifest-" + strings.Repeat("o", 128) + ".json"
+	if prefix != "" {
+		name = prefix + "/" + name
+	}
+	if err := storeadapter.ValidateBlobName(name); err != nil {
+		return fmt.Errorf("args.to: the prefix is too long for the names of the parts and the manifest (%w)", err)
+	}
+	return nil
+}
+
+func (a Args) source() tableexport.Source {
+	return tableexport.Source{Table: a.Table, PK: a.PK, RKFrom: a.RKFrom, RKTo: a.RKTo}
+}
+
+// Worker exports a table, a partition or a RowKey range to blobs: the
+// handler of the "export" kind. It is tableexport.Export with the
+// operation id as the export's identity, so its steps are the exporter's:
+//
+//  1. Load the checkpoint (operation id, "export"). Done: return the
+//     manifest it names (written now if a crash came between the done
+//     mark and the manifest); nothing else is written. None: check the
+//     container (one call; missing: permanent), read the first page
+//     (missing table: permanent), pick the folder (this minute, UTC) and
+//     save the checkpoint.
+//  2. For each part: claim the next number (Properties: free, ours from an
+//     earlier run, or another export's in the same folder), stream the
+//     lines into it up to the size cap, commit it If-None-Match *, then
+//     checkpoint the last key, the number and the totals.
+//  3. Mark the checkpoint done, then write the manifest If-None-Match *.
+//  4. (The runner) delete the message.
+//
+// Crash positions: before the first checkpoint nothing is written. After
+// a commit and before its checkpoint, the redelivery finds the part with
+// its op in the metadata and adopts it (reads it back for its count, hash
+// and last key; never rewrites it). After a checkpoint it resumes with
+// the next row, and since a part's lines depend only on its start key and
+// the rows (deterministic chunking), it writes what the lost run would
+// have. After the done mark it writes the manifest, whose bytes depend
+// only on the checkpoint and the parts' metadata. After step 3 the
+// redelivery returns the manifest and writes nothing. A done checkpoint
+// stays so that a late redelivery does not export again into a new
+// folder.
+//
+// Two workers of one export (a redelivery after a lost lease): each part
+// number is committed by one of them (If-None-Match *); the other's
+// commit fails, it looks at the number again, finds its own op and adopts
+// the part; the manifest is written once and read by the other. Two
+// exports sharing a minute folder (many ranges of one table at once)
+// skip each other's parts by their op metadata, and one that loses a
+// number to the other reads its rows again into the next number. A
+// committed part is never rewritten.
+type Worker struct {
+	store       storeadapter.Store
+	checkpoints idempotent.Checkpoints
+	cfg         Config
+	now         func() time.Time
+}
+
+// New returns the export worker on store, configured by cfg (its
+// defaults filled in); an invalid cfg is an error naming the field.
+func New(store storeadapter.Store, cfg Config) (*Worker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Worker{store: store, checkpoints: idempotent.Checkpoints{Tables: store.Tables(), Table: cfg.CheckpointTable},
+		cfg: cfg, now: time.Now}, nil
+}
+
+// MaxRunTime is how long one export job may run; see Config.MaxRunTime.
+func (w *Worker) MaxRunTime() time.Duration { return time.Duration(w.cfg.MaxRunTime) }
+
+// Work runs the export job.Args names.
+func (w *Worker) Work(ctx context.Context, job *jobs.Job[Args]) error {
+	a := job.Args
+	container, prefix, _ := tableexport.ParseTarget(a.To) // validated
+	o := tableexport.Options{
+		Blobs: w.store.Container(container), Prefix: prefix, MaxPartBytes: w.cfg.MaxPartBytes, Gzip: a.Gzip,
+		OpID: job.ID, Checkpoints: w.checkpoints, Step: checkpointStep, Now: w.now,
+	}
+	if a.MaxPartBytes != nil {
+		o.MaxPartBytes = *a.MaxPartBytes
+	}
+	m, err := tableexport.Export(ctx, w.store.Tables(), a.source(), o)
+	switch {
+	case errors.Is(err, storeadapter.ErrContainerNotFound):
+		return jobs.Permanentf("export: args.to: container %s does not exist", container)
+	case errors.Is(err, storeadapter.ErrTableNotFound):
+		return jobs.Permanentf("export: args.table: table %s does not exist", a.Table)
+	case errors.Is(err, storeadapter.ErrInvalidInput) || errors.Is(err, storeadapter.ErrTooLarge):
+		return jobs.Permanent(fmt.Errorf("export: %w", err))
+	case err != nil:
+		return fmt.Errorf("export: %w", err)
+	}
+	jobs.SetResult(ctx, Result(m))
+	return nil
+}
+
+// Result is the summary of a finished export, as the worker logs it.
+func Result(m tableexport.Manifest) string {
+	return fmt.Sprintf("exported %d entities in %d parts to %s/%s", m.Entities, len(m.Parts), m.Container, m.Name)
+}

@@ -1,0 +1,132 @@
+package export_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/tablekeeper/tablekeeper/idempotent/tableexport"
+	"github.com/tablekeeper/tablekeeper/jobs"
+	"github.com/tablekeeper/tablekeeper/jobs/export"
+	"github.com/tablekeeper/tablekeeper/localstore"
+	"github.com/tablekeeper/tablekeeper/storeadapter"
+)
+
+// TestExportArgs: every bad argument is refused naming its field and rule.
+func TestExportArgs(t *testing.T) {
+	for _, c := range []struct{ args, want string }{
+		{`{"to":"ccc"}`, "args.table:"},
+		{`{"table":"x","to":"ccc"}`, "args.table:"},
+		{`{"table":"Logs"}`, `args.to: is required`},
+		{`{"table":"Logs","to":"Bad_Container"}`, "args.to:"},
+		{`{"table":"Logs","to":"ccc/../x"}`, `args.to: "ccc/../x": the prefix must not hold "." or ".." path segments`},
+		{`{"table":"Logs","to":"ccc/` + strings.Repeat("x", 1000) + `"}`, "args.to: the prefix is too long"},
+		{`{"table":"Logs","to":"ccc","rkFrom":"a"}`, "args.pk: is required with rkFrom or rkTo"},
+		{`{"table":"Logs","to":"ccc","pk":"p","rkFrom":"b","rkTo":"a"}`, "args.rkTo: must be greater than rkFrom"},
+		{`{"table":"Logs","to":"ccc","pk":"a/b"}`, "args.pk:"},
+		{`{"table":"Logs","to":"ccc","maxPartBytes":10}`, "args.maxPartBytes: must be 1024-4294967296 bytes (1 KiB-4 GiB), got 10"},
+		{`{"table":"Logs","to":"ccc","gzip":"yes"}`, "args.gzip"},
+		{`{"table":"Logs","to":"ccc","extra":1}`, "extra"},
+	} {
+		_, err := jobs.ParseArgs[export.Args](json.RawMessage(c.args))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("ParseArgs(%s) = %v, want an error with %q", c.args, err, c.want)
+		}
+	}
+	for _, ok := range []string{
+		`{"table":"Logs","to":"ccc"}`,
+		`{"table":"Logs","to":"ccc/a/b","pk":"p","rkFrom":"","rkTo":"z","gzip":true,"maxPartBytes":1024}`,
+	} {
+		if _, err := jobs.ParseArgs[export.Args](json.RawMessage(ok)); err != nil {
+			t.Errorf("ParseArgs(%s) = %v, want nil", ok, err)
+		}
+	}
+}
+
+func run(t *testing.T, w *export.Worker, id, args string) (string, error) {
+	t.Helper()
+	parsed, err := jobs.ParseArgs[export.Args](json.RawMessage(args))
+	if err != nil {
+		t.Fatalf("args %s: %v", args, err)
+	}
+	ctx, res := jobs.WithResult(context.Background())
+	err = w.Work(ctx, &jobs.Job[export.Args]{Envelope: jobs.Envelope{V: 1, ID: id, Kind: export.Kind}, Args: parsed})
+	return res.Text(), err
+}
+
+// TestExportWork exports a partition in several parts that verify, says
+// so in its result, and returns the same result on redelivery; a missing
+// container or table is permanent, naming the field, and writes nothing.
+func TestExportWork(t *testing.T) {
+	ctx := context.Background()
+	store := localstore.New(localstore.Options{})
+	if err := store.Tables().CreateTable(ctx, "Logs"); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Container("exports").Create(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 50 {
+		e := storeadapter.Entity{PartitionKey: fmt.Sprint("p", i%2), RowKey: fmt.Sprintf("r%03d", i), Properties: map[string]any{"S": strings.Repeat("s", 100)}}
+		if _, err := store.Tables().InsertEntity(ctx, "Logs", e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, err := export.New(store, export.Config{CheckpointTable: "Checkpoints"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := `{"table":"Logs","pk":"p1","to":"exports/daily","maxPartBytes":1024,"gzip":true}`
+	res, err := run(t, w, "op-1", args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(res, "exported 25 entities in ") || !strings.Contains(res, " parts to exports/daily/Logs/") || !strings.HasSuffix(res, "/manifest-op-1.json") {
+		t.Fatalf("result %q", res)
+	}
+	name := res[strings.Index(res, "exports/")+len("exports/"):]
+	rep, err := tableexport.Verify(ctx, store.Container("exports"), name)
+	if err != nil || !rep.OK() || rep.Entities != 25 || rep.Parts < 3 || !rep.Manifest.Gzip {
+		t.Fatalf("Verify = %+v, %v; want 25 entities in several gzipped parts, no problem", rep, err)
+	}
+	again, err := run(t, w, "op-1", args)
+	if err != nil || again != res {
+		t.Fatalf("redelivery = %q, %v; want %q", again, err, res)
+	}
+
+	for _, c := range []struct{ id, args, want string }{
+		{"op-2", `{"table":"Logs","to":"nosuch"}`, "export: args.to: container nosuch does not exist"},
+		{"op-3", `{"table":"Nosuch","to":"exports"}`, "export: args.table: table Nosuch does not exist"},
+	} {
+		_, err := run(t, w, c.id, c.args)
+		if !jobs.IsPermanent(err) || err.Error() != c.want {
+			t.Errorf("export %s = %v, want permanent %q", c.args, err, c.want)
+		}
+		if e, err := store.Tables().GetEntity(ctx, "Checkpoints", c.id, "export"); err == nil {
+			t.Errorf("export %s left a checkpoint %v", c.args, e.Properties)
+		}
+	}
+	page, err := store.Container("exports").List(ctx, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range page.Blobs {
+		if !strings.HasPrefix(b.Name, "daily/Logs/") {
+			t.Errorf("unexpected blob %s", b.Name)
+		}
+	}
+}
+
+// TestExportConfig names the field of a bad setting.
+func TestExportConfig(t *testing.T) {
+	c := export.Config{MaxPartBytes: 5}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "export.maxPartBytes: must be 1024-") {
+		t.Errorf("Validate = %v, want the export.maxPartBytes rule", err)
+	}
+	c = export.Config{}
+	if err := c.Validate(); err != nil || c.CheckpointTable != "TablekeeperCheckpoints" || c.MaxPartBytes != 64<<20 {
+		t.Errorf("defaults: %+v, %v", c, err)
+	}
+}
