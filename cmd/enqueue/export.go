@@ -41,10 +41,10 @@ func (m *Main) runExport(ctx context.Context, args []string) (string, error) {
 // set, and nothing is sent when they are invalid.
 func (m *Main) exportEnqueue(ctx context.Context, args []string) error {
 	var (
-		c                            common
+		c                           common
 		table, pk, rkFrom, rkTo, to string
-		id, maxPart                  string
-		gzip                         bool
+		id, maxPart                 string
+		gzip                        bool
 	)
 	fs := m.newFlagSet("export",
 		"export -table T [-pk P [-rk-from A] [-rk-to B]] -to container/prefix [-gzip] [-max-part-bytes N] [-id ID] [flags]",
@@ -106,9 +106,9 @@ func (m *Main) exportEnqueue(ctx context.Context, args []string) error {
 // the exit status is 1 when it finds one.
 func (m *Main) exportVerify(ctx context.Context, args []string) error {
 	var (
-		c                     common
+		c                   common
 		manifest, to, table string
-		id                    string
+		id                  string
 	)
 	fs := m.newFlagSet("export verify",
 		"export verify (-manifest container/path/manifest-<op>.json | -to container/prefix -table T -id OP) [flags]",
