@@ -5,6 +5,7 @@ import (
 
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/archive"
+	"github.com/tablekeeper/tablekeeper/jobs/blobsync"
 	"github.com/tablekeeper/tablekeeper/jobs/index"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
@@ -14,6 +15,7 @@ import (
 var kinds = []kind{
 	define[archive.Args](func(c *Config) *archive.Config { return &c.Archive }, archive.New),
 	define[index.Args](func(c *Config) *index.Config { return &c.Index }, index.New),
+	define[blobsync.Args](func(c *Config) *blobsync.Config { return &c.Blobsync }, blobsync.New),
 }
 
 // Config holds one section per kind of the worker's config file; each
@@ -23,6 +25,9 @@ type Config struct {
 	Archive archive.Config `json:"archive"`
 	// Index declares the indexes the "index" kind keeps.
 	Index index.Config `json:"index"`
+	// Blobsync configures the "blobsync" kind: offload declarations per
+	// table and the reconcile's grace period.
+	Blobsync blobsync.Config `json:"blobsync"`
 }
 
 // Validate fills every section's defaults and checks it; each error names
