@@ -222,15 +222,3 @@ func (b *bundle) assertNoOrphans(t *testing.T) {
 
 // errCrash is the injected failure.
 var errCrash = fmt.Errorf("injected crash: %w", storeadapter.ErrUnavailable)
-
-// within fails the test unless ch delivers within 10 s.
-func within[T any](t *testing.T, what string, ch <-chan T) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(10 * time.Second):
-		t.Fatalf("timed out waiting for %s", what)
-		panic("unreachable")
-	}
-}
