@@ -250,7 +250,7 @@ func TestUsage(t *testing.T) {
 	if r.code != 2 || !strings.Contains(r.stderr, `unknown command "frobnicate"`) {
 		t.Errorf("unknown command: exit %d, stderr:\n%s", r.code, r.stderr)
 	}
-	for _, cmd := range []string{"archive", "raw", "poison list", "poison show", "poison requeue", "poison delete", "poison purge", "stats"} {
+	for _, cmd := range []string{"archive", "raw", "blobsync offload", "blobsync attach", "blobsync reconcile", "blobsync get", "poison list", "poison show", "poison requeue", "poison delete", "poison purge", "stats"} {
 		if !strings.Contains(r.stderr, "\n  "+cmd+" ") {
 			t.Errorf("usage does not list %q:\n%s", cmd, r.stderr)
 		}
