@@ -28,6 +28,15 @@
 // on the same two runs:
 //
 //	go run ./test/bench -job index -n 500 -concurrency 16 -v
+//
+// With -job export it measures the table-to-blob exporter (export.go):
+// entities/s, MiB/s, peak heap and storage calls for a table of 10,000
+// and of 100,000 log rows (or -n), on the same two runs. With -job blobsync
+// it prints the storage calls per entity of each blobsync mode
+// (blobsync.go), for -n entities (default 200):
+//
+//	go run ./test/bench -job export -latency 0
+//	go run ./test/bench -job blobsync -n 200
 package main
 
 import (
@@ -38,6 +47,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -62,7 +72,7 @@ import (
 )
 
 func main() {
-	job := flag.String("job", "archive", "what to measure: archive (moves through the runner) or index (reconciles of each kind of index)")
+	job := flag.String("job", "archive", "what to measure: archive (moves through the runner), index (reconciles of each kind of index), export (the table-to-blob exporter) or blobsync (calls per offload, attach and reconcile)")
 	n := flag.Int("n", 0, "archive moves per run, or entities per index (default 1000 moves, 500 entities; keep to a few thousand on Azurite)")
 	conc := flag.Int("concurrency", 16, "concurrent moves or reconciles, the same for every run")
 	latency := flag.Duration("latency", 10*time.Millisecond, "round trip injected into every localstore call")
@@ -70,15 +80,27 @@ func main() {
 	verbose := flag.Bool("v", false, "print each run's calls by operation")
 	flag.Parse()
 	b := bench{n: *n, conc: *conc, verbose: *verbose}
-	if *job != "archive" && *job != "index" {
-		log.Fatalf("-job: must be archive or index, got %q", *job)
+	if !slices.Contains([]string{"archive", "index", "export", "blobsync"}, *job) {
+		log.Fatalf("-job: must be archive, index, export or blobsync, got %q", *job)
 	}
-	if b.n == 0 {
+	if b.n == 0 && (*job == "archive" || *job == "index") {
 		b.n = map[string]int{"archive": 1000, "index": 500}[*job]
 	}
 	for _, r := range strings.Split(*runs, ",") {
 		var err error
 		switch {
+		case r == "local" && *job == "export":
+			err = b.exportRuns(context.Background(), fmt.Sprintf("export on localstore, %v per call, parts to a counting sink", *latency), localstore.New(localstore.Options{}), *latency, true)
+		case r == "azurite" && *job == "export":
+			err = onAzurite(context.Background(), func(store storeadapter.Store, _ string) error {
+				return b.exportRuns(context.Background(), "export on Azurite (azstore)", store, 0, false)
+			})
+		case r == "local" && *job == "blobsync":
+			err = b.blobsyncRuns(context.Background(), fmt.Sprintf("blobsync on localstore, %v per call", *latency), localstore.New(localstore.Options{}), *latency)
+		case r == "azurite" && *job == "blobsync":
+			err = onAzurite(context.Background(), func(store storeadapter.Store, _ string) error {
+				return b.blobsyncRuns(context.Background(), "blobsync on Azurite (azstore)", store, 0)
+			})
 		case r == "local" && *job == "index":
 			err = b.indexRuns(context.Background(), fmt.Sprintf("index reconciles on localstore, %v per call", *latency), localstore.New(localstore.Options{}), *latency)
 		case r == "local":
