@@ -164,7 +164,7 @@ func TestBlobsyncGet(t *testing.T) {
 		t.Fatal(err)
 	}
 	r = b.run("", "blobsync", "get", "-table", "Employees", "-pk", "Sales", "-rk", "1")
-	if r.code != 1 || !strings.Contains(r.stderr, "property Bio") || !strings.Contains(r.stderr, "sha256") {
+	if r.code != 1 || !strings.Contains(r.stderr, "property Bio") || !strings.Contains(r.stderr, "length is 8, the reference says") {
 		t.Errorf("tampered blob: exit %d, stderr:\n%s", r.code, r.stderr)
 	}
 	r = b.run("", "blobsync", "get", "-table", "Employees", "-pk", "Sales", "-rk", "2")

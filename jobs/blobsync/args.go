@@ -95,6 +95,13 @@ func (a Args) Validate() error {
 			}
 		}
 	}
+	if a.Mode == ModeOffload {
+		// The put would fail at run time, naming no field; the worker checks
+		// again with the config's prefix.
+		if err := managedNameFits("", a.Table, a.PK, a.RK, a.Property); err != nil {
+			return err
+		}
+	}
 	if a.Mode == ModeReconcile && a.Prefix != "" {
 		// The listed names must fit Azure's limits.
 		p, _ := cleanPrefix(a.Prefix)
@@ -103,6 +110,34 @@ func (a Args) Validate() error {
 		}
 	}
 	return nil
+}
+
+// managedNameFits checks that the longest managed name an offload of
+// (table, pk, rk) could write under prefix fits Azure's blob-name rules:
+// BlobName with property (or, when it is "", a stand-in of
+// MaxPropertyChars characters: an offload without args.property may pick
+// any property name blobsync moves) and a 64-digit SHA-256. Escaping can
+// make a key three times longer, so keys Azure takes in an entity may not
+// fit in a name. The error names args.pk, or args.rk when the row key is
+// what makes the name too long.
+func managedNameFits(prefix, table, pk, rk, property string) error {
+	if property == "" {
+		property = strings.Repeat("x", MaxPropertyChars)
+	}
+	sum := strings.Repeat("0", 64)
+	err := storeadapter.ValidateBlobName(BlobName(prefix, table, pk, rk, property, sum))
+	if err == nil {
+		return nil
+	}
+	f := "pk"
+	if storeadapter.ValidateBlobName(BlobName(prefix, table, pk, "r", property, sum)) == nil {
+		f = "rk"
+	}
+	in := ""
+	if prefix != "" {
+		in = fmt.Sprintf(" under prefix %q", prefix)
+	}
+	return fmt.Errorf("args.%s: the keys must fit a managed blob name%s (<prefix>/<table>/<pk>/<rk>/<property>/<sha256>, keys escaped): %w", f, in, err)
 }
 
 // field prefixes a validation error with its args field.

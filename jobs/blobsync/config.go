@@ -60,9 +60,10 @@ type TableConfig struct {
 	// Container receives the table's offloaded properties (when the
 	// offload's args name no container).
 	Container string `json:"container"`
-	// Prefix, optional, goes before the managed blob names:
-	// <prefix>/<table>/<pk>/<rk>/<property>/<sha256>. No "." or ".."
-	// segments.
+	// Prefix, optional, goes before the managed blob names in Container
+	// (and only there): <prefix>/<table>/<pk>/<rk>/<property>/<sha256>.
+	// An offload, attach or reconcile of the table with another container
+	// uses no prefix there (see Config.prefixFor). No "." or ".." segments.
 	Prefix string `json:"prefix,omitempty"`
 	// Properties are offloaded by every offload of the table that names
 	// no property (when the entity has them).
@@ -142,6 +143,44 @@ func (c *Config) table(name string) *TableConfig {
 		}
 	}
 	return nil
+}
+
+// prefixFor is the prefix of the managed names of table in container,
+// the one rule offload, attach and reconcile share: the table's config
+// prefix applies to the table's config container only; any other
+// container (args.container naming another one) holds the table's managed
+// names from its root. A reconcile's args.prefix overrides it for that
+// reconcile.
+func (c *Config) prefixFor(table, container string) string {
+	if tc := c.table(table); tc != nil && tc.Container == container {
+		p, _ := cleanPrefix(tc.Prefix) // validated with the config
+		return p
+	}
+	return ""
+}
+
+// managedIn reports whether name is a managed name in container under
+// any prefix that may be in force there (none, or the prefix of a table
+// declared with that container), and returns that prefix with its slash.
+// attach refuses such names for every table, not only its own: a blob in
+// the managed layout belongs to the entity its name holds.
+func (c *Config) managedIn(container, name string) (string, bool) {
+	prefixes := []string{""}
+	for _, tc := range c.Tables {
+		if tc.Container == container {
+			p, _ := cleanPrefix(tc.Prefix)
+			prefixes = append(prefixes, p)
+		}
+	}
+	for _, p := range prefixes {
+		if _, ok := ParseBlobName(p, name); ok {
+			if p != "" {
+				p += "/"
+			}
+			return p, true
+		}
+	}
+	return "", false
 }
 
 // checkGrace applies the sanity bound of a grace period.

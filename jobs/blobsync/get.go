@@ -40,7 +40,8 @@ func (e *MismatchError) Unwrap() error { return ErrMismatch }
 // entity wraps storeadapter.ErrNotFound; a missing blob is an error naming
 // the property that wraps storeadapter.ErrNotFound too; a blob that does
 // not match is a *MismatchError (errors.Is ErrMismatch). Every blob is
-// read whole into memory.
+// read whole into memory, but never more than its reference's length (plus
+// one byte): a longer blob is a length mismatch.
 func Get(ctx context.Context, store storeadapter.Store, table, pk, rk string) (storeadapter.Entity, error) {
 	e, err := store.Tables().GetEntity(ctx, table, pk, rk)
 	if err != nil {
@@ -84,7 +85,10 @@ func Restore(ctx context.Context, store storeadapter.Store, e storeadapter.Entit
 // reference's SHA-256 and length (*MismatchError otherwise).
 func Read(ctx context.Context, store storeadapter.Store, p string, ref Ref) (any, error) {
 	var buf bytes.Buffer
-	h, err := hashBlob(ctx, store.Container(ref.Container), ref.Name, &buf)
+	// The size Open reports is compared with the reference before any
+	// byte is read, and the read stops one byte past ref.Length: a blob
+	// swapped for a larger one costs no more than the reference's length.
+	h, err := hashBlob(ctx, store.Container(ref.Container), ref.Name, &buf, ref.Length)
 	if err != nil {
 		return nil, fmt.Errorf("property %s: blob %s/%s: %w", p, ref.Container, ref.Name, err)
 	}
@@ -92,10 +96,14 @@ func Read(ctx context.Context, store storeadapter.Store, p string, ref Ref) (any
 		return &MismatchError{Property: p, Container: ref.Container, Name: ref.Name, What: what, Want: want, Got: got}
 	}
 	switch {
+	case h.length != ref.Length:
+		got := fmt.Sprint(h.length)
+		if h.sum == "" && h.length == ref.Length+1 {
+			got = "more than " + fmt.Sprint(ref.Length) // the read stopped there
+		}
+		return nil, mismatch("length", fmt.Sprint(ref.Length), got)
 	case h.sum != ref.SHA256:
 		return nil, mismatch("sha256", ref.SHA256, h.sum)
-	case h.length != ref.Length:
-		return nil, mismatch("length", fmt.Sprint(ref.Length), fmt.Sprint(h.length))
 	case ref.Type == storeadapter.EdmString.String():
 		if !utf8.Valid(buf.Bytes()) {
 			return nil, mismatch("utf-8", "valid UTF-8 text (Edm.String)", "not UTF-8")

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/tablekeeper/tablekeeper/jobs"
@@ -34,6 +35,9 @@ type reconciler struct {
 	prefix    string
 	grace     time.Duration
 	onMissing string
+	// rewind is where a retry resumes when entities kept changing: the
+	// phase 1 page that held the first of them (nil: none did).
+	rewind *Position
 }
 
 // reconcile is the reconcile mode (see Worker).
@@ -46,12 +50,23 @@ func (w *Worker) reconcile(ctx context.Context, opID string, a Args) (Result, er
 	if err := checkGrace(grace, time.Duration(w.cfg.MaxRunTime)); err != nil {
 		return res, jobs.Permanentf("args.grace: %w", err)
 	}
-	prefix, _ := cleanPrefix(a.Prefix) // validated with the args
-	if tc := w.cfg.table(a.Table); a.Prefix == "" && tc != nil && tc.Container == a.Container {
-		prefix, _ = cleanPrefix(tc.Prefix)
+	prefix := w.cfg.prefixFor(a.Table, a.Container)
+	if a.Prefix != "" {
+		prefix, _ = cleanPrefix(a.Prefix) // validated with the args
 	}
 	r := &reconciler{w: w, a: a, c: &res.Reconcile, blobs: w.store.Container(a.Container), prefix: prefix,
 		grace: grace, onMissing: cmp.Or(a.OnMissing, w.cfg.OnMissing)}
+
+	// One cheap call finds a missing container before the table is read:
+	// the properties of one name under the listing prefix (a blob there
+	// or not, the answer tells whether the container exists).
+	_, err := r.blobs.Properties(ctx, strings.TrimSuffix(r.listPrefix(), "/"))
+	switch {
+	case errors.Is(err, storeadapter.ErrContainerNotFound):
+		return res, jobs.Permanentf("args.container: container %s does not exist", a.Container)
+	case err != nil && !errors.Is(err, storeadapter.ErrNotFound):
+		return res, fmt.Errorf("blobsync: container %s: %w", a.Container, err)
+	}
 
 	pos, err := w.loadPosition(ctx, opID)
 	if err != nil {
@@ -66,11 +81,24 @@ func (w *Worker) reconcile(ctx context.Context, opID string, a Args) (Result, er
 	if err := r.container(ctx, opID, pos.Token); err != nil {
 		return res, err
 	}
+	if r.rewind != nil {
+		// Entities kept changing: the job fails (transient) to be retried,
+		// and the checkpoint goes back to the phase 1 page that held the
+		// first of them instead of being cleared, so the retry re-checks
+		// from there rather than from the table's start. That is safe:
+		// every step of both phases is idempotent and remade from fresh
+		// reads, and phase 2 (run again whole after phase 1) never relied
+		// on phase 1 — its deletes rest on the blob's age, on the entity
+		// read after the listing and on If-Match the listed ETag. It must
+		// be that page and not the last position saved: a retry resuming
+		// after the unsettled entities would never check them again.
+		if err := w.savePosition(ctx, opID, *r.rewind); err != nil {
+			return res, err
+		}
+		return res, fmt.Errorf("blobsync: reconcile %s: %d entities %w", a.Table, res.Reconcile.Unsettled, errKeptChanging)
+	}
 	if err := w.checkpoints.Clear(ctx, opID, CheckpointStep); err != nil {
 		return res, fmt.Errorf("blobsync: %w", err)
-	}
-	if res.Reconcile.Unsettled > 0 {
-		return res, fmt.Errorf("blobsync: reconcile %s: %d entities %w", a.Table, res.Reconcile.Unsettled, errKeptChanging)
 	}
 	return res, nil
 }
@@ -108,6 +136,18 @@ func (c *ReconcileCounts) problem(format string, args ...any) {
 
 // table is phase 1: every reference of the table's (or partition's)
 // entities into the container.
+//
+// A table that does not exist is not an error: phase 1 has nothing to
+// check, and the reconcile goes on to phase 2, which collects the table's
+// managed blobs older than grace (its entity reads answer "gone" for all
+// of them). That is safe by the argument phase 2 rests on anyway (see
+// Worker): a blob is deleted only when older than grace and If-Match the
+// ETag it was listed with, and an offload into the table (created again
+// meanwhile) puts its blob, renewing that ETag and LastModified, before
+// it writes the entity that names it; an entity that does not exist names
+// nothing. What it collects is what a reconcile collects when the
+// table's entities are deleted one by one; copies of those entities kept
+// elsewhere (an archive) never owned the blobs (see README).
 func (r *reconciler) table(ctx context.Context, opID, token string) error {
 	t := r.w.store.Tables()
 	q := storeadapter.Query{Top: r.w.cfg.PageSize, Continuation: token}
@@ -115,17 +155,23 @@ func (r *reconciler) table(ctx context.Context, opID, token string) error {
 		q.Filter = storeadapter.PartitionEquals(r.a.PK)
 	}
 	for {
+		pageToken := q.Continuation
 		page, err := t.Query(ctx, r.a.Table, q)
 		if errors.Is(err, storeadapter.ErrTableNotFound) {
-			return jobs.Permanentf("args.table: table %s does not exist", r.a.Table)
+			r.c.NoTable = true
+			return r.w.savePosition(ctx, opID, Position{Phase: 2})
 		}
 		if err != nil {
 			return fmt.Errorf("blobsync: query %s: %w", r.a.Table, err)
 		}
+		unsettled := r.c.Unsettled
 		for _, e := range page.Entities {
 			if err := r.entity(ctx, e); err != nil {
 				return err
 			}
+		}
+		if r.c.Unsettled > unsettled && r.rewind == nil {
+			r.rewind = &Position{Phase: 1, Token: pageToken}
 		}
 		if page.Next == "" {
 			return r.w.savePosition(ctx, opID, Position{Phase: 2})
@@ -147,6 +193,16 @@ func (r *reconciler) entity(ctx context.Context, e storeadapter.Entity) error {
 			return err
 		}
 		if changed {
+			if err := storeadapter.ValidateEntity(next); err != nil {
+				// A refreshed reference can be longer than the one it
+				// replaces: near 1 MiB the replace would be refused.
+				found.Cleared, found.Refreshed = 0, 0
+				r.c.Entities++
+				r.c.Refused++
+				r.c.add(found)
+				r.c.problem("%s/%s: repair not written: %v", e.PartitionKey, e.RowKey, err)
+				return nil
+			}
 			lost, err := r.w.replace(ctx, r.a.Table, next, e.ETag)
 			if err != nil {
 				return err
@@ -227,7 +283,7 @@ func (r *reconciler) check(ctx context.Context, e storeadapter.Entity, found *Re
 		case sameETag(props.ETag, ref.ETag):
 			continue
 		}
-		h, err := hashBlob(ctx, r.blobs, ref.Name, nil)
+		h, err := hashBlob(ctx, r.blobs, ref.Name, nil, -1)
 		switch {
 		case errors.Is(err, storeadapter.ErrNotFound):
 			continue // deleted since its properties were read: the next reconcile sees it missing
@@ -253,13 +309,7 @@ func (r *reconciler) check(ctx context.Context, e storeadapter.Entity, found *Re
 // container is phase 2: the managed blobs of the table (or partition)
 // older than the grace period that their entity does not name.
 func (r *reconciler) container(ctx context.Context, opID, marker string) error {
-	listPrefix := storeadapter.BlobNameSegment(r.a.Table) + "/"
-	if r.a.PK != "" {
-		listPrefix += storeadapter.BlobNameSegment(r.a.PK) + "/"
-	}
-	if r.prefix != "" {
-		listPrefix = r.prefix + "/" + listPrefix
-	}
+	listPrefix := r.listPrefix()
 	for {
 		page, err := r.blobs.List(ctx, listPrefix, marker)
 		if errors.Is(err, storeadapter.ErrContainerNotFound) {
@@ -288,6 +338,18 @@ func (r *reconciler) container(ctx context.Context, opID, marker string) error {
 	}
 }
 
+// listPrefix is where phase 2 lists: <prefix>/<table>/[<pk>/].
+func (r *reconciler) listPrefix() string {
+	p := storeadapter.BlobNameSegment(r.a.Table) + "/"
+	if r.a.PK != "" {
+		p += storeadapter.BlobNameSegment(r.a.PK) + "/"
+	}
+	if r.prefix != "" {
+		p = r.prefix + "/" + p
+	}
+	return p
+}
+
 // blob collects one listed blob if it is an old orphan.
 func (r *reconciler) blob(ctx context.Context, b storeadapter.BlobProps, now time.Time, cache *entityCache) error {
 	r.c.Blobs++
@@ -296,7 +358,8 @@ func (r *reconciler) blob(ctx context.Context, b storeadapter.BlobProps, now tim
 		r.c.Unparsed++
 		return nil
 	}
-	if now.Sub(b.LastModified) < r.grace {
+	if b.LastModified.IsZero() || now.Sub(b.LastModified) < r.grace {
+		// A listing without a Last-Modified tells no age: young, kept.
 		r.c.Young++
 		return nil
 	}
@@ -304,12 +367,9 @@ func (r *reconciler) blob(ctx context.Context, b storeadapter.BlobProps, now tim
 	if err != nil {
 		return err
 	}
-	if exists {
-		ref, has, err := RefOf(e, m.Property)
-		if has && (err != nil || ref.Container == r.a.Container && ref.Name == b.Name) {
-			r.c.Kept++ // named by the entity (or by a reference that does not parse: kept to be safe)
-			return nil
-		}
+	if exists && names(e, m.Property, r.a.Container, b.Name) {
+		r.c.Kept++
+		return nil
 	}
 	err = r.blobs.Delete(ctx, b.Name, b.ETag)
 	switch {
@@ -323,6 +383,22 @@ func (r *reconciler) blob(ctx context.Context, b storeadapter.BlobProps, now tim
 		return fmt.Errorf("blobsync: delete %s/%s: %w", r.a.Container, b.Name, err)
 	}
 	return nil
+}
+
+// names reports whether entity e needs blob name of container: its
+// reference for property p names it or does not parse (kept to be safe),
+// or any other of its references names it (an attach made before attach
+// refused managed names).
+func names(e storeadapter.Entity, p, container, name string) bool {
+	if ref, has, err := RefOf(e, p); has && (err != nil || ref.Container == container && ref.Name == name) {
+		return true
+	}
+	for _, q := range Refs(e) {
+		if ref, has, err := RefOf(e, q); has && err == nil && ref.Container == container && ref.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // entityCache holds the last entity phase 2 read: the blobs of one entity
@@ -341,9 +417,7 @@ func (c *entityCache) get(ctx context.Context, pk, rk string) (storeadapter.Enti
 	}
 	e, err := c.r.w.store.Tables().GetEntity(ctx, c.r.a.Table, pk, rk)
 	switch {
-	case errors.Is(err, storeadapter.ErrTableNotFound):
-		return e, false, jobs.Permanentf("args.table: table %s does not exist", c.r.a.Table)
-	case errors.Is(err, storeadapter.ErrNotFound):
+	case errors.Is(err, storeadapter.ErrNotFound): // the entity, or its whole table, is gone (see reconciler.table)
 		c.pk, c.rk, c.valid, c.e, c.exists = pk, rk, true, storeadapter.Entity{}, false
 	case err != nil:
 		return e, false, fmt.Errorf("blobsync: read %s %s/%s: %w", c.r.a.Table, pk, rk, err)

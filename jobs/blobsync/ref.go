@@ -254,21 +254,35 @@ type hashed struct {
 
 // hashBlob streams a blob and returns its SHA-256 and length, with the
 // properties Open gave (the ETag the content belongs to). keep, when not
-// nil, receives the content as it streams.
-func hashBlob(ctx context.Context, b storeadapter.Blobs, name string, keep io.Writer) (hashed, error) {
+// nil, receives the content as it streams. limit, when not negative, is
+// the most bytes the caller wants: a blob whose size (as Open reports it)
+// is over limit is not read at all, and at most limit+1 bytes are read
+// whatever the size said, so a blob swapped for a larger one never costs
+// more; the returned length then exceeds limit and sum is empty.
+func hashBlob(ctx context.Context, b storeadapter.Blobs, name string, keep io.Writer, limit int64) (hashed, error) {
 	r, props, err := b.Open(ctx, name)
 	if err != nil {
 		return hashed{}, err
 	}
 	defer r.Close()
+	if limit >= 0 && props.Size > limit {
+		return hashed{length: props.Size, props: props}, nil
+	}
 	h := sha256.New()
 	w := io.Writer(h)
 	if keep != nil {
 		w = io.MultiWriter(h, keep)
 	}
-	n, err := io.Copy(w, r)
+	src := io.Reader(r)
+	if limit >= 0 {
+		src = io.LimitReader(r, limit+1)
+	}
+	n, err := io.Copy(w, src)
 	if err != nil {
 		return hashed{}, fmt.Errorf("read blob %s: %w", name, err)
+	}
+	if limit >= 0 && n > limit {
+		return hashed{length: n, props: props}, nil
 	}
 	return hashed{sum: hex.EncodeToString(h.Sum(nil)), length: n, props: props}, nil
 }

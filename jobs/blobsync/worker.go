@@ -29,10 +29,20 @@ import (
 //
 // For property P of entity (table, pk, rk):
 //
+//  0. Before any call: the longest managed name the job could write
+//     (with the prefix in force for the container, see Config.prefixFor)
+//     must fit Azure's blob-name rules, else permanent naming args.pk or
+//     args.rk.
 //  1. Read the entity: its properties and ETag e. Missing: permanent.
 //     P absent and TkBlob_P present: already done. P absent with no
 //     reference: permanent when args named P ("property does not exist"),
-//     else nothing to offload.
+//     else nothing to offload. A property over offloadOver whose name is
+//     too long for TkBlob_<P> is skipped and reported. The entity as it
+//     will be written is checked (storeadapter.ValidateEntity) before
+//     anything is put: a reference can be larger than a short value, so
+//     near 1 MiB a property named by args.property is a permanent error
+//     naming it, and declared properties whose reference is larger than
+//     their value are skipped and reported.
 //  2. Put P's bytes, unconditionally, to the managed name
 //     <prefix>/<table>/<pk>/<rk>/<P>/<sha256 of the bytes>. The name is
 //     content-addressed, so rewriting it writes the same bytes: idempotent.
@@ -42,11 +52,18 @@ import (
 //     the Ref of the blob (mode offload, the put's ETag). 412 or 404
 //     (changed or deleted since step 1): start again at 1, at most
 //     Config.MaxConflicts rounds, then fail (transient) to be retried.
-//  4. When the entity held a reference of mode offload to another blob
-//     before (P had been offloaded with other content and written back
-//     inline by the application), delete that blob If-Match the ETag its
-//     reference records. 404 or 412: leave it (gone, or written again by
-//     another offload since: not ours to delete).
+//  4. When the entity held a reference to another blob before (P had
+//     been offloaded with other content and written back inline by the
+//     application), delete that blob If-Match the ETag its reference
+//     records — only if it is this property's own managed blob: mode
+//     offload, and its name, parsed with the prefix in force for its
+//     container, holds this entity's table, pk, rk and P. Any other
+//     previous reference is left alone and counted as kept: an attached
+//     blob is the application's, and a reference the application copied
+//     from another entity (a copy to a new key, an archived entity moved
+//     back) names that entity's blob, which it may still reference. 404 or
+//     412: leave it (gone, or written again by another offload since: not
+//     ours to delete).
 //
 // Crash positions: before 2 nothing changed. After 2 the blob exists and
 // nothing references it: a redelivery reads the same P, puts the same
@@ -72,16 +89,25 @@ import (
 //
 // # attach
 //
+//  0. Before any call: args.blob must not be a name of the managed
+//     layout in args.container (under no prefix or the prefix of any table
+//     declared with that container): such a blob belongs to the entity
+//     its name holds and is deleted when that entity's property moves on,
+//     so linking it elsewhere would lose it. Permanent, naming args.blob.
 //  1. Open the blob args.blob and stream it: its SHA-256, length, ETag a
 //     and content type. Missing container or blob: permanent, naming
 //     args.container or args.blob.
-//  2. Read the entity (ETag e). If TkBlob_P already names this blob with
-//     ETag a and that SHA-256 (and P is absent): done.
+//  2. Read the entity (ETag e). P inline and neither String nor Binary:
+//     permanent, naming args.property (its value would be lost). If
+//     TkBlob_P already names this blob with ETag a and that SHA-256 (and P
+//     is absent): done. The entity as it will be written is checked
+//     (storeadapter.ValidateEntity): refused is permanent naming
+//     args.property.
 //  3. Replace the entity If-Match e: P removed, TkBlob_P the Ref (mode
 //     attach). 412 or 404: start again at 1 (bounded as above).
 //  4. Read the blob's properties. Its ETag is still a: done; a previous
-//     reference of mode offload to another blob is deleted If-Match as in
-//     offload's step 4 (attached blobs are the application's: never
+//     reference to this property's own managed blob is deleted If-Match as
+//     in offload's step 4 (attached blobs are the application's: never
 //     deleted). The blob changed since 1: start again at 1.
 //
 // Crash positions: before 3 nothing changed; after 3 a redelivery finds
@@ -98,8 +124,15 @@ import (
 //
 // # reconcile
 //
+// First one call (the properties of a name under the listing prefix)
+// finds a missing container, permanent naming args.container, before the
+// table is read. The prefix is Config.prefixFor(table, container) unless
+// args.prefix is given.
+//
 // Phase 1 pages through the table (or partition pk), Config.PageSize
-// entities a page. For each reference into args.container it reads the
+// entities a page; a table that does not exist has no entities and the
+// reconcile goes on to phase 2 (see reconciler.table for why that is
+// safe). For each reference into args.container it reads the
 // blob's properties: missing → with onMissing "clear" the reference is
 // removed (replace If-Match the entity's ETag), with "report" it is
 // counted and named in the result; another ETag → the blob is streamed and
@@ -108,22 +141,27 @@ import (
 // SHA-256 still matches its content-addressed name, and is reported as
 // corrupt when it does not (rewriting the hash would make Get accept
 // content that is not the property's). An entity's changes go in one
-// replace If-Match its ETag; 412 re-reads it and checks it again (bounded;
-// an entity that keeps changing is reported and the job fails transient
-// at the end, after the other entities).
+// replace If-Match its ETag, checked first with
+// storeadapter.ValidateEntity (a repair that would be refused is reported,
+// not written); 412 re-reads it and checks it again (bounded; an entity
+// that keeps changing is reported and the job fails transient at the end,
+// after the other entities, its checkpoint set back to that entity's
+// page).
 //
 // Phase 2 pages through the container's blobs under
 // <prefix>/<table>/[<pk>/]. A blob whose name does not parse as the
 // managed layout is left alone and counted. A blob whose LastModified is
-// within the grace period is kept (young). Otherwise its entity is read
-// (the last one read is cached: one entity's blobs are adjacent) and the
-// blob is deleted If-Match the ETag it was listed with when the entity is
-// gone or its TkBlob_P does not name the blob; 404 or 412 leave it.
+// within the grace period, or unknown (zero), is kept (young). Otherwise
+// its entity is read (the last one read is cached: one entity's blobs are
+// adjacent) and the blob is deleted If-Match the ETag it was listed with
+// when the entity is gone or none of its references (TkBlob_P first)
+// names the blob; 404 or 412 leave it.
 //
 // After each page the phase and the page's continuation token (or
 // marker) are checkpointed under the operation id, so a redelivered
 // reconcile resumes; re-checking a page is harmless, since every step
-// is idempotent. The checkpoint is cleared at the end.
+// is idempotent. The checkpoint is cleared at the end (unless entities
+// kept changing, see above).
 //
 // Why reconcile never deletes a blob an entity needs: an entity references
 // a blob only after the blob was put (offload step 2 before 3), and the put
@@ -203,9 +241,15 @@ type Result struct {
 	// Rounds counts the entity writes lost to other writers and redone.
 	Rounds int
 	// PreviousDeleted counts previous offloaded blobs deleted after the
-	// entity stopped naming them; PreviousKept those left because they
-	// were gone or written again since (reconcile collects those).
+	// entity stopped naming them; PreviousKept previous references whose
+	// blobs were left: gone or written again since (reconcile collects
+	// those), or not this property's own managed blob (an attached blob, a
+	// reference copied from another entity).
 	PreviousDeleted, PreviousKept int
+	// Skipped names the properties an offload without args.property
+	// left inline, each with why: a name too long for a TkBlob_ reference,
+	// or a reference larger than its value in an entity near 1 MiB.
+	Skipped []string
 	// Reconcile holds the counts of a reconcile.
 	Reconcile ReconcileCounts
 }
@@ -221,8 +265,13 @@ type ReconcileCounts struct {
 	// (onMissing "clear"); Refreshed references given the blob's current
 	// ETag (and, for attach, hash, length and content type); Corrupt
 	// offloaded blobs whose content no longer matches their hash
-	// (reported, not changed); Unsettled entities that kept changing.
-	Missing, Cleared, Refreshed, Corrupt, Unsettled int
+	// (reported, not changed); Unsettled entities that kept changing;
+	// Refused entities whose repair would break Azure's entity rules (a
+	// refreshed reference pushing it past 1 MiB: reported, not written).
+	Missing, Cleared, Refreshed, Corrupt, Unsettled, Refused int
+	// NoTable is set when the table does not exist: phase 1 had nothing
+	// to check, and phase 2 collected the table's old managed blobs.
+	NoTable bool
 	// Blobs listed in phase 2; Orphans deleted; Young blobs kept for
 	// the grace period; Kept blobs their entity references; Unparsed
 	// names not of the managed layout (left alone); Raced deletes that
@@ -242,16 +291,22 @@ func (r Result) String() string {
 	case ModeOffload, ModeAttach:
 		verb := map[string]string{ModeOffload: "offloaded", ModeAttach: "attached"}[r.Mode]
 		var s string
-		if r.Already || len(r.Properties) == 0 {
+		switch {
+		case len(r.Properties) == 0 && len(r.Skipped) > 0:
+			s = "nothing " + verb
+		case r.Already || len(r.Properties) == 0:
 			s = "already done"
-		} else {
+		default:
 			s = verb + " " + strings.Join(r.Properties, ", ")
+		}
+		if len(r.Skipped) > 0 {
+			s += "; skipped " + strings.Join(r.Skipped, ", ")
 		}
 		if r.PreviousDeleted > 0 {
 			s += fmt.Sprintf("; deleted %d previous blob(s)", r.PreviousDeleted)
 		}
 		if r.PreviousKept > 0 {
-			s += fmt.Sprintf("; left %d previous blob(s) for reconcile", r.PreviousKept)
+			s += fmt.Sprintf("; left %d previous blob(s) (gone, rewritten, or not this property's own)", r.PreviousKept)
 		}
 		if r.Rounds > 0 {
 			s += fmt.Sprintf("; %d round(s) lost to concurrent writers", r.Rounds)
@@ -263,8 +318,14 @@ func (r Result) String() string {
 			"%d blobs: %d orphans deleted, %d young kept, %d referenced, %d not managed",
 			c.References, c.Entities, c.Missing, c.Cleared, c.Refreshed, c.Corrupt, c.Invalid,
 			c.Blobs, c.Orphans, c.Young, c.Kept, c.Unparsed)
+		if c.NoTable {
+			s = "table does not exist; " + s
+		}
 		if c.Unsettled > 0 {
 			s += fmt.Sprintf("; %d entities kept changing", c.Unsettled)
+		}
+		if c.Refused > 0 {
+			s += fmt.Sprintf("; %d repairs not written (entity too large)", c.Refused)
 		}
 		if len(c.Problems) > 0 {
 			s += "; " + strings.Join(c.Problems, "; ")
@@ -316,15 +377,15 @@ func (w *Worker) offload(ctx context.Context, a Args) (Result, error) {
 	res := Result{Mode: ModeOffload}
 	tc := w.cfg.table(a.Table)
 	container, containerField := a.Container, "args.container"
-	prefix := ""
-	if tc != nil {
-		prefix, _ = cleanPrefix(tc.Prefix) // validated with the config
-		if container == "" {
-			container, containerField = tc.Container, fmt.Sprintf("blobsync.tables[%s].container", tc.Table)
-		}
+	if container == "" && tc != nil {
+		container, containerField = tc.Container, fmt.Sprintf("blobsync.tables[%s].container", tc.Table)
 	}
 	if container == "" {
 		return res, jobs.Permanentf("args.container: is required: table %s has no blobsync.tables entry", a.Table)
+	}
+	prefix := w.cfg.prefixFor(a.Table, container)
+	if err := managedNameFits(prefix, a.Table, a.PK, a.RK, a.Property); err != nil {
+		return res, jobs.Permanent(err)
 	}
 	blobs := w.store.Container(container)
 	for round := 0; round < w.cfg.MaxConflicts; round++ {
@@ -332,34 +393,56 @@ func (w *Worker) offload(ctx context.Context, a Args) (Result, error) {
 		if err != nil {
 			return res, err
 		}
-		props, err := pick(e, a, tc)
+		props, skipped, err := pick(e, a, tc)
 		if err != nil {
 			return res, err
 		}
+		res.Skipped = skipped
 		if len(props) == 0 {
-			res.Already = true
+			res.Already = len(skipped) == 0
 			return res, nil
 		}
+		// The entity as it will be written is checked before any blob is
+		// put, with a stand-in for each reference's ETag (the put gives
+		// the real one), so a refused replace leaves no blob behind.
 		next := e.Clone()
-		var previous []Ref
+		refs := map[string]Ref{}
+		data := map[string][]byte{}
 		for _, p := range props {
-			data, typ := valueBytes(e.Properties[p])
-			sum := digest(data)
-			name := BlobName(prefix, a.Table, a.PK, a.RK, p, sum)
+			d, typ := valueBytes(e.Properties[p])
+			sum := digest(d)
 			ctype := ContentTypeBinary
 			if typ == storeadapter.EdmString {
 				ctype = ContentTypeString
 			}
-			etag, err := blobs.Put(ctx, name, data, storeadapter.PutOptions{ContentType: ctype})
+			data[p] = d
+			refs[p] = Ref{V: RefVersion, Container: container, Name: BlobName(prefix, a.Table, a.PK, a.RK, p, sum), Length: int64(len(d)),
+				ContentType: ctype, SHA256: sum, ETag: etagStandIn, Type: typ.String(), Mode: ModeOffload}
+			setRef(next, p, refs[p])
+		}
+		props, err = fitOffload(a, tc, e, next, props, &res)
+		if err != nil {
+			return res, err
+		}
+		if len(props) == 0 {
+			return res, nil
+		}
+		var previous []Ref
+		kept := 0
+		for _, p := range props {
+			ref := refs[p]
+			etag, err := blobs.Put(ctx, ref.Name, data[p], storeadapter.PutOptions{ContentType: ref.ContentType})
 			if err != nil {
-				return res, missingContainer(fmt.Errorf("blobsync: put %s/%s: %w", container, name, err), containerField, container)
+				return res, missingContainer(fmt.Errorf("blobsync: put %s/%s: %w", container, ref.Name, err), containerField, container)
 			}
-			if old, ok, _ := RefOf(e, p); ok && old.Mode == ModeOffload && (old.Container != container || old.Name != name) {
-				previous = append(previous, old)
+			ref.ETag = etag
+			setRef(next, p, ref)
+			if old, ok, _ := RefOf(e, p); ok {
+				w.sortPrevious(a.Table, a.PK, a.RK, p, old, ref, &previous, &kept)
 			}
-			delete(next.Properties, p)
-			next.Properties[RefPrefix+p] = Ref{V: RefVersion, Container: container, Name: name, Length: int64(len(data)),
-				ContentType: ctype, SHA256: sum, ETag: etag, Type: typ.String(), Mode: ModeOffload}.String()
+		}
+		if err := storeadapter.ValidateEntity(next); err != nil {
+			return res, jobs.Permanentf("%s: offloading %s would make entity %s/%s invalid: %w", offloadField(a, tc), strings.Join(props, ", "), a.PK, a.RK, err)
 		}
 		lost, err := w.replace(ctx, a.Table, next, e.ETag)
 		if err != nil {
@@ -370,29 +453,116 @@ func (w *Worker) offload(ctx context.Context, a Args) (Result, error) {
 			continue
 		}
 		res.Properties = props
+		res.PreviousKept += kept
 		return res, w.deletePrevious(ctx, &res, previous)
 	}
 	return res, fmt.Errorf("blobsync: %s %s/%s %w", a.Table, a.PK, a.RK, errKeptChanging)
 }
 
+// etagStandIn stands for a reference's ETag while the entity is checked
+// before the put: longer than Azure's (about 20 characters, quoted).
+var etagStandIn = `"` + strings.Repeat("0", 62) + `"`
+
+// setRef replaces property p of e by its reference.
+func setRef(e storeadapter.Entity, p string, ref Ref) {
+	delete(e.Properties, p)
+	e.Properties[RefPrefix+p] = ref.String()
+}
+
+// offloadField names what chose an offload's properties: args.property,
+// or the table's config entry.
+func offloadField(a Args, tc *TableConfig) string {
+	if a.Property != "" || tc == nil {
+		return "args.property"
+	}
+	return fmt.Sprintf("blobsync.tables[%s].properties", tc.Table)
+}
+
+// fitOffload checks next, the entity an offload of props would write
+// (e with each of props replaced by its reference), against Azure's
+// entity rules before anything is written. A reference can be larger than
+// the value it replaces (a short declared property), so near 1 MiB the
+// replace would be refused: a property named by args.property is then a
+// permanent error naming it; of properties chosen by the config, those
+// whose reference is larger than their value are put back in next,
+// skipped and reported in res.Skipped, and the rest (which only shrink the
+// entity) go on. It returns the properties to offload.
+func fitOffload(a Args, tc *TableConfig, e, next storeadapter.Entity, props []string, res *Result) ([]string, error) {
+	err := storeadapter.ValidateEntity(next)
+	if err == nil {
+		return props, nil
+	}
+	if !errors.Is(err, storeadapter.ErrTooLarge) || a.Property != "" {
+		return nil, jobs.Permanentf("%s: offloading %s would make entity %s/%s invalid (a reference can be larger than a short value): %w",
+			offloadField(a, tc), strings.Join(props, ", "), a.PK, a.RK, err)
+	}
+	var keep []string
+	for _, p := range props {
+		refSize, valSize := propertySize(RefPrefix+p, next.Properties[RefPrefix+p]), propertySize(p, e.Properties[p])
+		if refSize > valSize {
+			delete(next.Properties, RefPrefix+p)
+			next.Properties[p] = e.Properties[p]
+			res.Skipped = append(res.Skipped, fmt.Sprintf("%s (its reference, %d bytes, is larger than its value, %d bytes, and the entity would pass %d bytes)",
+				p, refSize, valSize, storeadapter.MaxEntityBytes))
+			continue
+		}
+		keep = append(keep, p)
+	}
+	if err := storeadapter.ValidateEntity(next); err != nil {
+		return nil, jobs.Permanentf("%s: offloading %s would make entity %s/%s invalid: %w", offloadField(a, tc), strings.Join(keep, ", "), a.PK, a.RK, err)
+	}
+	return keep, nil
+}
+
+// propertySize is the size one property adds to an entity as Azure counts
+// it against the 1 MiB limit.
+func propertySize(name string, v any) int {
+	return storeadapter.EntitySize(storeadapter.Entity{Properties: map[string]any{name: v}}) - storeadapter.EntitySize(storeadapter.Entity{})
+}
+
+// sortPrevious files the reference old, which an entity held for p before
+// this job replaced it by cur, as a blob to delete after the replace (into
+// previous) or one to leave (kept). Only a blob blobsync owns for this
+// very property is deleted: a reference of mode offload whose name, parsed
+// with the prefix in force for its container, is the managed name of
+// (table, pk, rk, p), and which is not the blob cur names. Any other
+// previous reference is left alone: an attached blob is the
+// application's, and a reference copied from another entity (the
+// application copied the entity to a new key, or the archive moved it)
+// names that entity's blob, which the other entity may still reference.
+func (w *Worker) sortPrevious(table, pk, rk, p string, old, cur Ref, previous *[]Ref, kept *int) {
+	if old.Container == cur.Container && old.Name == cur.Name {
+		return // the same blob: nothing was replaced
+	}
+	m, ok := ParseBlobName(w.cfg.prefixFor(table, old.Container), old.Name)
+	if old.Mode == ModeOffload && ok && strings.EqualFold(m.Table, table) && m.PK == pk && m.RK == rk && m.Property == p {
+		*previous = append(*previous, old)
+		return
+	}
+	*kept++
+}
+
 // pick returns the properties an offload moves now, sorted: args.property,
-// or the table's declared properties and those over its offloadOver.
-func pick(e storeadapter.Entity, a Args, tc *TableConfig) ([]string, error) {
+// or the table's declared properties and those over its offloadOver. A
+// property over offloadOver whose name is too long for a TkBlob_
+// reference is skipped and reported (skipped), not an error: the others
+// still move.
+func pick(e storeadapter.Entity, a Args, tc *TableConfig) (props, skipped []string, err error) {
 	if a.Property != "" {
 		v, ok := e.Properties[a.Property]
 		if !ok {
 			if _, has := e.Properties[RefPrefix+a.Property]; has {
-				return nil, nil // offloaded already
+				return nil, nil, nil // offloaded already
 			}
-			return nil, jobs.Permanentf("args.property: property %s does not exist in %s %s/%s", a.Property, a.Table, a.PK, a.RK)
+			return nil, nil, jobs.Permanentf("args.property: property %s does not exist in %s %s/%s", a.Property, a.Table, a.PK, a.RK)
 		}
 		if _, ok := movable(v); !ok {
-			return nil, jobs.Permanentf("args.property: %s is %s: only Edm.String and Edm.Binary properties can be offloaded", a.Property, typeName(v))
+			return nil, nil, jobs.Permanentf("args.property: %s is %s: only Edm.String and Edm.Binary properties can be offloaded", a.Property, typeName(v))
 		}
-		return []string{a.Property}, nil
+		return []string{a.Property}, nil, nil
 	}
 	if tc == nil {
-		return nil, jobs.Permanentf("args.property: is required: table %s has no blobsync.tables entry declaring properties", a.Table)
+		return nil, nil, jobs.Permanentf("args.property: is required: table %s has no blobsync.tables entry declaring properties", a.Table)
 	}
 	var out []string
 	for _, p := range tc.Properties {
@@ -401,20 +571,27 @@ func pick(e storeadapter.Entity, a Args, tc *TableConfig) ([]string, error) {
 			continue
 		}
 		if _, ok := movable(v); !ok {
-			return nil, jobs.Permanentf("blobsync.tables[%s].properties: %s is %s in %s/%s: only Edm.String and Edm.Binary properties can be offloaded",
+			return nil, nil, jobs.Permanentf("blobsync.tables[%s].properties: %s is %s in %s/%s: only Edm.String and Edm.Binary properties can be offloaded",
 				tc.Table, p, typeName(v), a.PK, a.RK)
 		}
 		out = append(out, p)
 	}
 	if tc.OffloadOver > 0 {
 		for p, v := range e.Properties {
-			if n, ok := movable(v); ok && n > tc.OffloadOver && !strings.HasPrefix(p, RefPrefix) && !slices.Contains(out, p) {
-				out = append(out, p)
+			n, ok := movable(v)
+			if !ok || n <= tc.OffloadOver || strings.HasPrefix(p, RefPrefix) || slices.Contains(out, p) {
+				continue
 			}
+			if err := checkProperty(p); err != nil {
+				skipped = append(skipped, fmt.Sprintf("%s (over offloadOver, but %v)", p, err))
+				continue
+			}
+			out = append(out, p)
 		}
 	}
 	slices.Sort(out)
-	return out, nil
+	slices.Sort(skipped)
+	return out, skipped, nil
 }
 
 // movable reports whether a value can live in a blob (String or Binary)
@@ -457,13 +634,19 @@ func (w *Worker) deletePrevious(ctx context.Context, res *Result, previous []Ref
 // attach is the attach mode (see Worker).
 func (w *Worker) attach(ctx context.Context, a Args) (Result, error) {
 	res := Result{Mode: ModeAttach}
+	if p, ok := w.cfg.managedIn(a.Container, a.Blob); ok {
+		return res, jobs.Permanentf("args.blob: %s is a name of blobsync's managed layout (%s<table>/<pk>/<rk>/<property>/<sha256>) in container %s: "+
+			"blobsync deletes such blobs when their own entity's property moves on, so they cannot be attached; copy the blob to a name of your own",
+			a.Blob, p, a.Container)
+	}
 	blobs := w.store.Container(a.Container)
 	// previous are the offloaded blobs the entity named before a replace
 	// of this run succeeded; a later round may replace the run's own
 	// reference, so they are kept across rounds.
 	var previous []Ref
+	kept := 0
 	for round := 0; round < w.cfg.MaxConflicts; round++ {
-		h, err := hashBlob(ctx, blobs, a.Blob, nil)
+		h, err := hashBlob(ctx, blobs, a.Blob, nil, -1)
 		switch {
 		case errors.Is(err, storeadapter.ErrContainerNotFound):
 			return res, jobs.Permanentf("args.container: container %s does not exist", a.Container)
@@ -477,12 +660,17 @@ func (w *Worker) attach(ctx context.Context, a Args) (Result, error) {
 			return res, err
 		}
 		cur, hasRef, _ := RefOf(e, a.Property)
-		_, inline := e.Properties[a.Property]
+		v, inline := e.Properties[a.Property]
+		if _, ok := movable(v); inline && !ok {
+			return res, jobs.Permanentf("args.property: %s is %s in %s %s/%s: only an Edm.String or Edm.Binary property can be replaced by a blob reference",
+				a.Property, typeName(v), a.Table, a.PK, a.RK)
+		}
 		if hasRef && !inline && cur.Container == a.Container && cur.Name == a.Blob && sameETag(cur.ETag, h.props.ETag) && cur.SHA256 == h.sum {
 			res.Already = len(previous) == 0 // else this run attached it in an earlier round
 			if !res.Already {
 				res.Properties = []string{a.Property}
 			}
+			res.PreviousKept += kept
 			return res, w.deletePrevious(ctx, &res, previous)
 		}
 		typ := storeadapter.EdmBinary.String()
@@ -494,9 +682,12 @@ func (w *Worker) attach(ctx context.Context, a Args) (Result, error) {
 			typ = cur.Type
 		}
 		next := e.Clone()
-		delete(next.Properties, a.Property)
-		next.Properties[RefPrefix+a.Property] = Ref{V: RefVersion, Container: a.Container, Name: a.Blob, Length: h.length,
-			ContentType: h.props.ContentType, SHA256: h.sum, ETag: h.props.ETag, Type: typ, Mode: ModeAttach}.String()
+		ref := Ref{V: RefVersion, Container: a.Container, Name: a.Blob, Length: h.length,
+			ContentType: h.props.ContentType, SHA256: h.sum, ETag: h.props.ETag, Type: typ, Mode: ModeAttach}
+		setRef(next, a.Property, ref)
+		if err := storeadapter.ValidateEntity(next); err != nil {
+			return res, jobs.Permanentf("args.property: attaching %s would make entity %s/%s invalid: %w", a.Property, a.PK, a.RK, err)
+		}
 		lost, err := w.replace(ctx, a.Table, next, e.ETag)
 		if err != nil {
 			return res, err
@@ -505,8 +696,8 @@ func (w *Worker) attach(ctx context.Context, a Args) (Result, error) {
 			res.Rounds++
 			continue
 		}
-		if hasRef && cur.Mode == ModeOffload && (cur.Container != a.Container || cur.Name != a.Blob) {
-			previous = append(previous, cur)
+		if hasRef {
+			w.sortPrevious(a.Table, a.PK, a.RK, a.Property, cur, ref, &previous, &kept)
 		}
 		now, err := blobs.Properties(ctx, a.Blob)
 		if err != nil && !errors.Is(err, storeadapter.ErrNotFound) {
@@ -517,6 +708,7 @@ func (w *Worker) attach(ctx context.Context, a Args) (Result, error) {
 			continue
 		}
 		res.Properties = []string{a.Property}
+		res.PreviousKept += kept
 		return res, w.deletePrevious(ctx, &res, previous)
 	}
 	return res, fmt.Errorf("blobsync: %s %s/%s or blob %s/%s %w", a.Table, a.PK, a.RK, a.Container, a.Blob, errKeptChanging)
