@@ -5,6 +5,7 @@ import (
 
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/archive"
+	"github.com/tablekeeper/tablekeeper/jobs/blobsync"
 	"github.com/tablekeeper/tablekeeper/jobs/export"
 	"github.com/tablekeeper/tablekeeper/jobs/index"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
@@ -16,6 +17,7 @@ var kinds = []kind{
 	define[archive.Args](func(c *Config) *archive.Config { return &c.Archive }, archive.New),
 	define[index.Args](func(c *Config) *index.Config { return &c.Index }, index.New),
 	define[export.Args](func(c *Config) *export.Config { return &c.Export }, export.New),
+	define[blobsync.Args](func(c *Config) *blobsync.Config { return &c.Blobsync }, blobsync.New),
 }
 
 // Config holds one section per kind of the worker's config file; each
@@ -27,6 +29,9 @@ type Config struct {
 	Index index.Config `json:"index"`
 	// Export configures the "export" kind.
 	Export export.Config `json:"export"`
+	// Blobsync configures the "blobsync" kind: offload declarations per
+	// table and the reconcile's grace period.
+	Blobsync blobsync.Config `json:"blobsync"`
 }
 
 // Validate fills every section's defaults and checks it; each error names

@@ -1,0 +1,164 @@
+package blobsync
+
+import (
+	"cmp"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tablekeeper/tablekeeper/jobs"
+	"github.com/tablekeeper/tablekeeper/storeadapter"
+)
+
+// Defaults and bounds of Config.
+const (
+	DefaultCheckpointTable = "TablekeeperCheckpoints"
+	DefaultGrace           = 24 * time.Hour
+	DefaultMaxConflicts    = 5
+	MaxMaxConflicts        = 100
+	// MaxGrace bounds the grace period: an orphan is collected at most
+	// this long after it was left.
+	MaxGrace = 365 * 24 * time.Hour
+)
+
+// Config is the "blobsync" section of the worker's config file. Zero
+// fields take the documented defaults.
+type Config struct {
+	// Tables declares, per table, where its offloaded properties go and
+	// which properties an offload without args.property moves.
+	Tables []TableConfig `json:"tables,omitempty"`
+	// Grace is how old a blob in the managed layout must be (by its
+	// LastModified) before reconcile may delete it as an orphan. Default
+	// 24h; at least MaxRunTime (an offload writes its blob before its
+	// entity and runs at most MaxRunTime, so a younger unreferenced blob
+	// may belong to an offload still running), at most 365 days.
+	Grace jobs.Duration `json:"grace,omitempty"`
+	// OnMissing is what reconcile does with a reference whose blob is
+	// gone: "report" (default: count it and name it in the result) or
+	// "clear" (remove the reference from the entity, If-Match).
+	OnMissing string `json:"onMissing,omitempty"`
+	// MaxConflicts bounds the rounds of one entity write lost to other
+	// writers (the entity changed between read and replace) before the job
+	// is retried later. Default 5, 1–100.
+	MaxConflicts int `json:"maxConflicts,omitempty"`
+	// MaxRunTime is how long one blobsync job may run before its context
+	// is cancelled and it is retried (reconcile resumes from its
+	// checkpoint). Default jobs.DefaultMaxRunTime (30m), 1s–24h.
+	MaxRunTime jobs.Duration `json:"maxRunTime,omitempty"`
+	// CheckpointTable keeps the positions of reconciles across
+	// redeliveries. Default "TablekeeperCheckpoints"; a valid table name.
+	CheckpointTable string `json:"checkpointTable,omitempty"`
+	// PageSize is the number of entities reconcile reads per query page
+	// (and checkpoints after). Default and maximum 1000.
+	PageSize int `json:"pageSize,omitempty"`
+}
+
+// TableConfig is the offload declaration of one table.
+type TableConfig struct {
+	// Table is the table's name.
+	Table string `json:"table"`
+	// Container receives the table's offloaded properties (when the
+	// offload's args name no container).
+	Container string `json:"container"`
+	// Prefix, optional, goes before the managed blob names:
+	// <prefix>/<table>/<pk>/<rk>/<property>/<sha256>. No "." or ".."
+	// segments.
+	Prefix string `json:"prefix,omitempty"`
+	// Properties are offloaded by every offload of the table that names
+	// no property (when the entity has them).
+	Properties []string `json:"properties,omitempty"`
+	// OffloadOver, when above 0, also offloads every String or Binary
+	// property larger than this many bytes (UTF-8 bytes of a string, the
+	// bytes of a binary: what the blob holds).
+	OffloadOver int64 `json:"offloadOver,omitempty"`
+}
+
+// Validate fills the defaults and checks each field, naming it and its
+// rule. It never panics.
+func (c *Config) Validate() error {
+	c.CheckpointTable = cmp.Or(c.CheckpointTable, DefaultCheckpointTable)
+	c.MaxConflicts = cmp.Or(c.MaxConflicts, DefaultMaxConflicts)
+	c.MaxRunTime = cmp.Or(c.MaxRunTime, jobs.Duration(jobs.DefaultMaxRunTime))
+	c.Grace = cmp.Or(c.Grace, jobs.Duration(DefaultGrace))
+	c.OnMissing = cmp.Or(c.OnMissing, OnMissingReport)
+	c.PageSize = cmp.Or(c.PageSize, storeadapter.MaxPageSize)
+	if err := storeadapter.ValidateTableName(c.CheckpointTable); err != nil {
+		return fmt.Errorf("blobsync.checkpointTable: %w", err)
+	}
+	if c.MaxConflicts < 1 || c.MaxConflicts > MaxMaxConflicts {
+		return fmt.Errorf("blobsync.maxConflicts: must be 1-%d, got %d", MaxMaxConflicts, c.MaxConflicts)
+	}
+	if d := time.Duration(c.MaxRunTime); d < time.Second || d > 24*time.Hour {
+		return fmt.Errorf("blobsync.maxRunTime: must be 1s-24h, got %v", d)
+	}
+	if err := checkGrace(time.Duration(c.Grace), time.Duration(c.MaxRunTime)); err != nil {
+		return fmt.Errorf("blobsync.grace: %w", err)
+	}
+	if err := checkOnMissing(c.OnMissing); err != nil {
+		return fmt.Errorf("blobsync.onMissing: %w", err)
+	}
+	if c.PageSize < 1 || c.PageSize > storeadapter.MaxPageSize {
+		return fmt.Errorf("blobsync.pageSize: must be 1-%d, got %d", storeadapter.MaxPageSize, c.PageSize)
+	}
+	seen := map[string]bool{}
+	for i, tc := range c.Tables {
+		at := fmt.Sprintf("blobsync.tables[%d]", i)
+		if err := storeadapter.ValidateTableName(tc.Table); err != nil {
+			return fmt.Errorf("%s.table: %w", at, err)
+		}
+		if low := strings.ToLower(tc.Table); seen[low] {
+			return fmt.Errorf("%s.table: %s is declared twice (table names ignore case)", at, tc.Table)
+		} else {
+			seen[low] = true
+		}
+		if err := storeadapter.ValidateContainerName(tc.Container); err != nil {
+			return fmt.Errorf("%s.container: %w", at, err)
+		}
+		if _, err := cleanPrefix(tc.Prefix); err != nil {
+			return fmt.Errorf("%s.prefix: %w", at, err)
+		}
+		props := map[string]bool{}
+		for j, p := range tc.Properties {
+			if err := checkProperty(p); err != nil {
+				return fmt.Errorf("%s.properties[%d]: %w", at, j, err)
+			}
+			if props[p] {
+				return fmt.Errorf("%s.properties[%d]: %s is listed twice", at, j, p)
+			}
+			props[p] = true
+		}
+		if tc.OffloadOver < 0 {
+			return fmt.Errorf("%s.offloadOver: must be 0 (off) or a number of bytes, got %d", at, tc.OffloadOver)
+		}
+	}
+	return nil
+}
+
+// table returns the declaration of a table, nil when it has none.
+func (c *Config) table(name string) *TableConfig {
+	for i := range c.Tables {
+		if strings.EqualFold(c.Tables[i].Table, name) {
+			return &c.Tables[i]
+		}
+	}
+	return nil
+}
+
+// checkGrace applies the sanity bound of a grace period.
+func checkGrace(grace, maxRunTime time.Duration) error {
+	switch {
+	case grace < maxRunTime:
+		return fmt.Errorf("must be at least the blobsync maxRunTime (%v): a younger unreferenced blob may belong to an offload still running, got %v", maxRunTime, grace)
+	case grace > MaxGrace:
+		return fmt.Errorf("must be at most %v, got %v", MaxGrace, grace)
+	}
+	return nil
+}
+
+// checkOnMissing checks an onMissing value.
+func checkOnMissing(s string) error {
+	if s != OnMissingReport && s != OnMissingClear {
+		return fmt.Errorf("must be %q or %q, got %q", OnMissingReport, OnMissingClear, s)
+	}
+	return nil
+}

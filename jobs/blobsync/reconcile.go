@@ -1,0 +1,354 @@
+package blobsync
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/tablekeeper/tablekeeper/jobs"
+	"github.com/tablekeeper/tablekeeper/storeadapter"
+)
+
+// CheckpointStep names a reconcile's checkpoint (the RowKey under the
+// operation id in Config.CheckpointTable).
+const CheckpointStep = "blobsync"
+
+// Position is a reconcile's checkpoint: the phase (1 the table, 2 the
+// container) and the continuation token or marker of the page to read
+// next ("" at the phase's start).
+type Position struct {
+	Phase int    `json:"phase"`
+	Token string `json:"token,omitempty"`
+}
+
+// reconciler is one run of a reconcile.
+type reconciler struct {
+	w         *Worker
+	a         Args
+	c         *ReconcileCounts
+	blobs     storeadapter.Blobs
+	prefix    string
+	grace     time.Duration
+	onMissing string
+}
+
+// reconcile is the reconcile mode (see Worker).
+func (w *Worker) reconcile(ctx context.Context, opID string, a Args) (Result, error) {
+	res := Result{Mode: ModeReconcile}
+	grace := time.Duration(w.cfg.Grace)
+	if a.Grace != nil {
+		grace = time.Duration(*a.Grace)
+	}
+	if err := checkGrace(grace, time.Duration(w.cfg.MaxRunTime)); err != nil {
+		return res, jobs.Permanentf("args.grace: %w", err)
+	}
+	prefix, _ := cleanPrefix(a.Prefix) // validated with the args
+	if tc := w.cfg.table(a.Table); a.Prefix == "" && tc != nil && tc.Container == a.Container {
+		prefix, _ = cleanPrefix(tc.Prefix)
+	}
+	r := &reconciler{w: w, a: a, c: &res.Reconcile, blobs: w.store.Container(a.Container), prefix: prefix,
+		grace: grace, onMissing: cmp.Or(a.OnMissing, w.cfg.OnMissing)}
+
+	pos, err := w.loadPosition(ctx, opID)
+	if err != nil {
+		return res, err
+	}
+	if pos.Phase <= 1 {
+		if err := r.table(ctx, opID, pos.Token); err != nil {
+			return res, err
+		}
+		pos = Position{Phase: 2}
+	}
+	if err := r.container(ctx, opID, pos.Token); err != nil {
+		return res, err
+	}
+	if err := w.checkpoints.Clear(ctx, opID, CheckpointStep); err != nil {
+		return res, fmt.Errorf("blobsync: %w", err)
+	}
+	if res.Reconcile.Unsettled > 0 {
+		return res, fmt.Errorf("blobsync: reconcile %s: %d entities %w", a.Table, res.Reconcile.Unsettled, errKeptChanging)
+	}
+	return res, nil
+}
+
+// loadPosition returns a reconcile's checkpoint (phase 1 from the start
+// when there is none).
+func (w *Worker) loadPosition(ctx context.Context, opID string) (Position, error) {
+	tok, err := w.checkpoints.Load(ctx, opID, CheckpointStep)
+	if err != nil {
+		return Position{}, fmt.Errorf("blobsync: %w", err)
+	}
+	pos := Position{Phase: 1}
+	if tok != "" {
+		if err := json.Unmarshal([]byte(tok), &pos); err != nil || pos.Phase < 1 || pos.Phase > 2 {
+			return Position{Phase: 1}, nil // not ours (an older layout): start over, every step is idempotent
+		}
+	}
+	return pos, nil
+}
+
+func (w *Worker) savePosition(ctx context.Context, opID string, pos Position) error {
+	b, _ := json.Marshal(pos)
+	if err := w.checkpoints.Save(ctx, opID, CheckpointStep, string(b)); err != nil {
+		return fmt.Errorf("blobsync: %w", err)
+	}
+	return nil
+}
+
+// problem records a finding, up to MaxProblems.
+func (c *ReconcileCounts) problem(format string, args ...any) {
+	if len(c.Problems) < MaxProblems {
+		c.Problems = append(c.Problems, fmt.Sprintf(format, args...))
+	}
+}
+
+// table is phase 1: every reference of the table's (or partition's)
+// entities into the container.
+func (r *reconciler) table(ctx context.Context, opID, token string) error {
+	t := r.w.store.Tables()
+	q := storeadapter.Query{Top: r.w.cfg.PageSize, Continuation: token}
+	if r.a.PK != "" {
+		q.Filter = storeadapter.PartitionEquals(r.a.PK)
+	}
+	for {
+		page, err := t.Query(ctx, r.a.Table, q)
+		if errors.Is(err, storeadapter.ErrTableNotFound) {
+			return jobs.Permanentf("args.table: table %s does not exist", r.a.Table)
+		}
+		if err != nil {
+			return fmt.Errorf("blobsync: query %s: %w", r.a.Table, err)
+		}
+		for _, e := range page.Entities {
+			if err := r.entity(ctx, e); err != nil {
+				return err
+			}
+		}
+		if page.Next == "" {
+			return r.w.savePosition(ctx, opID, Position{Phase: 2})
+		}
+		q.Continuation = page.Next
+		if err := r.w.savePosition(ctx, opID, Position{Phase: 1, Token: page.Next}); err != nil {
+			return err
+		}
+	}
+}
+
+// entity checks one entity's references and writes its repairs in one
+// replace If-Match; a lost write reads it again and checks again.
+func (r *reconciler) entity(ctx context.Context, e storeadapter.Entity) error {
+	for round := 1; ; round++ {
+		var found ReconcileCounts
+		next, changed, err := r.check(ctx, e, &found)
+		if err != nil {
+			return err
+		}
+		if changed {
+			lost, err := r.w.replace(ctx, r.a.Table, next, e.ETag)
+			if err != nil {
+				return err
+			}
+			if lost {
+				if round == r.w.cfg.MaxConflicts {
+					r.c.Entities++
+					r.c.Unsettled++
+					r.c.problem("%s/%s: %v", e.PartitionKey, e.RowKey, errKeptChanging)
+					return nil
+				}
+				pk, rk := e.PartitionKey, e.RowKey
+				e, err = r.w.store.Tables().GetEntity(ctx, r.a.Table, pk, rk)
+				if errors.Is(err, storeadapter.ErrNotFound) {
+					return nil // deleted meanwhile: nothing references anything
+				}
+				if err != nil {
+					return fmt.Errorf("blobsync: read %s %s/%s: %w", r.a.Table, pk, rk, err)
+				}
+				continue
+			}
+		}
+		r.c.Entities++
+		r.c.add(found)
+		return nil
+	}
+}
+
+// add adds the counts and problems of one entity's check.
+func (c *ReconcileCounts) add(f ReconcileCounts) {
+	c.References += f.References
+	c.Foreign += f.Foreign
+	c.Invalid += f.Invalid
+	c.Missing += f.Missing
+	c.Cleared += f.Cleared
+	c.Refreshed += f.Refreshed
+	c.Corrupt += f.Corrupt
+	for _, p := range f.Problems {
+		c.problem("%s", p)
+	}
+}
+
+// check compares an entity's references into the container with their
+// blobs and returns the entity as it should be, counting into found.
+func (r *reconciler) check(ctx context.Context, e storeadapter.Entity, found *ReconcileCounts) (next storeadapter.Entity, changed bool, err error) {
+	next = e.Clone()
+	props := Refs(e)
+	slices.Sort(props)
+	for _, p := range props {
+		where := fmt.Sprintf("%s/%s %s", e.PartitionKey, e.RowKey, p)
+		ref, _, err := RefOf(e, p)
+		if err != nil {
+			found.Invalid++
+			found.problem("%s: %v", where, err)
+			continue
+		}
+		if ref.Container != r.a.Container {
+			found.Foreign++
+			continue
+		}
+		found.References++
+		props, err := r.blobs.Properties(ctx, ref.Name)
+		switch {
+		case errors.Is(err, storeadapter.ErrContainerNotFound):
+			return next, false, jobs.Permanentf("args.container: container %s does not exist", r.a.Container)
+		case errors.Is(err, storeadapter.ErrNotFound):
+			found.Missing++
+			if r.onMissing == OnMissingClear {
+				delete(next.Properties, RefPrefix+p)
+				found.Cleared++
+				changed = true
+			} else {
+				found.problem("%s: blob %s is missing", where, ref.Name)
+			}
+			continue
+		case err != nil:
+			return next, false, fmt.Errorf("blobsync: properties of %s/%s: %w", r.a.Container, ref.Name, err)
+		case sameETag(props.ETag, ref.ETag):
+			continue
+		}
+		h, err := hashBlob(ctx, r.blobs, ref.Name, nil)
+		switch {
+		case errors.Is(err, storeadapter.ErrNotFound):
+			continue // deleted since its properties were read: the next reconcile sees it missing
+		case err != nil:
+			return next, false, fmt.Errorf("blobsync: read %s/%s: %w", r.a.Container, ref.Name, err)
+		}
+		if ref.Mode == ModeOffload && h.sum != ref.SHA256 {
+			found.Corrupt++
+			found.problem("%s: blob %s holds content of SHA-256 %s, not the offloaded %s", where, ref.Name, h.sum, ref.SHA256)
+			continue
+		}
+		ref.ETag, ref.SHA256, ref.Length = h.props.ETag, h.sum, h.length
+		if ref.Mode == ModeAttach {
+			ref.ContentType = h.props.ContentType
+		}
+		next.Properties[RefPrefix+p] = ref.String()
+		found.Refreshed++
+		changed = true
+	}
+	return next, changed, nil
+}
+
+// container is phase 2: the managed blobs of the table (or partition)
+// older than the grace period that their entity does not name.
+func (r *reconciler) container(ctx context.Context, opID, marker string) error {
+	listPrefix := storeadapter.BlobNameSegment(r.a.Table) + "/"
+	if r.a.PK != "" {
+		listPrefix += storeadapter.BlobNameSegment(r.a.PK) + "/"
+	}
+	if r.prefix != "" {
+		listPrefix = r.prefix + "/" + listPrefix
+	}
+	for {
+		page, err := r.blobs.List(ctx, listPrefix, marker)
+		if errors.Is(err, storeadapter.ErrContainerNotFound) {
+			return jobs.Permanentf("args.container: container %s does not exist", r.a.Container)
+		}
+		if err != nil {
+			return fmt.Errorf("blobsync: list %s/%s: %w", r.a.Container, listPrefix, err)
+		}
+		// The entities are read after the page was listed, never from an
+		// earlier page: that order is what makes a blob old enough to list
+		// as collectable safe to delete (see Worker).
+		cache := entityCache{r: r}
+		now := r.w.now()
+		for _, b := range page.Blobs {
+			if err := r.blob(ctx, b, now, &cache); err != nil {
+				return err
+			}
+		}
+		if page.Next == "" {
+			return nil
+		}
+		marker = page.Next
+		if err := r.w.savePosition(ctx, opID, Position{Phase: 2, Token: marker}); err != nil {
+			return err
+		}
+	}
+}
+
+// blob collects one listed blob if it is an old orphan.
+func (r *reconciler) blob(ctx context.Context, b storeadapter.BlobProps, now time.Time, cache *entityCache) error {
+	r.c.Blobs++
+	m, ok := ParseBlobName(r.prefix, b.Name)
+	if !ok || m.Table != r.a.Table {
+		r.c.Unparsed++
+		return nil
+	}
+	if now.Sub(b.LastModified) < r.grace {
+		r.c.Young++
+		return nil
+	}
+	e, exists, err := cache.get(ctx, m.PK, m.RK)
+	if err != nil {
+		return err
+	}
+	if exists {
+		ref, has, err := RefOf(e, m.Property)
+		if has && (err != nil || ref.Container == r.a.Container && ref.Name == b.Name) {
+			r.c.Kept++ // named by the entity (or by a reference that does not parse: kept to be safe)
+			return nil
+		}
+	}
+	err = r.blobs.Delete(ctx, b.Name, b.ETag)
+	switch {
+	case err == nil:
+		r.c.Orphans++
+	case errors.Is(err, storeadapter.ErrContainerNotFound):
+		return jobs.Permanentf("args.container: container %s does not exist", r.a.Container)
+	case errors.Is(err, storeadapter.ErrNotFound), errors.Is(err, storeadapter.ErrPreconditionFailed):
+		r.c.Raced++ // gone, or written again since it was listed: not an orphan to delete now
+	default:
+		return fmt.Errorf("blobsync: delete %s/%s: %w", r.a.Container, b.Name, err)
+	}
+	return nil
+}
+
+// entityCache holds the last entity phase 2 read: the blobs of one entity
+// are adjacent in a listing.
+type entityCache struct {
+	r      *reconciler
+	pk, rk string
+	valid  bool
+	e      storeadapter.Entity
+	exists bool
+}
+
+func (c *entityCache) get(ctx context.Context, pk, rk string) (storeadapter.Entity, bool, error) {
+	if c.valid && c.pk == pk && c.rk == rk {
+		return c.e, c.exists, nil
+	}
+	e, err := c.r.w.store.Tables().GetEntity(ctx, c.r.a.Table, pk, rk)
+	switch {
+	case errors.Is(err, storeadapter.ErrTableNotFound):
+		return e, false, jobs.Permanentf("args.table: table %s does not exist", c.r.a.Table)
+	case errors.Is(err, storeadapter.ErrNotFound):
+		c.pk, c.rk, c.valid, c.e, c.exists = pk, rk, true, storeadapter.Entity{}, false
+	case err != nil:
+		return e, false, fmt.Errorf("blobsync: read %s %s/%s: %w", c.r.a.Table, pk, rk, err)
+	default:
+		c.pk, c.rk, c.valid, c.e, c.exists = pk, rk, true, e, true
+	}
+	return c.e, c.exists, nil
+}
