@@ -398,18 +398,7 @@ var indexLineFields = strings.NewReplacer(
 // registry (the envelope, then the kind's own strict args parser and
 // Validate). Its errors name the args field ("args.pk").
 func indexMessage(ctx context.Context, reg *jobs.Registry, id string, a index.Args) (string, error) {
-	raw, err := json.Marshal(a)
-	if err != nil {
-		return "", err
-	}
-	text, err := jobs.Encode(jobs.Envelope{V: 1, ID: id, Kind: index.Kind, Args: raw})
-	if err != nil {
-		return "", err
-	}
-	if _, err := reg.Decode(ctx, storeadapter.Message{Text: text}); err != nil {
-		return "", err
-	}
-	return text, nil
+	return kindMessage(ctx, reg, id, a)
 }
 
 // indexReconcile enqueues index reconciles: one entity's from flags, or

@@ -12,6 +12,14 @@
 //	archive         enqueue one archive move: -table T (-to A | -to-blob container/prefix)
 //	                -pk P (-rk R | -rk-from A [-rk-to B]) [-id ID]
 //	raw             enqueue envelopes read as JSON lines from stdin or -file
+//	blobsync offload   enqueue the offload of an entity's large properties to blobs:
+//	                -table T -pk P -rk R [-property NAME] [-container C] [-id ID]
+//	blobsync attach    enqueue linking an application's blob to its entity:
+//	                -table T -pk P -rk R -property NAME -container C -blob NAME [-id ID]
+//	blobsync reconcile enqueue the repair of a table against a container: -table T [-pk P]
+//	                -container C [-prefix X] [-grace D] [-on-missing report|clear] [-id ID]
+//	blobsync get    print an entity with its blob properties read back and verified:
+//	                -table T -pk P -rk R (exit status 1 on a mismatch)
 //	index lookup    print the keys (-entities: the entities) an index lists under a value:
 //	                -table T -index NAME -value V [-type TYPE] [-pk P] [-entities]
 //	index reconcile enqueue index reconciles: -table T -pk P -rk R [-id ID], or keys
@@ -110,6 +118,14 @@ commands:
   archive         enqueue one archive move:
                     -table T (-to A | -to-blob container/prefix) -pk P (-rk R | -rk-from A [-rk-to B]) [-id ID]
   raw             enqueue envelopes read as JSON lines from stdin or -file [-concurrency N]
+  blobsync offload   enqueue the offload of an entity's large properties to blobs:
+                    -table T -pk P -rk R [-property NAME] [-container C] [-id ID]
+  blobsync attach    enqueue linking an application's blob to its entity:
+                    -table T -pk P -rk R -property NAME -container C -blob NAME [-id ID]
+  blobsync reconcile enqueue the repair of a table (or partition) against a container:
+                    -table T [-pk P] -container C [-prefix X] [-grace D] [-on-missing report|clear] [-id ID]
+  blobsync get    print an entity with its offloaded properties read back and checked against their
+                    SHA-256 (exit 1 on a mismatch): -table T -pk P -rk R
   index lookup    print the keys (-entities: the entities) an index lists under a value:
                     -table T -index NAME -value V [-type TYPE] [-pk P] [-entities] [-config FILE]
   index reconcile enqueue the reconcile of one entity's indexes: -table T -pk P -rk R [-id ID]; or of
@@ -160,6 +176,8 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 		name, err = m.runPoison(ctx, rest)
 	case "index":
 		name, err = m.runIndex(ctx, rest)
+	case "blobsync":
+		name, err = m.runBlobsync(ctx, rest)
 	case "stats":
 		err = m.runStats(ctx, rest)
 	default:

@@ -626,6 +626,9 @@ func TestExportEmptyAndErrors(t *testing.T) {
 	if _, err := tableexport.Export(ctx, b.store.Tables(), tableexport.Source{Table: "Nosuch"}, b.options("op-notable")); !errors.Is(err, storeadapter.ErrTableNotFound) {
 		t.Errorf("export of a missing table = %v, want ErrTableNotFound", err)
 	}
+	if tok, err := (idempotent.Checkpoints{Tables: b.raw.Tables(), Table: "Checkpoints"}).Load(ctx, "op-notable", tableexport.DefaultStep); err != nil || tok != "" {
+		t.Errorf("export of a missing table left a checkpoint %q (%v)", tok, err)
+	}
 	pk, a, z := "p", "b", "a"
 	for _, c := range []struct {
 		src  tableexport.Source

@@ -94,7 +94,12 @@ func (c *cursor) next() { c.i++ }
 // nextPart writes or adopts the next part of the scan; ok is false when
 // the scan has no more rows.
 func (e *exporter) nextPart(ctx context.Context, cur *cursor) (p Part, ok bool, err error) {
-	if !e.saved { // the checkpoint exists before the first part
+	if !e.saved {
+		// The checkpoint exists before the first part; the first page,
+		// read before it, finds a missing table before anything is written.
+		if _, _, _, err := cur.peek(ctx); err != nil {
+			return p, false, err
+		}
 		if err := e.save(ctx); err != nil {
 			return p, false, err
 		}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/tablekeeper/tablekeeper/idempotent"
+	"github.com/tablekeeper/tablekeeper/idempotent/tableexport"
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
@@ -69,16 +71,16 @@ func (a Args) Validate() error {
 	if a.ToBlob == "" {
 		return nil
 	}
-	// The blob names must fit Azure's limits; the keys of a range's rows
-	// are not known yet, so its first bound stands in for them.
 	_, prefix, _ := a.blobTarget() // validated above
-	rk := "r"
-	if from, _ := a.rowRange(); a.RK != nil {
-		rk = *a.RK
-	} else if from != "" {
-		rk = from
+	if a.RK == nil {
+		// A range goes through the exporter: its names must fit.
+		if err := tableexport.ValidateNames(prefix, a.Table); err != nil {
+			return fmt.Errorf("args.toBlob: %w", err)
+		}
+		return nil
 	}
-	name := blobName(prefix, a.Table, *a.PK, rk)
+	// The blob name of the one entity must fit Azure's limits.
+	name := blobName(prefix, a.Table, *a.PK, *a.RK)
 	if err := storeadapter.ValidateBlobName(name); err != nil {
 		if len(name) > 60 {
 			name = name[:30] + "…" + name[len(name)-30:]
@@ -134,20 +136,13 @@ func (a Args) rowRange() (from, to string) {
 	return from, to
 }
 
-// blobTarget splits ToBlob, "container" or "container/prefix". The prefix
-// must not hold "." or ".." segments (Azure treats \ as /), which would
-// name blobs outside it.
+// blobTarget splits ToBlob, "container" or "container/prefix", with the
+// exporter's rules (tableexport.ParseTarget): the prefix must not hold "."
+// or ".." segments (Azure treats \ as /), which would name blobs outside
+// it.
 func (a Args) blobTarget() (container, prefix string, err error) {
-	container, prefix, _ = strings.Cut(a.ToBlob, "/")
-	if err := storeadapter.ValidateContainerName(container); err != nil {
-		return "", "", fieldErr("toBlob", err)
-	}
-	for _, seg := range strings.FieldsFunc(prefix, func(r rune) bool { return r == '/' || r == '\\' }) {
-		if seg == "." || seg == ".." {
-			return "", "", fmt.Errorf(`args.toBlob: %q: the prefix must not hold "." or ".." path segments`, a.ToBlob)
-		}
-	}
-	return container, strings.Trim(prefix, "/"), nil
+	container, prefix, err = tableexport.ParseTarget(a.ToBlob)
+	return container, prefix, fieldErr("toBlob", err)
 }
 
 // blobName is the blob an entity is archived to:
@@ -273,9 +268,55 @@ var errKeptChanging = errors.New("kept changing while being moved; retrying late
 // when the range is done; a crash after that rescans the range and finds
 // nothing left to move.
 //
-// A blob target runs the same protocol per entity: Put If-None-Match *,
-// then Get (content and the blob's ETag) and Put If-Match that ETag; the
-// source deletes of a range still go in transactions.
+// One entity to a blob runs the same protocol: Put If-None-Match *, then
+// Get (content and the blob's ETag) and Put If-Match that ETag, to the one
+// blob <prefix>/<table>/<pk>/<rk>.json.
+//
+// A RowKey range to blobs goes through the shared exporter
+// (tableexport.Export; its doc gives the part protocol) instead: JSON-lines
+// parts under <prefix>/<table>/YYYY/MM/DD/HHMM/, each line holding the
+// row's version and the ETag it was read with, and a manifest. A copy is
+// then never replaced: a committed part is immutable, and the archive is
+// the log of the versions it moved. The steps:
+//
+//  1. Load the range's export generation (checkpoint "archive-export-gen";
+//     none: 1) and run the export of that generation (checkpoint
+//     "archive-export", or "archive-export+gN" under the operation id
+//     "<id>+gN" for a later one), the container created on first use.
+//  2. For each part, once it is committed and checkpointed (AfterPart):
+//     stream it back and delete its rows from the source in transactions
+//     of up to 100, each If-Match the ETag in its line. When a transaction
+//     fails with 412 or 404 (it rolled back), one query reads the batch's
+//     key span: rows gone are done, rows still at the line's ETag are
+//     deleted again, rows whose ETag changed stay in the source.
+//  3. When a pass over the range ends having exported rows, another pass
+//     starts from the range's start (new parts, numbers continue): it
+//     exports the new versions of the rows that stayed and rows inserted
+//     behind the scan. At most MaxConflicts passes; a pass that finds
+//     nothing ends the export, which marks its checkpoint done and writes
+//     the manifest (none when nothing moved).
+//  4. One query of the range: rows left (they changed in every pass) save
+//     generation+1 and fail the job (transient) naming them, every other
+//     row moved; the redelivery runs a new export for them.
+//  5. (The runner) delete the message.
+//
+// Only a row whose exact version (ETag) sits in a committed, immutable part
+// is deleted, so nothing is lost; a row updated meanwhile keeps its new
+// version in the source until a pass exports it. Crash positions: before a
+// part's commit nothing of it is visible and the redelivery rewrites it
+// from the same start key. Between the commit and its checkpoint the
+// redelivery finds the part with its op and adopts it, and runs step 2 for
+// it; between the checkpoint and the end of step 2 the checkpoint names the
+// part as pending and the redelivery runs step 2 for it again (deletes of
+// rows already gone are no-ops). After the done mark the redelivery writes
+// (or finds) the manifest and goes to step 4; after step 4's save it starts
+// the new generation. Two movers: two deliveries of one operation commit
+// each part number once (If-None-Match *) and the other adopts it, so their
+// deletes name the same versions; movers of different operations over the
+// same rows (overlapping ranges, a duplicate message under another id)
+// write parts of their own, numbered in turn in a shared minute folder,
+// and each deletes only the versions its own parts hold: a row is deleted
+// once (the other's delete finds it gone) and may be archived in both.
 type Worker struct {
 	store       storeadapter.Store
 	checkpoints idempotent.Checkpoints
@@ -298,9 +339,12 @@ func (w *Worker) MaxRunTime() time.Duration { return time.Duration(w.cfg.MaxRunT
 func (w *Worker) Work(ctx context.Context, job *jobs.Job[Args]) error {
 	mv := w.mover(job.Args)
 	var err error
-	if job.Args.RK != nil {
+	switch {
+	case job.Args.RK != nil:
 		err = mv.one(ctx, *job.Args.RK, nil)
-	} else {
+	case job.Args.ToBlob != "":
+		err = mv.exportRange(ctx, job.ID)
+	default:
 		err = mv.rangeMove(ctx, job.ID)
 	}
 	if err == nil {
@@ -312,6 +356,11 @@ func (w *Worker) Work(ctx context.Context, job *jobs.Job[Args]) error {
 // result says what a finished move did, for the runner's "job done" line.
 func (m *mover) result() string {
 	switch {
+	case m.manifest != nil && m.manifest.Name == "":
+		return "no entity left in the range"
+	case m.manifest != nil:
+		return fmt.Sprintf("archived %d entities in %d parts to %s/%s (%d deleted by this run)",
+			m.manifest.Entities, len(m.manifest.Parts), m.manifest.Container, m.manifest.Name, m.moved)
 	case m.moved == 0 && m.args.RK != nil:
 		return "already done: the source is gone and " + m.target.String() + " holds the copy"
 	case m.moved == 0:
@@ -331,6 +380,8 @@ type mover struct {
 	target archiveTarget
 	// moved counts the source entities this run deleted after copying.
 	moved int
+	// manifest is the export of a range to blobs, once done.
+	manifest *tableexport.Manifest
 }
 
 func (w *Worker) mover(args Args) *mover {
@@ -814,4 +865,114 @@ func (bt blobTarget) has(ctx context.Context, pk, rk string) (bool, error) {
 		return false, nil
 	}
 	return err == nil, err
+}
+
+// Checkpoint steps of a range moved to blobs: the export's, and the
+// generation of the export (see exportRange).
+const (
+	exportStep     = "archive-export"
+	generationStep = "archive-export-gen"
+)
+
+// exportRange moves a RowKey range to blobs through the exporter (see
+// Worker): JSON-lines parts, each part's rows deleted from the source
+// If-Match the ETag in its line once the part is committed, passes from
+// the range's start until one finds nothing (at most MaxConflicts), then
+// one query for rows left.
+func (m *mover) exportRange(ctx context.Context, opID string) error {
+	container, prefix, _ := m.args.blobTarget() // validated
+	blobs := m.w.store.Container(container)
+	gen, err := m.generation(ctx, opID)
+	if err != nil {
+		return err
+	}
+	exportID, step := opID, exportStep
+	if gen > 1 {
+		// A later generation is a new export: its own parts, manifest
+		// and checkpoint ("+" never occurs in an operation id).
+		exportID, step = fmt.Sprintf("%s+g%d", opID, gen), fmt.Sprintf("%s+g%d", exportStep, gen)
+	}
+	man, err := tableexport.Export(ctx, m.w.store.Tables(), tableexport.Source{Table: m.args.Table, PK: m.args.PK, RKFrom: m.args.RKFrom, RKTo: m.args.RKTo},
+		tableexport.Options{
+			Blobs: blobs, Prefix: prefix, MaxPartBytes: m.w.cfg.MaxPartBytes, OpID: exportID,
+			Checkpoints: m.w.checkpoints, Step: step, Passes: m.rounds, CreateContainer: true, SkipEmptyManifest: true,
+			AfterPart: func(ctx context.Context, p tableexport.Part) error { return m.deletePart(ctx, blobs, p) },
+		})
+	switch {
+	case errors.Is(err, storeadapter.ErrTableNotFound):
+		return jobs.Permanentf("archive: source table %s does not exist", m.args.Table)
+	case err != nil:
+		return fmt.Errorf("archive: export to %s: %w", container, err)
+	}
+	m.manifest = &man
+	from, to := m.args.rowRange()
+	page, err := m.w.store.Tables().Query(ctx, m.args.Table, storeadapter.Query{Filter: storeadapter.RowRange(m.pk, from, to), Top: 11, Select: []string{"RowKey"}})
+	if err != nil {
+		return fmt.Errorf("archive: query %s: %w", m.args.Table, err)
+	}
+	if len(page.Entities) == 0 {
+		return nil
+	}
+	// Rows that changed in every pass: the next delivery starts a new
+	// generation of the export for them (this one is done and stays so).
+	if err := m.w.checkpoints.Save(ctx, opID, generationStep, strconv.Itoa(gen+1)); err != nil {
+		return fmt.Errorf("archive: %w", err)
+	}
+	rks := make([]string, len(page.Entities))
+	for i, e := range page.Entities {
+		rks[i] = e.RowKey
+	}
+	more := ""
+	if page.Next != "" || len(rks) > 10 {
+		more = " (and maybe more)"
+	}
+	return fmt.Errorf("archive: %s partition %q: %d passes moved every row they could, but rows %w%s: %s",
+		m.args.Table, m.pk, m.rounds, errKeptChanging, more, quoteKeys(rks, 10))
+}
+
+// generation returns the generation of a range's export: 1, or more once
+// a finished export left rows that kept changing.
+func (m *mover) generation(ctx context.Context, opID string) (int, error) {
+	tok, err := m.w.checkpoints.Load(ctx, opID, generationStep)
+	if err != nil || tok == "" {
+		return 1, err
+	}
+	gen, err := strconv.Atoi(tok)
+	if err != nil || gen < 1 {
+		return 0, fmt.Errorf("archive: checkpoint %s/%s: %q is not a generation", opID, generationStep, tok)
+	}
+	return gen, nil
+}
+
+// deletePart deletes the rows of a committed part from the source, each
+// If-Match the ETag its line holds, in transactions of up to 100 (the
+// range lies in one partition). Rows gone are done, rows changed since
+// they were exported stay (a later pass exports their new version); see
+// deleteMoved. Memory holds one batch of keys.
+func (m *mover) deletePart(ctx context.Context, blobs storeadapter.Blobs, p tableexport.Part) error {
+	batch := make([]storeadapter.Entity, 0, storeadapter.MaxBatchOps)
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		if _, err := m.deleteMoved(ctx, batch); err != nil { // changed rows wait for the next pass
+			return fmt.Errorf("archive: delete %d exported entities from %s: %w", len(batch), m.args.Table, err)
+		}
+		batch = batch[:0]
+		return nil
+	}
+	err := tableexport.ReadPart(ctx, blobs, p.Name, func(e storeadapter.Entity) error {
+		if e.PartitionKey != m.pk {
+			return fmt.Errorf("archive: part %s holds a row of partition %q, not %q", p.Name, e.PartitionKey, m.pk)
+		}
+		batch = append(batch, storeadapter.Entity{PartitionKey: e.PartitionKey, RowKey: e.RowKey, ETag: e.ETag})
+		if len(batch) == storeadapter.MaxBatchOps {
+			return flush()
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return flush()
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tablekeeper/tablekeeper/idempotent/tableexport"
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
@@ -31,6 +32,10 @@ type Config struct {
 	// cancelled and it is retried. Default jobs.DefaultMaxRunTime (30 min),
 	// 1s–24h.
 	MaxRunTime jobs.Duration `json:"maxRunTime,omitempty"`
+	// MaxPartBytes caps the parts a range moved to blobs is written to
+	// (uncompressed line bytes; see tableexport). Default 64 MiB,
+	// 1 KiB-4 GiB.
+	MaxPartBytes int64 `json:"maxPartBytes,omitempty"`
 }
 
 // Validate fills the defaults and checks each field, naming it and its
@@ -39,6 +44,7 @@ func (c *Config) Validate() error {
 	c.CheckpointTable = cmp.Or(c.CheckpointTable, DefaultCheckpointTable)
 	c.MaxConflicts = cmp.Or(c.MaxConflicts, DefaultMaxConflicts)
 	c.MaxRunTime = cmp.Or(c.MaxRunTime, jobs.Duration(jobs.DefaultMaxRunTime))
+	c.MaxPartBytes = cmp.Or(c.MaxPartBytes, tableexport.DefaultMaxPartBytes)
 	if err := storeadapter.ValidateTableName(c.CheckpointTable); err != nil {
 		return fmt.Errorf("archive.checkpointTable: %w", err)
 	}
@@ -47,6 +53,9 @@ func (c *Config) Validate() error {
 	}
 	if d := time.Duration(c.MaxRunTime); d < time.Second || d > 24*time.Hour {
 		return fmt.Errorf("archive.maxRunTime: must be 1s-24h, got %v", d)
+	}
+	if c.MaxPartBytes < tableexport.MinMaxPartBytes || c.MaxPartBytes > tableexport.MaxMaxPartBytes {
+		return fmt.Errorf("archive.maxPartBytes: must be %d-%d bytes (1 KiB-4 GiB), got %d", tableexport.MinMaxPartBytes, tableexport.MaxMaxPartBytes, c.MaxPartBytes)
 	}
 	return nil
 }

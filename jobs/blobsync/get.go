@@ -46,6 +46,18 @@ func Get(ctx context.Context, store storeadapter.Store, table, pk, rk string) (s
 	if err != nil {
 		return e, fmt.Errorf("blobsync: get %s %s/%s: %w", table, pk, rk, err)
 	}
+	e, err = Restore(ctx, store, e)
+	if err != nil {
+		return e, fmt.Errorf("blobsync: %s %s/%s: %w", table, pk, rk, err)
+	}
+	return e, nil
+}
+
+// Restore is Get for an entity already read: it returns a copy of e with
+// every reference replaced by its property read back from its blob and
+// checked (see Get). e is not changed.
+func Restore(ctx context.Context, store storeadapter.Store, e storeadapter.Entity) (storeadapter.Entity, error) {
+	e = e.Clone()
 	props := Refs(e)
 	slices.Sort(props)
 	for _, p := range props {
@@ -55,11 +67,11 @@ func Get(ctx context.Context, store storeadapter.Store, table, pk, rk string) (s
 		}
 		ref, _, err := RefOf(e, p)
 		if err != nil {
-			return e, fmt.Errorf("blobsync: %s %s/%s: %w", table, pk, rk, err)
+			return e, err
 		}
 		v, err := Read(ctx, store, p, ref)
 		if err != nil {
-			return e, fmt.Errorf("blobsync: %s %s/%s: %w", table, pk, rk, err)
+			return e, err
 		}
 		delete(e.Properties, RefPrefix+p)
 		e.Properties[p] = v

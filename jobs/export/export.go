@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/tablekeeper/tablekeeper/idempotent"
@@ -57,14 +56,8 @@ func (a Args) Validate() error {
 			return fmt.Errorf("args.maxPartBytes: %w", err)
 		}
 	}
-	// The longest name the export writes is its manifest's, with an
-	// operation id of the longest valid length.
-	name := a.Table + "/2026/11/21/1030/manifest-" + strings.Repeat("o", 128) + ".json"
-	if prefix != "" {
-		name = prefix + "/" + name
-	}
-	if err := storeadapter.ValidateBlobName(name); err != nil {
-		return fmt.Errorf("args.to: the prefix is too long for the names of the parts and the manifest (%w)", err)
+	if err := tableexport.ValidateNames(prefix, a.Table); err != nil {
+		return fmt.Errorf("args.to: %w", err)
 	}
 	return nil
 }
