@@ -11,6 +11,10 @@
 //
 //	archive         enqueue one archive move: -table T (-to A | -to-blob container/prefix)
 //	                -pk P (-rk R | -rk-from A [-rk-to B]) [-id ID]
+//	export          enqueue an export to JSON-lines blobs: -table T [-pk P [-rk-from A] [-rk-to B]]
+//	                -to container/prefix [-gzip] [-max-part-bytes N] [-id ID]
+//	export verify   check an export's parts against its manifest, read-only (exit status 1 on
+//	                problems): -manifest container/path | -to container/prefix -table T -id OP
 //	raw             enqueue envelopes read as JSON lines from stdin or -file
 //	blobsync offload   enqueue the offload of an entity's large properties to blobs:
 //	                -table T -pk P -rk R [-property NAME] [-container C] [-id ID]
@@ -117,6 +121,10 @@ usage: enqueue <command> [flags]
 commands:
   archive         enqueue one archive move:
                     -table T (-to A | -to-blob container/prefix) -pk P (-rk R | -rk-from A [-rk-to B]) [-id ID]
+  export          enqueue an export to JSON-lines blobs and a manifest:
+                    -table T [-pk P [-rk-from A] [-rk-to B]] -to container/prefix [-gzip] [-max-part-bytes N] [-id ID]
+  export verify   check an export's parts against its manifest, read-only (exit 1 on problems):
+                    -manifest container/path/manifest-<op>.json | -to container/prefix -table T -id OP
   raw             enqueue envelopes read as JSON lines from stdin or -file [-concurrency N]
   blobsync offload   enqueue the offload of an entity's large properties to blobs:
                     -table T -pk P -rk R [-property NAME] [-container C] [-id ID]
@@ -170,6 +178,8 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 		return exitOK
 	case "archive":
 		err = m.runArchive(ctx, rest)
+	case "export":
+		name, err = m.runExport(ctx, rest)
 	case "raw":
 		err = m.runRaw(ctx, rest)
 	case "poison":

@@ -250,7 +250,7 @@ func TestUsage(t *testing.T) {
 	if r.code != 2 || !strings.Contains(r.stderr, `unknown command "frobnicate"`) {
 		t.Errorf("unknown command: exit %d, stderr:\n%s", r.code, r.stderr)
 	}
-	for _, cmd := range []string{"archive", "raw", "blobsync offload", "blobsync attach", "blobsync reconcile", "blobsync get", "poison list", "poison show", "poison requeue", "poison delete", "poison purge", "stats"} {
+	for _, cmd := range []string{"archive", "export", "export verify", "raw", "blobsync offload", "blobsync attach", "blobsync reconcile", "blobsync get", "poison list", "poison show", "poison requeue", "poison delete", "poison purge", "stats"} {
 		if !strings.Contains(r.stderr, "\n  "+cmd+" ") {
 			t.Errorf("usage does not list %q:\n%s", cmd, r.stderr)
 		}
@@ -327,7 +327,7 @@ func TestRawSendsValidLinesAndReportsBadOnes(t *testing.T) {
 	for _, want := range []string{
 		"line 4: args.rk: give rk for one entity or rkFrom/rkTo for a range, not both",
 		"line 5: envelope: the message is neither JSON nor base64",
-		`line 7: envelope: kind: "reindex" is not one of [archive blobsync index]`,
+		`line 7: envelope: kind: "reindex" is not one of [archive blobsync export index]`,
 	} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)

@@ -1,0 +1,234 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/tablekeeper/tablekeeper/idempotent/tableexport"
+	"github.com/tablekeeper/tablekeeper/jobs"
+	"github.com/tablekeeper/tablekeeper/jobs/export"
+	"github.com/tablekeeper/tablekeeper/storeadapter"
+)
+
+// exportArgsFlags renames the export args fields in validation errors to
+// the flags that set them. Longer names come first: the replacer tries its
+// pairs in order at each position.
+var exportArgsFlags = strings.NewReplacer(
+	"args.maxPartBytes", "-max-part-bytes",
+	"args.table", "-table",
+	"args.rkFrom", "-rk-from",
+	"args.rkTo", "-rk-to",
+	"args.gzip", "-gzip",
+	"args.pk", "-pk",
+	"args.to", "-to",
+)
+
+// runExport is "enqueue export": "verify" checks a manifest, anything
+// else enqueues an export built from flags.
+func (m *Main) runExport(ctx context.Context, args []string) (string, error) {
+	if len(args) > 0 && args[0] == "verify" {
+		return "export verify", m.exportVerify(ctx, args[1:])
+	}
+	return "export", m.exportEnqueue(ctx, args)
+}
+
+// exportEnqueue enqueues one export. The args are validated by the export
+// kind's own parser and Validate, so the CLI and the worker apply one rule
+// set, and nothing is sent when they are invalid.
+func (m *Main) exportEnqueue(ctx context.Context, args []string) error {
+	var (
+		c                           common
+		table, pk, rkFrom, rkTo, to string
+		id, maxPart                 string
+		gzip                        bool
+	)
+	fs := m.newFlagSet("export",
+		"export -table T [-pk P [-rk-from A] [-rk-to B]] -to container/prefix [-gzip] [-max-part-bytes N] [-id ID] [flags]",
+		"Enqueues an export of a table, a partition (-pk) or the RowKey range [-rk-from, -rk-to) of one to\n"+
+			"JSON-lines blobs <prefix>/<table>/YYYY/MM/DD/HHMM/NNNNNN.jsonl and a manifest\n"+
+			"manifest-<op>.json beside them (see 'enqueue export verify'). It prints the op id and the message id.", &c)
+	fs.StringVar(&table, "table", "", "table to export (required)")
+	fs.StringVar(&pk, "pk", "", "PartitionKey of the one partition to export (default: the whole table)")
+	fs.StringVar(&rkFrom, "rk-from", "", "first RowKey of the range (needs -pk)")
+	fs.StringVar(&rkTo, "rk-to", "", "RowKey the range stops before (needs -pk; omit to run to the last row)")
+	fs.StringVar(&to, "to", "", "target blobs: \"container\" or \"container/prefix\", no . or .. segments (required; the container must exist)")
+	fs.BoolVar(&gzip, "gzip", false, "gzip each part (.jsonl.gz)")
+	fs.StringVar(&maxPart, "max-part-bytes", "", "size cap of a part in uncompressed bytes, 1024-4294967296 (default: the worker's export.maxPartBytes, 64 MiB)")
+	fs.StringVar(&id, "id", "", "operation id, 1-128 characters of A-Za-z0-9._:- (default: generated op-<UTC time>-<random>)")
+	if err := m.parseNoArgs(fs, &c, args); err != nil {
+		return err
+	}
+	set := visited(fs)
+	a := export.Args{Table: table, To: to, Gzip: gzip}
+	if set["pk"] {
+		a.PK = &pk
+	}
+	if set["rk-from"] {
+		a.RKFrom = &rkFrom
+	}
+	if set["rk-to"] {
+		a.RKTo = &rkTo
+	}
+	if set["max-part-bytes"] {
+		n, err := strconv.ParseInt(maxPart, 10, 64)
+		if err != nil {
+			return usagef("-max-part-bytes: %q is not a whole number of bytes", maxPart)
+		}
+		a.MaxPartBytes = &n
+	}
+	raw, err := json.Marshal(a)
+	if err != nil {
+		return err
+	}
+	if _, err := jobs.ParseArgs[export.Args](raw); err != nil {
+		return usagef("%s", exportArgsFlags.Replace(err.Error()))
+	}
+	if !set["id"] {
+		id = newOpID(m.now())
+	}
+	text, err := jobs.Encode(jobs.Envelope{V: 1, ID: id, Kind: export.Kind, Args: raw})
+	if err != nil {
+		return usagef("%s", strings.ReplaceAll(err.Error(), "envelope: id:", "-id:"))
+	}
+	store, err := m.connect(&c)
+	if err != nil {
+		return err
+	}
+	return m.sendOne(ctx, &c, store, id, text)
+}
+
+// exportVerify reads a manifest and checks every part it lists against
+// it (tableexport.Verify). It prints the parts checked and every problem;
+// the exit status is 1 when it finds one.
+func (m *Main) exportVerify(ctx context.Context, args []string) error {
+	var (
+		c                   common
+		manifest, to, table string
+		id                  string
+	)
+	fs := m.newFlagSet("export verify",
+		"export verify (-manifest container/path/manifest-<op>.json | -to container/prefix -table T -id OP) [flags]",
+		"Reads an export's manifest and checks each part it lists: present, its SHA-256, size and line count\n"+
+			"as the manifest says, every line parseable, its metadata in agreement; and no unlisted part of the\n"+
+			"same export in its folder. Read-only. Exit status 1 when it finds a problem.", &c)
+	fs.StringVar(&manifest, "manifest", "", "the manifest: container/name")
+	fs.StringVar(&to, "to", "", "or find the manifest of export -id of -table under this container/prefix")
+	fs.StringVar(&table, "table", "", "the exported table (with -to)")
+	fs.StringVar(&id, "id", "", "the export's operation id (with -to)")
+	if err := m.parseNoArgs(fs, &c, args); err != nil {
+		return err
+	}
+	var container, name string
+	switch {
+	case manifest != "" && to != "":
+		return usagef("-manifest and -to: give one, not both")
+	case manifest != "":
+		var ok bool
+		if container, name, ok = strings.Cut(manifest, "/"); !ok || name == "" {
+			return usagef("-manifest: %q is not container/path", manifest)
+		}
+		if err := storeadapter.ValidateContainerName(container); err != nil {
+			return usagef("-manifest: %v", err)
+		}
+		if err := storeadapter.ValidateBlobName(name); err != nil {
+			return usagef("-manifest: %v", err)
+		}
+	case to != "":
+		if table == "" || id == "" {
+			return usagef("-to: needs -table and -id to find the manifest")
+		}
+		var err error
+		if container, _, err = tableexport.ParseTarget(to); err != nil {
+			return usagef("-to: %v", err)
+		}
+		if err := storeadapter.ValidateTableName(table); err != nil {
+			return usagef("-table: %v", err)
+		}
+	default:
+		return usagef("-manifest: is required (or -to with -table and -id)")
+	}
+	store, err := m.connect(&c)
+	if err != nil {
+		return err
+	}
+	if name == "" {
+		_, prefix, _ := tableexport.ParseTarget(to) // checked above
+		if name, err = findManifest(ctx, store.Container(container), path.Join(prefix, table)+"/", id); err != nil {
+			return err
+		}
+	}
+	rep, err := tableexport.Verify(ctx, store.Container(container), name)
+	if err != nil {
+		return err
+	}
+	if err := m.printVerify(&c, container, rep); err != nil {
+		return err
+	}
+	if !rep.OK() {
+		return errReported
+	}
+	return nil
+}
+
+// findManifest returns the name of export id's manifest under folder
+// (<prefix>/<table>/), listing the folder's blobs.
+func findManifest(ctx context.Context, b storeadapter.Blobs, folder, id string) (string, error) {
+	leaf := "manifest-" + id + ".json"
+	for marker := ""; ; {
+		page, err := b.List(ctx, folder, marker)
+		if err != nil {
+			return "", fmt.Errorf("list %s/%s: %w", b.Name(), folder, err)
+		}
+		for _, p := range page.Blobs {
+			if path.Base(p.Name) == leaf {
+				return p.Name, nil
+			}
+		}
+		if marker = page.Next; marker == "" {
+			return "", fmt.Errorf("no manifest %s under %s/%s: %w", leaf, b.Name(), folder, storeadapter.ErrNotFound)
+		}
+	}
+}
+
+// printVerify prints a verify report.
+func (m *Main) printVerify(c *common, container string, rep tableexport.Report) error {
+	if c.json() {
+		problems := rep.Problems
+		if problems == nil {
+			problems = []string{}
+		}
+		return writeJSON(m.Stdout, struct {
+			Manifest string   `json:"manifest"`
+			Op       string   `json:"op"`
+			Table    string   `json:"table"`
+			OK       bool     `json:"ok"`
+			Parts    int      `json:"parts"`
+			Entities int64    `json:"entities"`
+			Bytes    int64    `json:"bytes"`
+			Problems []string `json:"problems"`
+		}{container + "/" + rep.Manifest.Name, rep.Manifest.Op, rep.Manifest.Table, rep.OK(), rep.Parts, rep.Entities, rep.Bytes, problems})
+	}
+	tw := newTable(m.Stdout)
+	row(tw, "PART", "ENTITIES", "BYTES", "SHA256")
+	for _, p := range rep.Manifest.Parts {
+		row(tw, p.Name, strconv.FormatInt(p.Entities, 10), strconv.FormatInt(p.Bytes, 10), p.SHA256)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(m.Stdout, "\nmanifest %s/%s (op %s, table %s): %d parts, %d entities, %d bytes read back\n",
+		container, rep.Manifest.Name, rep.Manifest.Op, rep.Manifest.Table, rep.Parts, rep.Entities, rep.Bytes)
+	if rep.OK() {
+		fmt.Fprintln(m.Stdout, "ok: every part matches the manifest")
+		return nil
+	}
+	fmt.Fprintf(m.Stdout, "%d problems:\n", len(rep.Problems))
+	for _, p := range rep.Problems {
+		fmt.Fprintln(m.Stdout, "  "+p)
+	}
+	return nil
+}
