@@ -24,7 +24,6 @@ import (
 
 	"github.com/tablekeeper/tablekeeper/idempotent/tableexport"
 	"github.com/tablekeeper/tablekeeper/jobs"
-	"github.com/tablekeeper/tablekeeper/jobs/export"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
@@ -178,8 +177,7 @@ func TestKilledExportResumesExactly(t *testing.T) {
 	t.Logf("seeded %d entities in %v", len(seeded), time.Since(start).Round(time.Millisecond))
 
 	opID := "op-export-" + e.suffix
-	maxPart := int64(exportMaxPartBytes)
-	e.sendJob(q, opID, export.Args{Table: tbl, To: c + "/logs", MaxPartBytes: &maxPart})
+	e.enqueue("export", "-queue", q, "-table", tbl, "-to", c+"/logs", "-max-part-bytes", fmt.Sprint(exportMaxPartBytes), "-id", opID)
 	prefix := "logs/" + tbl + "/"
 	// The first kill comes once two parts are committed; the manifest must
 	// not be there yet. The others come once the restarted worker has
@@ -202,30 +200,31 @@ func TestKilledExportResumesExactly(t *testing.T) {
 		t.Errorf("draining worker's counters = %+v, want at most 1 succeeded and none poisoned", stats)
 	}
 	checkNoPoison(t, e, q)
-	m := checkExport(t, e, c, opID, tbl, false, want)
+	m := checkExport(t, e, c+"/logs", opID, tbl, false, want)
 	if len(m.Parts) < 20 {
 		t.Errorf("the export wrote %d parts, want dozens: lower the part cap", len(m.Parts))
 	}
 	t.Logf("export checked after %v: %d parts", time.Since(start).Round(time.Millisecond), len(m.Parts))
 
 	gzID := "op-export-gz-" + e.suffix
-	gzPart := int64(64 << 10)
-	e.sendJob(q, gzID, export.Args{Table: tbl, To: c + "/gz", Gzip: true, MaxPartBytes: &gzPart})
+	e.enqueue("export", "-queue", q, "-table", tbl, "-to", c+"/gz", "-gzip", "-max-part-bytes", "65536", "-id", gzID)
 	if stats := e.drain(q, 60*time.Second, "-config", cfg); stats.Succeeded != 1 || stats.Poisoned != 0 {
 		t.Errorf("gzip export: worker's counters = %+v, want 1 succeeded", stats)
 	}
-	checkExport(t, e, c, gzID, tbl, true, want)
+	checkExport(t, e, c+"/gz", gzID, tbl, true, want)
 	t.Logf("done in %v", time.Since(start).Round(time.Millisecond))
 }
 
-// checkExport checks the export opID of table tbl into container c, whose
-// parts must hold exactly want (in key order, each once, properties,
-// Timestamps and ETags exact), and returns its manifest. It checks the
-// manifest against the parts (tableexport.Verify), every blob of the
-// container with metadata op opID against the manifest, each part's
-// content type, and has node parse every line.
-func checkExport(t *testing.T, e *env, c, opID, tbl string, gzip bool, want []storeadapter.Entity) tableexport.Manifest {
+// checkExport checks the export opID of table tbl to target to
+// ("container/prefix"), whose parts must hold exactly want (in key order,
+// each once, properties, Timestamps and ETags exact), and returns its
+// manifest. It checks the manifest against the parts (tableexport.Verify
+// and `enqueue export verify`), every blob of the container with metadata
+// op opID against the manifest, each part's content type, and has node
+// parse every line.
+func checkExport(t *testing.T, e *env, to, opID, tbl string, gzip bool, want []storeadapter.Entity) tableexport.Manifest {
 	t.Helper()
+	c, _, _ := strings.Cut(to, "/")
 	blobs := store.Container(c)
 	var manifests []string
 	for _, b := range e.listBlobs(c, "") {
@@ -250,6 +249,21 @@ func checkExport(t *testing.T, e *env, c, opID, tbl string, gzip bool, want []st
 	}
 	if !rep.OK() || rep.Entities != int64(len(want)) || rep.Parts != len(m.Parts) {
 		t.Errorf("Verify %s: %d parts, %d entities, problems:\n%s", manifests[0], rep.Parts, rep.Entities, strings.Join(rep.Problems, "\n"))
+	}
+
+	// The CLI agrees, given the manifest or the export's target and id.
+	for _, args := range [][]string{{"-manifest", c + "/" + manifests[0]}, {"-to", to, "-table", tbl, "-id", opID}} {
+		var out struct {
+			Manifest string `json:"manifest"`
+			OK       bool   `json:"ok"`
+			Parts    int    `json:"parts"`
+			Entities int64  `json:"entities"`
+		}
+		e.enqueueJSON(&out, append([]string{"export", "verify"}, args...)...)
+		if !out.OK || out.Manifest != c+"/"+manifests[0] || out.Parts != len(m.Parts) || out.Entities != int64(len(want)) {
+			t.Errorf("enqueue export verify %s -o json: %+v, want ok, %s, %d parts and %d entities",
+				strings.Join(args, " "), out, c+"/"+manifests[0], len(m.Parts), len(want))
+		}
 	}
 
 	// No blob of the operation outside the manifest, and each part with
