@@ -24,6 +24,7 @@ import (
 
 	"github.com/tablekeeper/tablekeeper/idempotent/tableexport"
 	"github.com/tablekeeper/tablekeeper/jobs"
+	"github.com/tablekeeper/tablekeeper/jobs/export"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
@@ -154,10 +155,11 @@ const exportMaxPartBytes = 16 << 10
 // before the manifest, then at random moments after it made progress
 // again. After a drain the manifest must list parts that hold exactly the
 // table's entities in key order, each once, every property, Timestamp and
-// ETag exact; tableexport.Verify must find nothing; no blob of the
-// operation may lie outside the manifest; and an independent JSON reader
-// (node) must parse every line. Then a gzipped export of the same table
-// must round-trip too.
+// ETag exact; tableexport.Verify and `enqueue export verify` must find
+// nothing; no blob of the operation may lie outside the manifest; and an
+// independent JSON reader (node) must parse every line. A late
+// redelivery of the finished export must then write nothing, and a
+// gzipped export of the same table must round-trip too.
 func TestKilledExportResumesExactly(t *testing.T) {
 	e := setup(t, 120*time.Second)
 	start := time.Now()
@@ -205,6 +207,25 @@ func TestKilledExportResumesExactly(t *testing.T) {
 		t.Errorf("the export wrote %d parts, want dozens: lower the part cap", len(m.Parts))
 	}
 	t.Logf("export checked after %v: %d parts", time.Since(start).Round(time.Millisecond), len(m.Parts))
+
+	// A late redelivery of the finished export (the same operation sent
+	// again) succeeds with the same result and writes nothing.
+	snapshot := func() []string {
+		var s []string
+		for _, b := range e.listBlobs(c, "") {
+			s = append(s, b.Name+" "+b.ETag)
+		}
+		return s
+	}
+	was := snapshot()
+	e.enqueue("export", "-queue", q, "-table", tbl, "-to", c+"/logs", "-max-part-bytes", fmt.Sprint(exportMaxPartBytes), "-id", opID)
+	again := e.drainProc(q, 60*time.Second, "-config", cfg)
+	if res := again.results(); len(res) != 1 || res[0] != export.Result(m) {
+		t.Errorf("the redelivered export's results are %q, want %q", res, export.Result(m))
+	}
+	if now := snapshot(); !slices.Equal(now, was) {
+		t.Errorf("the redelivered export changed the container:\nbefore %q\nafter  %q", was, now)
+	}
 
 	gzID := "op-export-gz-" + e.suffix
 	e.enqueue("export", "-queue", q, "-table", tbl, "-to", c+"/gz", "-gzip", "-max-part-bytes", "65536", "-id", gzID)
