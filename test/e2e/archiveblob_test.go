@@ -6,6 +6,7 @@ package e2e
 import (
 	"fmt"
 	"math/rand/v2"
+	"path"
 	"slices"
 	"strings"
 	"testing"
@@ -195,4 +196,85 @@ func TestKilledRangeArchiveToBlobConverges(t *testing.T) {
 	}
 	t.Logf("done in %v: %d parts, %d rows, %d of the %d rewritten ones archived in more than one version",
 		time.Since(start).Round(time.Millisecond), len(parts), len(inRange), multi, len(rewritten))
+}
+
+// TestRangeArchivesShareAMinuteFolder enqueues six range archives of one
+// partition to the same blob prefix at once and drains them with two
+// workers, so that several exports claim part numbers in one minute folder
+// at the same time. Every manifest must verify, every part must belong to
+// the operation of the manifest listing it (none overwritten by another),
+// and every row must be archived exactly once.
+func TestRangeArchivesShareAMinuteFolder(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 60*time.Second)
+	src, ckpt, c := e.table("Shared"), e.table("SharedCkpt"), e.container("shared")
+	q := e.queue("shared")
+	const ranges, perRange = 6, 200
+	e.seed(src, numbered("s", ranges*perRange))
+	want := e.entities(src, storeadapter.Filter{})
+	cfg := writeWorkerConfig(t, map[string]any{"runner": fastRunner(),
+		"archive": map[string]any{"checkpointTable": ckpt, "maxPartBytes": 4 << 10}})
+	for i := range ranges {
+		e.enqueue("archive", "-queue", q, "-table", src, "-to-blob", c+"/arc", "-pk", "s",
+			"-rk-from", rowKey(i*perRange), "-rk-to", rowKey((i+1)*perRange), "-id", fmt.Sprintf("op-shared%d-%s", i, e.suffix))
+	}
+	w1, w2 := e.startWorker(q, "-drain", "-config", cfg), e.startWorker(q, "-drain", "-config", cfg)
+	for _, w := range []*proc{w1, w2} {
+		if code := w.wait(e.ctx, 45*time.Second); code != 0 {
+			t.Fatalf("%s exited with %d, want 0", w, code)
+		}
+	}
+	if s1, s2 := w1.stats(), w2.stats(); s1.Succeeded+s2.Succeeded != ranges || s1.Poisoned+s2.Poisoned != 0 {
+		t.Errorf("worker counters %+v and %+v, want %d succeeded together", s1, s2, ranges)
+	}
+	checkNoPoison(t, e, q)
+
+	owner := map[string]string{} // part name → the op whose manifest lists it
+	manifests := 0
+	for _, b := range e.listBlobs(c, "") {
+		if !isManifest(b.Name) {
+			continue
+		}
+		manifests++
+		rep, err := tableexport.Verify(e.ctx, store.Container(c), b.Name)
+		if err != nil {
+			t.Fatalf("Verify %s: %v", b.Name, err)
+		}
+		if !rep.OK() {
+			t.Errorf("Verify %s:\n%s", b.Name, strings.Join(rep.Problems, "\n"))
+		}
+		for _, p := range rep.Manifest.Parts {
+			if o, ok := owner[p.Name]; ok {
+				t.Errorf("part %s is listed by the manifests of %s and %s", p.Name, o, rep.Manifest.Op)
+			}
+			owner[p.Name] = rep.Manifest.Op
+		}
+	}
+	if manifests != ranges {
+		t.Errorf("%d manifests, want %d", manifests, ranges)
+	}
+	var got []storeadapter.Entity
+	folders := map[string]bool{}
+	for _, b := range e.listBlobs(c, "") {
+		if isManifest(b.Name) {
+			continue
+		}
+		folders[path.Dir(b.Name)] = true
+		if owner[b.Name] == "" {
+			t.Errorf("part %s is in no manifest", b.Name)
+		}
+		err := tableexport.ReadPart(e.ctx, store.Container(c), b.Name, func(en storeadapter.Entity) error {
+			got = append(got, en)
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("ReadPart %s: %v", b.Name, err)
+		}
+	}
+	slices.SortFunc(got, func(a, b storeadapter.Entity) int { return strings.Compare(a.RowKey, b.RowKey) })
+	checkLines(t, "the archived rows", want, got)
+	if left := e.entities(src, storeadapter.Filter{}); len(left) != 0 {
+		t.Errorf("the source still holds %d rows", len(left))
+	}
+	t.Logf("%d parts of %d exports in %d minute folder(s)", len(owner), ranges, len(folders))
 }
