@@ -270,11 +270,17 @@ func (e *env) startWorker(q string, extra ...string) *proc {
 // 0 within timeout. It returns the worker's final counters.
 func (e *env) drain(q string, timeout time.Duration, extra ...string) workerStats {
 	e.t.Helper()
+	return e.drainProc(q, timeout, extra...).stats()
+}
+
+// drainProc is drain returning the exited worker.
+func (e *env) drainProc(q string, timeout time.Duration, extra ...string) *proc {
+	e.t.Helper()
 	p := e.startWorker(q, append([]string{"-drain"}, extra...)...)
 	if code := p.wait(e.ctx, timeout); code != 0 {
 		e.t.Fatalf("%s exited with %d, want 0", p, code)
 	}
-	return p.stats()
+	return p
 }
 
 // enqueue runs the enqueue CLI with args, fails the test unless it exits 0
@@ -326,6 +332,24 @@ func (p *proc) stats() workerStats {
 	}
 	p.t.Fatalf("%s logged no \"worker stopped\" line", p)
 	return workerStats{}
+}
+
+// results returns the results of the jobs the exited worker logged as
+// done ("job done" lines), in the order logged.
+func (p *proc) results() []string {
+	var out []string
+	sc := bufio.NewScanner(strings.NewReader(p.stderr.String()))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var line struct {
+			Msg    string `json:"msg"`
+			Result string `json:"result"`
+		}
+		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "job done" {
+			out = append(out, line.Result)
+		}
+	}
+	return out
 }
 
 // entities returns every entity of a table matching f, in key order; a
