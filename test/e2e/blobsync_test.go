@@ -55,7 +55,6 @@ type bsEntity struct {
 	data        []byte // Data (offloaded when over 16 KiB)
 	photo       []byte // the attached Photo's last content; nil: none
 	photoBlob   string // the name of the Photo blob in the container
-	managed     bool   // photoBlob lies in the managed layout
 	count       int64  // Count as the application last wrote it
 	note        string // Note as the application last wrote it
 	unsure      bool   // a write of Count/Note had an unknown outcome
@@ -99,8 +98,8 @@ func sha(data []byte) string {
 // properties (ETag-conditional or not), writes Doc inline again and
 // enqueues its offload, overwrites attached blobs and enqueues their attach
 // again, and deletes entities. Offloads are enqueued for every entity, some
-// twice, all shuffled; attaches for blobs the application uploaded itself,
-// some under the managed layout. After the drain every entity holds its
+// twice, all shuffled; attaches for blobs the application uploaded itself
+// (outside the managed layout, whose names attach refuses). After the drain every entity holds its
 // references and blobsync.Get gives back exactly what the application
 // last wrote, with every merge it made; once the grace period has passed a
 // reconcile leaves no blob in the managed layout that its entity does not
@@ -132,12 +131,8 @@ func TestBlobsyncConvergesWithKilledWorkers(t *testing.T) {
 				"Doc": x.doc, "Data": x.data, "Small": "small " + x.rk, "Count": int64(0), "Note": x.note}})
 			if r%4 == 2 {
 				x.photo = bsBytes(seed+i+1e6, 3000+r*100)
-				x.managed = r%8 == 2
-				if x.managed {
-					x.photoBlob = blobsync.BlobName("managed", tbl, x.pk, x.rk, "Photo", sha(x.photo))
-				} else {
-					x.photoBlob = "uploads/" + storeadapter.BlobNameSegment(x.pk) + "/" + x.rk + "/photo.jpg"
-				}
+				// Outside the managed layout: attach refuses its names.
+				x.photoBlob = "uploads/" + storeadapter.BlobNameSegment(x.pk) + "/" + x.rk + "/photo.jpg"
 				if _, err := store.Container(c).Put(e.ctx, x.photoBlob, x.photo, storeadapter.PutOptions{ContentType: "image/jpeg"}); err != nil {
 					t.Fatal(err)
 				}
@@ -268,7 +263,7 @@ func TestBlobsyncConvergesWithKilledWorkers(t *testing.T) {
 	// The application's own blobs outside the layout are never deleted,
 	// not even those of deleted entities.
 	for _, x := range all {
-		if x.photo != nil && !x.managed {
+		if x.photo != nil {
 			if _, err := store.Container(c).Properties(e.ctx, x.photoBlob); err != nil {
 				t.Errorf("the application's blob %s: %v", x.photoBlob, err)
 			}
