@@ -1,6 +1,7 @@
 package tableexport_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/tablekeeper/tablekeeper/idempotent/tableexport"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
 )
 
 // TestExportCheckpointStaysSmallWhenOpsInterleave (regression): another
@@ -121,5 +123,43 @@ func TestVerifyRejectsBadLines(t *testing.T) {
 				t.Fatalf("problems %q, want one saying %q", r.Problems, tc.want)
 			}
 		})
+	}
+}
+
+// TestExportCommitLossesAreBounded: a commit that keeps losing its number
+// (a store answering ErrAlreadyExists while the blob never shows up) used
+// to loop for ever; it now fails after a few rounds, retryable.
+func TestExportCommitLossesAreBounded(t *testing.T) {
+	b := newBundle(t)
+	b.seed(t, 5, 1, 10)
+	commits := 0
+	b.fault = func(_ int, c instrument.Call) error {
+		if (c.Op == instrument.OpPut || c.Op == instrument.OpCommitBlocks) && strings.HasSuffix(c.Blob, ".jsonl") {
+			commits++
+			return fmt.Errorf("injected: %w", storeadapter.ErrAlreadyExists)
+		}
+		return nil
+	}
+	_, err := tableexport.Export(context.Background(), b.store.Tables(), tableexport.Source{Table: "Logs"}, b.options("op-l"))
+	if err == nil || !strings.Contains(err.Error(), "lost the commit") {
+		t.Fatalf("Export = %v, want it to give up on the lost commits", err)
+	}
+	if commits > 10 {
+		t.Errorf("%d commits tried, want a small bound", commits)
+	}
+}
+
+// TestReadPartCapsLongLines: a blob without a newline is not gathered
+// without bound: past MaxLineBytes the read fails naming the line.
+func TestReadPartCapsLongLines(t *testing.T) {
+	b := newBundle(t)
+	ctx := context.Background()
+	c := b.raw.Container("exports")
+	if _, err := c.Put(ctx, "x/000001.jsonl", bytes.Repeat([]byte("x"), tableexport.MaxLineBytes+1), storeadapter.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err := tableexport.ReadPart(ctx, c, "x/000001.jsonl", func(storeadapter.Entity) error { return nil })
+	if err == nil || !strings.Contains(err.Error(), "line 1: longer than") {
+		t.Fatalf("ReadPart = %v, want the long line reported", err)
 	}
 }
