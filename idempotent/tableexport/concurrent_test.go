@@ -170,3 +170,89 @@ func itoa(i int) string {
 	}
 	return itoa(i/10) + d[i%10:i%10+1]
 }
+
+// TestExportTwoDeliveriesInterleaveOnOneChain: A registers part 1 and
+// stalls; B resumes from A's checkpoint, registers part 2 and stalls; A
+// goes on: its part 2 is B's (same prev and pass: adopted), its save loses
+// to B's, it reloads and carries on from B's checkpoint to the end; then B
+// goes on and finds the export done. One chain, one manifest listing every
+// row once, every deleted row in it, no stray part.
+func TestExportTwoDeliveriesInterleaveOnOneChain(t *testing.T) {
+	b := newBundle(t)
+	b.seed(t, 20, 1, 100)
+	ctx := context.Background()
+	heldA, releaseA := make(chan struct{}), make(chan struct{})
+	heldB, releaseB := make(chan struct{}), make(chan struct{})
+	var onceA, onceB sync.Once
+	store := instrument.Wrap(b.raw, instrument.Options{Fault: func(ctx context.Context, c instrument.Call) error {
+		d, _ := ctx.Value(who{}).(string)
+		switch {
+		case d == "A" && c.Op == instrument.OpProperties && strings.HasSuffix(c.Blob, "/000002.jsonl"):
+			onceA.Do(func() { close(heldA); <-releaseA })
+		case d == "B" && c.Op == instrument.OpProperties && strings.HasSuffix(c.Blob, "/000003.jsonl"):
+			onceB.Do(func() { close(heldB); <-releaseB })
+		}
+		return nil
+	}})
+	blobs := store.Container("exports")
+	o := b.options("op-i")
+	o.Blobs = blobs
+	o.Checkpoints.Tables = store.Tables()
+	o.MaxPartBytes = 1024
+	o.AfterPart = func(ctx context.Context, p tableexport.Part) error {
+		return tableexport.ReadPart(ctx, blobs, p.Name, func(e storeadapter.Entity) error {
+			err := store.Tables().DeleteEntity(ctx, "Logs", e.PartitionKey, e.RowKey, e.ETag)
+			if errors.Is(err, storeadapter.ErrNotFound) || errors.Is(err, storeadapter.ErrPreconditionFailed) {
+				return nil
+			}
+			return err
+		})
+	}
+	type result struct {
+		m   tableexport.Manifest
+		err error
+	}
+	run := func(d string, out chan<- result) {
+		m, err := tableexport.Export(context.WithValue(ctx, who{}, d), store.Tables(), tableexport.Source{Table: "Logs"}, o)
+		out <- result{m, err}
+	}
+	aDone, bDone := make(chan result, 1), make(chan result, 1)
+	go run("A", aDone)
+	waitFor(t, heldA)
+	go run("B", bDone)
+	waitFor(t, heldB)
+	close(releaseA)
+	recv := func(ch <-chan result) result {
+		t.Helper()
+		select {
+		case r := <-ch:
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			return r
+		case <-time.After(10 * time.Second):
+			t.Fatal("timed out waiting for a delivery")
+		}
+		return result{}
+	}
+	ra := recv(aDone)
+	close(releaseB)
+	rb := recv(bDone)
+	if ra.m.Name != rb.m.Name || len(ra.m.Parts) != len(rb.m.Parts) {
+		t.Fatalf("A's manifest %s (%d parts), B's %s (%d parts): want the same", ra.m.Name, len(ra.m.Parts), rb.m.Name, len(rb.m.Parts))
+	}
+	seen := map[string]int{}
+	for _, e := range exported(t, b.raw.Container("exports"), ra.m) {
+		seen[e.RowKey]++
+	}
+	if len(seen) != 20 || ra.m.Entities != 20 {
+		t.Errorf("manifest holds %d distinct rows in %d entities, want 20 once each", len(seen), ra.m.Entities)
+	}
+	if left := b.source(t); len(left) != 0 {
+		t.Errorf("%d rows left in the source", len(left))
+	}
+	rep, err := tableexport.Verify(ctx, b.raw.Container("exports"), ra.m.Name)
+	if err != nil || !rep.OK() {
+		t.Errorf("Verify: %v %q", err, rep.Problems)
+	}
+}
