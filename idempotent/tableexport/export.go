@@ -136,9 +136,10 @@ type Options struct {
 	// times); nil means time.Now.
 	Now func() time.Time
 	// AfterPart, when set, is called once a part is committed and
-	// checkpointed, and again for that part when a redelivery resumes
-	// after a crash before the next checkpoint (so it must be
-	// idempotent). An error ends the export with that error; the
+	// registered in the checkpoint (never for a part whose registration
+	// lost to another run), and again for that part by any run that finds
+	// it pending in the checkpoint: after a crash, or beside the run that
+	// registered it (so it must be idempotent and may run twice at once). An error ends the export with that error; the
 	// redelivery calls it again. The archive deletes the part's rows here.
 	AfterPart func(ctx context.Context, p Part) error
 	// Passes is how many times the source is scanned: after a pass that
