@@ -179,3 +179,38 @@ func TestTransactTableCreationRace(t *testing.T) {
 		t.Errorf("calls:\n%vwant 2 Transact and no Query or ListTables", calls)
 	}
 }
+
+// TestCheckpointsCompareAndSwap: Create inserts only, SaveIfMatch writes
+// only at the ETag given, LoadETag gives the ETag to use; losers learn it
+// from the error and nothing of theirs is written.
+func TestCheckpointsCompareAndSwap(t *testing.T) {
+	ctx := context.Background()
+	s := localstore.New(localstore.Options{})
+	cp := idempotent.Checkpoints{Tables: s.Tables(), Table: "Checkpoints"} // the table is created on first use
+	if tok, etag, err := cp.LoadETag(ctx, "op-1", "export"); err != nil || tok != "" || etag != "" {
+		t.Fatalf("LoadETag before any save = %q, %q, %v; want none", tok, etag, err)
+	}
+	e1, err := cp.Create(ctx, "op-1", "export", "first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cp.Create(ctx, "op-1", "export", "second"); !errors.Is(err, storeadapter.ErrAlreadyExists) {
+		t.Fatalf("second Create = %v, want ErrAlreadyExists", err)
+	}
+	e2, err := cp.SaveIfMatch(ctx, "op-1", "export", "next", e1)
+	if err != nil || e2 == "" || e2 == e1 {
+		t.Fatalf("SaveIfMatch at the current ETag = %q, %v; want a new ETag", e2, err)
+	}
+	if _, err := cp.SaveIfMatch(ctx, "op-1", "export", "stale", e1); !errors.Is(err, storeadapter.ErrPreconditionFailed) {
+		t.Fatalf("SaveIfMatch at a stale ETag = %v, want ErrPreconditionFailed", err)
+	}
+	if tok, etag, err := cp.LoadETag(ctx, "op-1", "export"); err != nil || tok != "next" || etag != e2 {
+		t.Fatalf("LoadETag = %q, %q, %v; want \"next\", %q", tok, etag, err, e2)
+	}
+	if err := cp.Clear(ctx, "op-1", "export"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cp.SaveIfMatch(ctx, "op-1", "export", "late", e2); !idempotent.Lost(err) {
+		t.Fatalf("SaveIfMatch after Clear = %v, want a lost race", err)
+	}
+}

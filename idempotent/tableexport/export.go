@@ -136,9 +136,10 @@ type Options struct {
 	// times); nil means time.Now.
 	Now func() time.Time
 	// AfterPart, when set, is called once a part is committed and
-	// checkpointed, and again for that part when a redelivery resumes
-	// after a crash before the next checkpoint (so it must be
-	// idempotent). An error ends the export with that error; the
+	// registered in the checkpoint (never for a part whose registration
+	// lost to another run), and again for that part by any run that finds
+	// it pending in the checkpoint: after a crash, or beside the run that
+	// registered it (so it must be idempotent and may run twice at once). An error ends the export with that error; the
 	// redelivery calls it again. The archive deletes the part's rows here.
 	AfterPart func(ctx context.Context, p Part) error
 	// Passes is how many times the source is scanned: after a pass that
@@ -249,7 +250,13 @@ type Part struct {
 	Adopted bool
 }
 
-// state is the checkpoint of an export, stored as JSON in the token.
+// stateVersion is the "v" of the checkpoints this package writes.
+const stateVersion = 2
+
+// state is the checkpoint of an export, stored as JSON in the token. Its
+// size does not grow with the number of parts: the parts form a chain
+// (each part's "prev" metadata names the part registered before it), and
+// the checkpoint holds its last link.
 type state struct {
 	V int `json:"v"`
 	// Minute is the folder's time: the export's start, to the minute.
@@ -265,8 +272,10 @@ type state struct {
 	Last *Key `json:"last,omitempty"`
 	// Next is the part number to try next.
 	Next int `json:"next"`
-	// Parts are this operation's part numbers.
-	Parts partSet `json:"parts"`
+	// LastPart is the number of the last part registered (0: none yet);
+	// PartCount counts the parts of the chain that ends there.
+	LastPart  int `json:"lastPart"`
+	PartCount int `json:"partCount"`
 	// Pending is the part whose AfterPart may not have run yet.
 	Pending int `json:"pending,omitempty"`
 	// Entities and Bytes total the parts.
@@ -283,45 +292,95 @@ type exporter struct {
 	src Source
 	o   Options
 	st  state
-	// saved is set once the checkpoint exists.
-	saved bool
+	// etag is the checkpoint's ETag as this run last read or wrote it; ""
+	// until the checkpoint exists.
+	etag string
 }
 
 // Export writes the source's entities to parts and a manifest, resuming
 // from its checkpoint, and returns the manifest (see the package doc for
-// the names and Manifest for its content). The steps:
+// the names and Manifest for its content).
 //
-//  1. Load the checkpoint of (OpID, Step). Done: make sure the manifest is
-//     written and return it; nothing else is written. None: pick the folder
-//     (the current minute, UTC) and check the container with one call.
-//  2. Scan the source in key order from just after the last exported key,
+// The checkpoint (OpID, Step) is the single register of the operation's
+// parts and is only ever written by compare-and-swap: created with an
+// insert (never overwritten), then saved If-Match the ETag this run last
+// read or wrote. A save that loses (another delivery of the operation
+// saved first) writes nothing: the run reloads the checkpoint, takes it as
+// it stands and goes on from there. The registered parts form a chain:
+// each part's metadata names its predecessor ("prev", 0 for the first)
+// and the pass it belongs to ("pass"), and the checkpoint holds the last
+// link (number, count, last key, totals), so it stays a few hundred bytes
+// however many parts there are. The steps:
+//
+//  1. Load the checkpoint. Done: make sure the manifest is written and
+//     return it; nothing else is written. None: pick the folder (the
+//     current minute, UTC), check the container with one call, read the
+//     first page (a missing table fails here, before any write) and create
+//     the checkpoint. When another delivery created it first, take its
+//     checkpoint (its minute, its progress) instead.
+//  2. When the checkpoint names a pending part, call AfterPart for it.
+//  3. Scan the source in key order from just after the last exported key,
 //     a page at a time. For part n (from the checkpoint's next number):
-//     read its blob's properties. It exists with our op in its metadata:
-//     an earlier run committed it; adopt it (stream it back for its
-//     count, hash and last key; it is never rewritten). It exists with
-//     another op (another export in the same minute folder): try n+1.
-//     It does not exist: stream lines into it until the next line would
-//     pass MaxPartBytes, set its metadata and commit it with
-//     If-None-Match *; when another writer committed n first, read the
-//     source again from the part's start and try n again (ours: adopt;
-//     another's: n+1).
-//  3. Save the checkpoint (last key, next number, our parts, totals; the
-//     checkpoint is saved before the first part too), then call AfterPart.
-//  4. At the end of a pass, start another from the source's start while
-//     the pass exported rows and Passes allow.
-//  5. Mark the checkpoint done, then write the manifest (If-None-Match *:
-//     a manifest already there is the one this operation wrote).
+//     read its blob's properties. It exists with our op and the
+//     checkpoint's last part and pass as prev and pass: an earlier run
+//     from this very checkpoint committed it; adopt it (stream it back for
+//     its count, hash and last key; it is never rewritten). Any other
+//     existing blob (another export in the same minute folder, or a stray
+//     part of ours from a superseded checkpoint) is skipped: try n+1. No
+//     blob: stream lines into it until the next line would pass
+//     MaxPartBytes, set its metadata and commit it with If-None-Match *;
+//     when another writer committed n first, read the source again from
+//     the part's start and look at n again (a bounded number of times).
+//  4. Register the part: save the checkpoint (last part n, last key, next
+//     number, count, totals, pending n) If-Match. Won: call AfterPart.
+//     Lost: reload (step 6); the part was not registered by this run and
+//     AfterPart is not called for it.
+//  5. At the end of a pass, save (If-Match) the start of another pass from
+//     the source's start while the pass exported rows and Passes allow;
+//     else save the done mark (If-Match), then write the manifest, built
+//     by walking the chain back from the done checkpoint's last part
+//     through the parts' metadata (If-None-Match *: a manifest already
+//     there is the one this operation wrote).
+//  6. After a lost save: done → stop (the manifest follows); else call
+//     AfterPart for the reloaded checkpoint's pending part and go on at
+//     step 3 from its last key and next number.
 //
-// Crash positions: before the first save nothing was written (a
-// redelivery picks a folder again). Between a commit and its checkpoint
-// the part exists with our op: the redelivery adopts it at step 2 and runs
-// AfterPart for it. Between a checkpoint and the end of AfterPart, the
-// checkpoint names the part as pending, and the redelivery runs AfterPart
-// for it again. Between the done mark and the manifest, the redelivery
-// writes the manifest, built from the checkpoint and the parts' metadata,
-// so it is the same bytes. Since a part's lines are fixed by its start key
-// and the rows after it (deterministic chunking), a rewritten part holds
-// what the lost one would have held; a committed one is never rewritten.
+// Why nothing is lost. AfterPart (the archive deletes the part's rows)
+// runs only for a part that this run registered, or that the checkpoint
+// names as pending; a registered part is in the chain, and the manifest
+// is the chain of the done checkpoint, which no save can change (every
+// save is If-Match, and a run that sees done stops). So every part whose
+// AfterPart ran is in the manifest.
+//
+// Crash positions: before the create nothing was written (a redelivery
+// picks a folder again). Between a commit and its registration the part
+// exists with our op, prev and pass: the redelivery, resuming from the
+// same checkpoint, adopts it at step 3 and registers it. Between a
+// registration and the end of AfterPart the checkpoint names the part as
+// pending and the redelivery runs AfterPart for it again (it must be
+// idempotent). Between the done mark and the manifest, the redelivery
+// writes the manifest from the chain, so it is the same bytes. Since a
+// part's lines are fixed by its start key and the rows after it
+// (deterministic chunking), a rewritten part holds what the lost one would
+// have held; a committed part is never rewritten.
+//
+// Two deliveries of one operation (a redelivery while a stalled run goes
+// on): their first saves are inserts, so exactly one picks the minute and
+// the other adopts it: one folder. Afterwards each save is If-Match, so of
+// two runs at the same checkpoint one registers its part and the other
+// reloads and continues from the winner's state; runs from the same
+// checkpoint write the same part number from the same key, so one commits
+// it and the other adopts it (same blob). A stale run whose checkpoint was
+// superseded can still commit a part (a "stray"), but its registration
+// fails, so its AfterPart never runs (the archive keeps those rows in the
+// source) and no later run adopts it (its prev and pass name a superseded
+// checkpoint). Strays are left in the folder, not deleted: proving that no
+// other run registered the blob would need a walk of the chain, deleting
+// it gains nothing (its rows are still in the source), and committed parts
+// stay immutable; Verify reports them as parts of the operation missing
+// from the manifest. A run that finds the checkpoint done stops without
+// AfterPart. A lost save means another run progressed, so two runs cannot
+// keep each other from finishing.
 //
 // Done checkpoints stay (a few hundred bytes each), so a redelivery after
 // the end returns the same manifest instead of exporting again into a new
@@ -339,18 +398,17 @@ func Export(ctx context.Context, tables storeadapter.Tables, src Source, o Optio
 		return Manifest{}, fmt.Errorf("%w: %w", storeadapter.ErrInvalidInput, err)
 	}
 	e := &exporter{t: tables, src: src, o: o}
-	tok, err := o.Checkpoints.Load(ctx, o.OpID, o.Step)
+	tok, etag, err := o.Checkpoints.LoadETag(ctx, o.OpID, o.Step)
 	if err != nil {
 		return Manifest{}, fmt.Errorf("tableexport: %w", err)
 	}
 	if tok != "" {
-		if err := json.Unmarshal([]byte(tok), &e.st); err != nil || e.st.V != 1 {
-			return Manifest{}, fmt.Errorf("tableexport: checkpoint %s/%s: not an export checkpoint (%v)", o.OpID, o.Step, err)
+		if err := e.adoptState(tok, etag); err != nil {
+			return Manifest{}, err
 		}
-		e.saved = true
 	} else {
 		now := storeadapter.DateTime(o.Now())
-		e.st = state{V: 1, Minute: now.Truncate(time.Minute), Started: now, Pass: 1, Next: 1}
+		e.st = state{V: stateVersion, Minute: now.Truncate(time.Minute), Started: now, Pass: 1, Next: 1}
 		if err := e.checkContainer(ctx); err != nil {
 			return Manifest{}, err
 		}
@@ -361,6 +419,28 @@ func Export(ctx context.Context, tables storeadapter.Tables, src Source, o Optio
 		}
 	}
 	return e.manifest(ctx)
+}
+
+// adoptState takes a checkpoint as read.
+func (e *exporter) adoptState(tok, etag string) error {
+	var st state
+	if err := json.Unmarshal([]byte(tok), &st); err != nil || st.V != stateVersion {
+		return fmt.Errorf("tableexport: checkpoint %s/%s: not an export checkpoint of version %d (%v)", e.o.OpID, e.o.Step, stateVersion, err)
+	}
+	e.st, e.etag = st, etag
+	return nil
+}
+
+// reload reads the checkpoint after a lost save and takes it.
+func (e *exporter) reload(ctx context.Context) error {
+	tok, etag, err := e.o.Checkpoints.LoadETag(ctx, e.o.OpID, e.o.Step)
+	if err != nil {
+		return fmt.Errorf("tableexport: %w", err)
+	}
+	if tok == "" {
+		return fmt.Errorf("tableexport: checkpoint %s/%s vanished while the export ran (cleared by another process); the redelivery starts again", e.o.OpID, e.o.Step)
+	}
+	return e.adoptState(tok, etag)
 }
 
 // checkContainer makes sure the container exists with one call (creating
@@ -379,51 +459,81 @@ func (e *exporter) checkContainer(ctx context.Context) error {
 	return fmt.Errorf("tableexport: container %s: %w", e.o.Blobs.Name(), err)
 }
 
-// run exports pass after pass until the last, then marks the checkpoint
-// done.
+// run exports pass after pass until the checkpoint is done (see Export's
+// steps).
 func (e *exporter) run(ctx context.Context) error {
-	if e.st.Pending != 0 {
-		p, err := e.partOf(ctx, e.st.Pending)
+	cur := newCursor(e.t, e.src, e.st.Last, e.o.PageSize)
+	if e.etag == "" {
+		// The first page, read before the create, finds a missing table
+		// before anything is written.
+		if _, _, _, err := cur.peek(ctx); err != nil {
+			return err
+		}
+		adopted, err := e.create(ctx)
 		if err != nil {
 			return err
 		}
-		if err := e.afterPart(ctx, p); err != nil {
-			return err
+		if adopted {
+			cur.reset(e.st.Last)
 		}
 	}
-	for {
-		cur := newCursor(e.t, e.src, e.st.Last, e.o.PageSize)
-		for {
-			p, ok, err := e.nextPart(ctx, cur)
-			if err != nil {
-				return err
-			}
-			if !ok {
-				break
-			}
+	if err := e.pending(ctx); err != nil {
+		return err
+	}
+	for !e.st.Done {
+		p, ok, err := e.nextPart(ctx, cur)
+		if err != nil {
+			return err
+		}
+		next := e.st
+		switch {
+		case ok:
 			last := p.Last
-			e.st.Last, e.st.Next, e.st.Pending = &last, p.Number+1, p.Number
-			e.st.Parts = e.st.Parts.add(p.Number)
-			e.st.PassRows += p.Entities
-			e.st.Entities += p.Entities
-			e.st.Bytes += p.Bytes
-			if err := e.save(ctx); err != nil {
+			next.Last, next.Next, next.Pending = &last, p.Number+1, p.Number
+			next.LastPart, next.PartCount = p.Number, next.PartCount+1
+			next.PassRows += p.Entities
+			next.Entities += p.Entities
+			next.Bytes += p.Bytes
+		case next.PassRows == 0 || next.Pass >= e.o.Passes:
+			next.Done, next.Pending, next.Finished = true, 0, storeadapter.DateTime(e.o.Now())
+		default:
+			next.Pass, next.PassRows, next.Last, next.Pending = next.Pass+1, 0, nil, 0
+		}
+		won, err := e.save(ctx, next)
+		if err != nil {
+			return err
+		}
+		if !won {
+			// Another run saved first: go on from its checkpoint.
+			cur.reset(e.st.Last)
+			if err := e.pending(ctx); err != nil {
 				return err
 			}
+			continue
+		}
+		switch {
+		case ok:
 			if err := e.afterPart(ctx, p); err != nil {
 				return err
 			}
-		}
-		if e.st.PassRows == 0 || e.st.Pass >= e.o.Passes {
-			break
-		}
-		e.st.Pass, e.st.PassRows, e.st.Last, e.st.Pending = e.st.Pass+1, 0, nil, 0
-		if err := e.save(ctx); err != nil {
-			return err
+		case !next.Done:
+			cur.reset(nil) // the new pass starts at the source's start
 		}
 	}
-	e.st.Done, e.st.Pending, e.st.Finished = true, 0, storeadapter.DateTime(e.o.Now())
-	return e.save(ctx)
+	return nil
+}
+
+// pending calls AfterPart for the checkpoint's pending part, unless the
+// export is done.
+func (e *exporter) pending(ctx context.Context) error {
+	if e.st.Done || e.st.Pending == 0 {
+		return nil
+	}
+	p, err := e.partOf(ctx, e.st.Pending)
+	if err != nil {
+		return err
+	}
+	return e.afterPart(ctx, p)
 }
 
 func (e *exporter) afterPart(ctx context.Context, p Part) error {
@@ -436,17 +546,41 @@ func (e *exporter) afterPart(ctx context.Context, p Part) error {
 	return nil
 }
 
-// save writes the checkpoint.
-func (e *exporter) save(ctx context.Context) error {
+// create writes the first checkpoint with an insert. When another run
+// created it first, its checkpoint is taken instead (adopted true).
+func (e *exporter) create(ctx context.Context) (adopted bool, err error) {
 	tok, err := json.Marshal(e.st)
 	if err != nil {
-		return err
+		return false, err
 	}
-	if err := e.o.Checkpoints.Save(ctx, e.o.OpID, e.o.Step, string(tok)); err != nil {
-		return fmt.Errorf("tableexport: %w", err)
+	etag, err := e.o.Checkpoints.Create(ctx, e.o.OpID, e.o.Step, string(tok))
+	switch {
+	case err == nil:
+		e.etag = etag
+		return false, nil
+	case errors.Is(err, storeadapter.ErrAlreadyExists):
+		return true, e.reload(ctx)
 	}
-	e.saved = true
-	return nil
+	return false, fmt.Errorf("tableexport: %w", err)
+}
+
+// save writes next If-Match the checkpoint's ETag and takes it (won).
+// When another run saved first it writes nothing, reloads the checkpoint
+// and takes that instead (won false).
+func (e *exporter) save(ctx context.Context, next state) (won bool, err error) {
+	tok, err := json.Marshal(next)
+	if err != nil {
+		return false, err
+	}
+	etag, err := e.o.Checkpoints.SaveIfMatch(ctx, e.o.OpID, e.o.Step, string(tok), e.etag)
+	switch {
+	case err == nil:
+		e.st, e.etag = next, etag
+		return true, nil
+	case idempotent.Lost(err):
+		return false, e.reload(ctx)
+	}
+	return false, fmt.Errorf("tableexport: %w", err)
 }
 
 // folder returns the parts' folder: <prefix>/<table>/YYYY/MM/DD/HHMM.

@@ -67,11 +67,13 @@ type ManifestPart struct {
 
 // manifest returns the operation's manifest, writing it when it is not
 // there yet (after the checkpoint was marked done). It is built from the
-// checkpoint and the parts' metadata only, so a rewrite after a crash
-// gives the same bytes; an existing manifest is read, never replaced.
+// done checkpoint and the parts' metadata only, walking the chain of parts
+// back from the checkpoint's last part through each part's "prev", so a
+// rewrite after a crash gives the same bytes; an existing manifest is
+// read, never replaced.
 func (e *exporter) manifest(ctx context.Context) (Manifest, error) {
 	name := e.manifestName()
-	if e.st.Parts.empty() && e.o.SkipEmptyManifest {
+	if e.st.PartCount == 0 && e.o.SkipEmptyManifest {
 		return e.header(), nil
 	}
 	if m, err := getManifest(ctx, e.o.Blobs, name); !errors.Is(err, storeadapter.ErrNotFound) || idempotent.Missing(err) {
@@ -79,8 +81,8 @@ func (e *exporter) manifest(ctx context.Context) (Manifest, error) {
 	}
 	m := e.header()
 	m.Name = name
-	m.Parts = []ManifestPart{}
-	for n := range e.st.Parts.all() {
+	m.Parts = make([]ManifestPart, 0, e.st.PartCount)
+	for n := e.st.LastPart; n != 0; {
 		pn := e.partName(n)
 		props, err := e.o.Blobs.Properties(ctx, pn)
 		if err != nil {
@@ -90,10 +92,20 @@ func (e *exporter) manifest(ctx context.Context) (Manifest, error) {
 		if err != nil {
 			return Manifest{}, err
 		}
+		prev, err := strconv.Atoi(props.Metadata[MetaPrev])
+		if err != nil || prev < 0 || prev >= n || props.Metadata[MetaOp] != e.o.OpID || len(m.Parts) == e.st.PartCount {
+			return Manifest{}, fmt.Errorf("tableexport: manifest: part %s: not a link of the chain of %d parts of op %s (op %q, prev %q)",
+				pn, e.st.PartCount, e.o.OpID, props.Metadata[MetaOp], props.Metadata[MetaPrev])
+		}
 		m.Parts = append(m.Parts, mp)
 		m.Entities += mp.Entities
 		m.Bytes += mp.Bytes
+		n = prev
 	}
+	if len(m.Parts) != e.st.PartCount {
+		return Manifest{}, fmt.Errorf("tableexport: manifest: the chain of parts of op %s has %d links, the checkpoint counts %d", e.o.OpID, len(m.Parts), e.st.PartCount)
+	}
+	slices.Reverse(m.Parts)
 	data, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return Manifest{}, err
@@ -197,13 +209,20 @@ func Verify(ctx context.Context, b storeadapter.Blobs, name string) (Report, err
 	problem := func(format string, args ...any) { r.Problems = append(r.Problems, fmt.Sprintf(format, args...)) }
 	listed := map[string]bool{}
 	var entities, bytes int64
+	prev := 0
 	for _, mp := range m.Parts {
+		if listed[mp.Name] {
+			problem("part %s: listed twice in the manifest", mp.Name)
+			continue
+		}
 		listed[mp.Name] = true
 		entities += mp.Entities
 		bytes += mp.Bytes
-		if err := verifyPart(ctx, b, m, mp, &r, problem); err != nil {
+		n, err := verifyPart(ctx, b, m, mp, prev, &r, problem)
+		if err != nil {
 			return r, err
 		}
+		prev = n
 	}
 	if entities != m.Entities || bytes != m.Bytes {
 		problem("manifest totals %d entities and %d bytes, but its parts add up to %d and %d", m.Entities, m.Bytes, entities, bytes)
@@ -225,7 +244,7 @@ func Verify(ctx context.Context, b storeadapter.Blobs, name string) (Report, err
 				return r, fmt.Errorf("tableexport: verify: %s: %w", bp.Name, err)
 			}
 			if props.Metadata[MetaOp] == m.Op {
-				problem("part %s: of this export (op %s) but not in the manifest", bp.Name, m.Op)
+				problem("part %s: of this export (op %s) but not in the manifest (a stray of a superseded run, whose rows it did not delete, or a part the manifest lost)", bp.Name, m.Op)
 			}
 		}
 		if marker = page.Next; marker == "" {
@@ -235,20 +254,32 @@ func Verify(ctx context.Context, b storeadapter.Blobs, name string) (Report, err
 	return r, nil
 }
 
-// verifyPart checks one part against its manifest entry and metadata.
-func verifyPart(ctx context.Context, b storeadapter.Blobs, m Manifest, mp ManifestPart, r *Report, problem func(string, ...any)) error {
+// verifyPart checks one part against its manifest entry and metadata,
+// and returns its number (from its name; 0 when it has none). prev is
+// the number of the part listed before it (0 for the first).
+func verifyPart(ctx context.Context, b storeadapter.Blobs, m Manifest, mp ManifestPart, prev int, r *Report, problem func(string, ...any)) (int, error) {
+	num := 0
+	if base := path.Base(mp.Name); partFile.MatchString(base) {
+		num, _ = strconv.Atoi(base[:strings.IndexByte(base, '.')])
+	} else {
+		problem("part %s: not a part's name (NNNNNN.jsonl or .jsonl.gz)", mp.Name)
+	}
+	if path.Dir(mp.Name) != m.Folder {
+		problem("part %s: not in the manifest's folder %s", mp.Name, m.Folder)
+	}
 	props, err := b.Properties(ctx, mp.Name)
 	if errors.Is(err, storeadapter.ErrNotFound) && !idempotent.Missing(err) {
 		problem("part %s: missing", mp.Name)
-		return nil
+		return num, nil
 	}
 	if err != nil {
-		return fmt.Errorf("tableexport: verify: part %s: %w", mp.Name, err)
+		return num, fmt.Errorf("tableexport: verify: part %s: %w", mp.Name, err)
 	}
 	md := props.Metadata
 	for _, c := range []struct{ key, want string }{
 		{MetaOp, m.Op}, {MetaTable, m.Table}, {MetaEntityCount, strconv.FormatInt(mp.Entities, 10)},
 		{MetaSHA256, mp.SHA256}, {MetaStartTime, mp.StartTime}, {MetaEndTime, mp.EndTime},
+		{MetaPart, strconv.Itoa(num)}, {MetaPrev, strconv.Itoa(prev)},
 	} {
 		if md[c.key] != c.want {
 			problem("part %s: metadata %s is %q, the manifest says %q", mp.Name, c.key, md[c.key], c.want)
@@ -269,10 +300,10 @@ func verifyPart(ctx context.Context, b storeadapter.Blobs, m Manifest, mp Manife
 	})
 	if err != nil {
 		if storeadapter.IsTransient(err) {
-			return fmt.Errorf("tableexport: verify: part %s: %w", mp.Name, err)
+			return num, fmt.Errorf("tableexport: verify: part %s: %w", mp.Name, err)
 		}
 		problem("part %s: unreadable after %d good lines: %v", mp.Name, lines, err)
-		return nil
+		return num, nil
 	}
 	r.Parts++
 	r.Entities += lines
@@ -294,76 +325,5 @@ func verifyPart(ctx context.Context, b storeadapter.Blobs, m Manifest, mp Manife
 			problem("part %s: latest Timestamp %s, the manifest says %s", mp.Name, s, mp.EndTime)
 		}
 	}
-	return nil
-}
-
-// partSet is a set of part numbers, stored compactly as ranges
-// ("1-57,60").
-type partSet string
-
-func (s partSet) empty() bool { return s == "" }
-
-// ranges parses the set; it was written by add, so it is well formed.
-func (s partSet) ranges() [][2]int {
-	var out [][2]int
-	if s == "" {
-		return nil
-	}
-	for r := range strings.SplitSeq(string(s), ",") {
-		lo, hi, isRange := strings.Cut(r, "-")
-		a, _ := strconv.Atoi(lo)
-		b := a
-		if isRange {
-			b, _ = strconv.Atoi(hi)
-		}
-		out = append(out, [2]int{a, b})
-	}
-	return out
-}
-
-// all yields the numbers in increasing order.
-func (s partSet) all() func(func(int) bool) {
-	return func(yield func(int) bool) {
-		for _, r := range s.ranges() {
-			for n := r[0]; n <= r[1]; n++ {
-				if !yield(n) {
-					return
-				}
-			}
-		}
-	}
-}
-
-// add returns the set with n.
-func (s partSet) add(n int) partSet {
-	rs := s.ranges()
-	i := slices.IndexFunc(rs, func(r [2]int) bool { return n <= r[1]+1 })
-	switch {
-	case i < 0:
-		rs = append(rs, [2]int{n, n})
-	case n >= rs[i][0] && n <= rs[i][1]:
-		return s
-	case n == rs[i][1]+1:
-		rs[i][1] = n
-		if i+1 < len(rs) && rs[i+1][0] == n+1 {
-			rs[i][1] = rs[i+1][1]
-			rs = slices.Delete(rs, i+1, i+2)
-		}
-	case n == rs[i][0]-1:
-		rs[i][0] = n
-	default:
-		rs = slices.Insert(rs, i, [2]int{n, n})
-	}
-	var b []byte
-	for j, r := range rs {
-		if j > 0 {
-			b = append(b, ',')
-		}
-		b = strconv.AppendInt(b, int64(r[0]), 10)
-		if r[1] != r[0] {
-			b = append(b, '-')
-			b = strconv.AppendInt(b, int64(r[1]), 10)
-		}
-	}
-	return partSet(b)
+	return num, nil
 }

@@ -2,10 +2,12 @@ package tableexport
 
 import (
 	"bufio"
+	"bytes"
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash"
@@ -34,6 +36,11 @@ const (
 	MetaEndTime     = "endtime"
 	MetaSHA256      = "sha256"
 	MetaPart        = "part"
+	// MetaPrev is the number of the operation's part registered before
+	// this one (0 for the first) and MetaPass the pass of the scan that
+	// wrote it: the link of the chain the manifest is built from.
+	MetaPrev = "prev"
+	MetaPass = "pass"
 )
 
 // cursor streams the source in key order, one page in memory, and can
@@ -91,25 +98,23 @@ func (c *cursor) peek(ctx context.Context) (e storeadapter.Entity, line []byte, 
 // next moves past the entity peek returned.
 func (c *cursor) next() { c.i++ }
 
+// maxCommitLosses bounds how often one part's commit may lose its number
+// to another writer before the export gives up (transient: the
+// redelivery goes on).
+const maxCommitLosses = 8
+
 // nextPart writes or adopts the next part of the scan; ok is false when
 // the scan has no more rows.
 func (e *exporter) nextPart(ctx context.Context, cur *cursor) (p Part, ok bool, err error) {
-	if !e.saved {
-		// The checkpoint exists before the first part; the first page,
-		// read before it, finds a missing table before anything is written.
-		if _, _, _, err := cur.peek(ctx); err != nil {
-			return p, false, err
-		}
-		if err := e.save(ctx); err != nil {
-			return p, false, err
-		}
-	}
 	start := e.st.Last
+	prev, pass := strconv.Itoa(e.st.LastPart), strconv.Itoa(e.st.Pass)
+	losses := 0
 	for n := e.st.Next; ; {
 		name := e.partName(n)
 		props, err := e.o.Blobs.Properties(ctx, name)
+		md := props.Metadata
 		switch {
-		case err == nil && props.Metadata[MetaOp] == e.o.OpID:
+		case err == nil && md[MetaOp] == e.o.OpID && md[MetaPrev] == prev && md[MetaPass] == pass:
 			p, err := e.adopt(ctx, n, name)
 			if err != nil {
 				return p, false, err
@@ -117,7 +122,9 @@ func (e *exporter) nextPart(ctx context.Context, cur *cursor) (p Part, ok bool, 
 			cur.reset(&p.Last)
 			return p, true, nil
 		case err == nil:
-			n++ // another export's part in the same folder
+			// Another export's part in the same folder, or a stray of
+			// ours written from a superseded checkpoint.
+			n++
 			continue
 		case !errors.Is(err, storeadapter.ErrNotFound) || idempotent.Missing(err):
 			return p, false, fmt.Errorf("tableexport: read part %s: %w", name, err)
@@ -129,6 +136,9 @@ func (e *exporter) nextPart(ctx context.Context, cur *cursor) (p Part, ok bool, 
 		case lost(err):
 			// Another writer committed part n first: read the part's
 			// rows again and look at n once more (ours: adopt it).
+			if losses++; losses == maxCommitLosses {
+				return p, false, fmt.Errorf("tableexport: part %s: lost the commit to another writer %d times in a row: %w", name, losses, err)
+			}
 			cur.reset(start)
 			continue
 		}
@@ -232,6 +242,8 @@ func (e *exporter) metadata(p Part) map[string]string {
 		MetaEndTime:     storeadapter.FormatDateTime(p.EndTime),
 		MetaSHA256:      p.SHA256,
 		MetaPart:        strconv.Itoa(p.Number),
+		MetaPrev:        strconv.Itoa(e.st.LastPart),
+		MetaPass:        strconv.Itoa(e.st.Pass),
 	}
 }
 
@@ -283,9 +295,19 @@ type partStats struct {
 	sha256       string
 }
 
+// MaxLineBytes caps one line of a part as scanPart reads it. The largest
+// line MarshalEntityLine can write is about 3.2 MiB: an entity is at most
+// storeadapter.MaxEntityBytes (1 MiB, strings counted at 2 bytes per
+// UTF-16 unit), JSON escapes a unit into at most 6 bytes (\u001f), plus
+// the annotations of at most 252 properties. A longer line is not one of
+// ours, and gathering it would let a bad blob take unbounded memory.
+const MaxLineBytes = 4 << 20
+
 // scanPart streams a part: fn gets each line and its entity. It hashes
 // the bytes as stored and counts them; a name ending in ".gz" is
-// decompressed. Memory holds one line.
+// decompressed. Each line must be exactly one JSON object holding
+// PartitionKey, RowKey, Timestamp and odata.etag as strings (see
+// checkLine). Memory holds one line (at most MaxLineBytes).
 func scanPart(ctx context.Context, b storeadapter.Blobs, name string, fn func(line []byte, e storeadapter.Entity) error) (partStats, error) {
 	var st partStats
 	rc, _, err := b.Open(ctx, name)
@@ -308,6 +330,9 @@ func scanPart(ctx context.Context, b storeadapter.Blobs, name string, fn func(li
 	for {
 		chunk, err := br.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
+			if len(long)+len(chunk) > MaxLineBytes {
+				return st, fmt.Errorf("line %d: longer than %d bytes, more than any exported entity takes", st.lines+1, MaxLineBytes)
+			}
 			long = append(long, chunk...)
 			continue
 		}
@@ -315,6 +340,9 @@ func scanPart(ctx context.Context, b storeadapter.Blobs, name string, fn func(li
 		if len(long) > 0 {
 			long = append(long, chunk...)
 			line, long = long, long[:0]
+		}
+		if len(line) > MaxLineBytes {
+			return st, fmt.Errorf("line %d: longer than %d bytes, more than any exported entity takes", st.lines+1, MaxLineBytes)
 		}
 		if err == io.EOF {
 			if len(line) > 0 {
@@ -326,6 +354,9 @@ func scanPart(ctx context.Context, b storeadapter.Blobs, name string, fn func(li
 			return st, err
 		}
 		st.lines++
+		if err := checkLine(line); err != nil {
+			return st, fmt.Errorf("line %d: %w", st.lines, err)
+		}
 		ent, perr := storeadapter.UnmarshalEntityJSON(line, "")
 		if perr != nil {
 			return st, fmt.Errorf("line %d: %w", st.lines, perr)
@@ -339,6 +370,26 @@ func scanPart(ctx context.Context, b storeadapter.Blobs, name string, fn func(li
 	}
 	st.bytes, st.sha256 = hw.n, hex.EncodeToString(hw.h.Sum(nil))
 	return st, nil
+}
+
+// checkLine checks that a line is exactly one JSON object, with nothing
+// after it but its newline, that holds PartitionKey, RowKey, Timestamp and
+// odata.etag as strings: what MarshalEntityLine writes for every entity.
+func checkLine(line []byte) error {
+	line = bytes.TrimSuffix(line, []byte("\n"))
+	if len(line) == 0 || line[0] != '{' || line[len(line)-1] != '}' || !json.Valid(line) {
+		return errors.New("not exactly one JSON object")
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(line, &fields); err != nil {
+		return fmt.Errorf("not exactly one JSON object: %w", err)
+	}
+	for _, k := range []string{"PartitionKey", "RowKey", "Timestamp", "odata.etag"} {
+		if v, ok := fields[k]; !ok || len(v) == 0 || v[0] != '"' {
+			return fmt.Errorf("%s: missing or not a string", k)
+		}
+	}
+	return nil
 }
 
 // ReadPart streams a part's entities to fn, in the order written, with

@@ -310,9 +310,15 @@ var errKeptChanging = errors.New("kept changing while being moved; retrying late
 // part as pending and the redelivery runs step 2 for it again (deletes of
 // rows already gone are no-ops). After the done mark the redelivery writes
 // (or finds) the manifest and goes to step 4; after step 4's save it starts
-// the new generation. Two movers: two deliveries of one operation commit
-// each part number once (If-None-Match *) and the other adopts it, so their
-// deletes name the same versions; movers of different operations over the
+// the new generation. Two movers: two deliveries of one operation share
+// one checkpoint, created by insert and then only saved If-Match its ETag,
+// which registers each part before its deletes run: they pick one minute
+// folder, commit each part number once (If-None-Match *) and the other
+// adopts it, so their deletes name the same versions; a stale delivery
+// whose save loses takes the checkpoint as it stands, and when that is
+// done it stops without deleting anything (a part it committed meanwhile
+// stays unlisted, its rows still in the source, and step 4 names them).
+// So every row deleted sits in a part the manifest lists. Movers of different operations over the
 // same rows (overlapping ranges, a duplicate message under another id)
 // write parts of their own, numbered in turn in a shared minute folder,
 // and each deletes only the versions its own parts hold: a row is deleted
