@@ -12,6 +12,7 @@ import (
 
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/archive"
+	"github.com/tablekeeper/tablekeeper/jobs/catalog"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
@@ -19,6 +20,7 @@ import (
 // the flags that set them. Longer names come first: the replacer tries its
 // pairs in order at each position.
 var archiveArgsFlags = strings.NewReplacer(
+	"envelope: id:", "-id:",
 	"args.toBlob", "-to-blob",
 	"args.table", "-table",
 	"args.rkFrom", "-rk-from",
@@ -77,26 +79,36 @@ func (m *Main) runArchive(ctx context.Context, args []string) error {
 	if set["rk-to"] {
 		a.RKTo = &rkTo
 	}
-	raw, err := json.Marshal(a)
-	if err != nil {
-		return err
-	}
-	if _, err := jobs.ParseArgs[archive.Args](raw); err != nil {
-		return usagef("%s", archiveArgsFlags.Replace(err.Error()))
-	}
 	if !set["id"] {
 		id = newOpID(m.now())
 	}
-	text, err := jobs.Encode(jobs.Envelope{V: 1, ID: id, Kind: archive.Kind, Args: raw})
+	text, err := kindMessage(ctx, catalog.ArgsRegistry(nil), id, a)
 	if err != nil {
-		return usagef("%s", strings.ReplaceAll(err.Error(), "envelope: id:", "-id:"))
+		return usagef("%s", archiveArgsFlags.Replace(err.Error()))
 	}
-
 	store, err := m.connect(&c)
 	if err != nil {
 		return err
 	}
 	return m.sendOne(ctx, &c, store, id, text)
+}
+
+// kindMessage returns the message text of one job of a's kind under op id
+// id, decoded back through reg as the worker would decode it (the kind's
+// own Validate), so nothing is sent that the worker refuses on sight.
+func kindMessage(ctx context.Context, reg *jobs.Registry, id string, a jobs.Args) (string, error) {
+	raw, err := json.Marshal(a)
+	if err != nil {
+		return "", err
+	}
+	text, err := jobs.Encode(jobs.Envelope{V: 1, ID: id, Kind: a.Kind(), Args: raw})
+	if err != nil {
+		return "", err
+	}
+	if _, err := reg.Decode(ctx, storeadapter.Message{Text: text}); err != nil {
+		return "", err
+	}
+	return text, nil
 }
 
 // sendOne sends the message text of operation id to the work queue

@@ -134,24 +134,6 @@ func (m *Main) blobsyncEnqueue(ctx context.Context, mode string, args []string) 
 	return m.sendOne(ctx, &c, store, id, text)
 }
 
-// kindMessage returns the message text of one job of a's kind under op id
-// id, decoded back through reg as the worker would decode it (the kind's
-// own Validate), so nothing is sent that the worker refuses on sight.
-func kindMessage(ctx context.Context, reg *jobs.Registry, id string, a jobs.Args) (string, error) {
-	raw, err := json.Marshal(a)
-	if err != nil {
-		return "", err
-	}
-	text, err := jobs.Encode(jobs.Envelope{V: 1, ID: id, Kind: a.Kind(), Args: raw})
-	if err != nil {
-		return "", err
-	}
-	if _, err := reg.Decode(ctx, storeadapter.Message{Text: text}); err != nil {
-		return "", err
-	}
-	return text, nil
-}
-
 // blobsyncGetJSON is what get -o json prints: the entity in annotated
 // OData JSON (every EDM type kept) with its blob properties restored, and
 // where each of those came from.

@@ -2,14 +2,13 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"path"
 	"strconv"
 	"strings"
 
 	"github.com/tablekeeper/tablekeeper/idempotent/tableexport"
-	"github.com/tablekeeper/tablekeeper/jobs"
+	"github.com/tablekeeper/tablekeeper/jobs/catalog"
 	"github.com/tablekeeper/tablekeeper/jobs/export"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
@@ -18,6 +17,7 @@ import (
 // the flags that set them. Longer names come first: the replacer tries its
 // pairs in order at each position.
 var exportArgsFlags = strings.NewReplacer(
+	"envelope: id:", "-id:",
 	"args.maxPartBytes", "-max-part-bytes",
 	"args.table", "-table",
 	"args.rkFrom", "-rk-from",
@@ -80,19 +80,12 @@ func (m *Main) exportEnqueue(ctx context.Context, args []string) error {
 		}
 		a.MaxPartBytes = &n
 	}
-	raw, err := json.Marshal(a)
-	if err != nil {
-		return err
-	}
-	if _, err := jobs.ParseArgs[export.Args](raw); err != nil {
-		return usagef("%s", exportArgsFlags.Replace(err.Error()))
-	}
 	if !set["id"] {
 		id = newOpID(m.now())
 	}
-	text, err := jobs.Encode(jobs.Envelope{V: 1, ID: id, Kind: export.Kind, Args: raw})
+	text, err := kindMessage(ctx, catalog.ArgsRegistry(nil), id, a)
 	if err != nil {
-		return usagef("%s", strings.ReplaceAll(err.Error(), "envelope: id:", "-id:"))
+		return usagef("%s", exportArgsFlags.Replace(err.Error()))
 	}
 	store, err := m.connect(&c)
 	if err != nil {

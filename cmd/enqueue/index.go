@@ -393,14 +393,6 @@ var indexLineFields = strings.NewReplacer(
 	"args.rk", "rk",
 )
 
-// indexMessage returns the message text of index job id with args a,
-// checked as the worker checks a message: decoded by the catalog's
-// registry (the envelope, then the kind's own strict args parser and
-// Validate). Its errors name the args field ("args.pk").
-func indexMessage(ctx context.Context, reg *jobs.Registry, id string, a index.Args) (string, error) {
-	return kindMessage(ctx, reg, id, a)
-}
-
 // indexReconcile enqueues index reconciles: one entity's from flags, or
 // one per key line read from stdin or -file.
 func (m *Main) indexReconcile(ctx context.Context, args []string) error {
@@ -452,7 +444,7 @@ func (m *Main) indexReconcile(ctx context.Context, args []string) error {
 			id = newOpID(m.now())
 		}
 		var err error
-		if text, err = indexMessage(ctx, reg, id, index.Args{Table: table, PK: &pk, RK: &rk}); err != nil {
+		if text, err = kindMessage(ctx, reg, id, index.Args{Table: table, PK: &pk, RK: &rk}); err != nil {
 			return usagef("%s", indexArgsFlags.Replace(err.Error()))
 		}
 	}
@@ -514,7 +506,7 @@ func reconcileLine(ctx context.Context, reg *jobs.Registry, table, id, line stri
 	case k.RK == nil:
 		return "", errors.New("rk: is required")
 	}
-	text, err := indexMessage(ctx, reg, id, index.Args{Table: table, PK: k.PK, RK: k.RK})
+	text, err := kindMessage(ctx, reg, id, index.Args{Table: table, PK: k.PK, RK: k.RK})
 	if err != nil {
 		return "", errors.New(indexLineFields.Replace(err.Error()))
 	}
@@ -552,7 +544,7 @@ func (m *Main) indexRebuild(ctx context.Context, args []string) error {
 	if !set["id"] {
 		id = newOpID(m.now())
 	}
-	text, err := indexMessage(ctx, catalog.ArgsRegistry(nil), id, a)
+	text, err := kindMessage(ctx, catalog.ArgsRegistry(nil), id, a)
 	if err != nil {
 		return usagef("%s", indexArgsFlags.Replace(err.Error()))
 	}
