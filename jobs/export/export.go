@@ -75,12 +75,16 @@ func (a Args) source() tableexport.Source {
 //     mark and the manifest); nothing else is written. None: check the
 //     container (one call; missing: permanent), read the first page
 //     (missing table: permanent), pick the folder (this minute, UTC) and
-//     save the checkpoint.
+//     create the checkpoint (insert only: a delivery that loses the insert
+//     takes the winner's folder and progress).
 //  2. For each part: claim the next number (Properties: free, ours from an
 //     earlier run, or another export's in the same folder), stream the
 //     lines into it up to the size cap, commit it If-None-Match *, then
-//     checkpoint the last key, the number and the totals.
-//  3. Mark the checkpoint done, then write the manifest If-None-Match *.
+//     register it in the checkpoint (If-Match its ETag: the last key, the
+//     number and the totals; each part's metadata names the op's previous
+//     part, so the checkpoint stays small).
+//  3. Mark the checkpoint done (If-Match), then write the manifest
+//     If-None-Match *, built from the done checkpoint's chain of parts.
 //  4. (The runner) delete the message.
 //
 // Crash positions: before the first checkpoint nothing is written. After
@@ -98,7 +102,11 @@ func (a Args) source() tableexport.Source {
 // Two workers of one export (a redelivery after a lost lease): each part
 // number is committed by one of them (If-None-Match *); the other's
 // commit fails, it looks at the number again, finds its own op and adopts
-// the part; the manifest is written once and read by the other. Two
+// the part. Every checkpoint write is a compare-and-swap, so a worker
+// whose write loses reloads the checkpoint and goes on from it (or stops
+// when it is done): only registered parts are in the manifest, which is
+// written once and read by the other. tableexport.Export has the full
+// argument. Two
 // exports sharing a minute folder (many ranges of one table at once)
 // skip each other's parts by their op metadata, and one that loses a
 // number to the other reads its rows again into the next number. A
