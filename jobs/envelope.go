@@ -35,6 +35,11 @@ type Envelope struct {
 	ArgsRef string `json:"argsRef,omitempty"`
 	// TraceParent is an optional W3C trace context.
 	TraceParent string `json:"traceparent,omitempty"`
+	// Continued is the continuation marker: how many times the runner
+	// re-sent this operation because its handler saved its progress and
+	// asked to continue later (see ContinueError). Producers leave it out
+	// (0). Each continuation is a new message with a fresh dequeue count.
+	Continued int `json:"continued,omitempty"`
 }
 
 var (
@@ -109,6 +114,8 @@ func (env Envelope) validate() error {
 		return errors.New("envelope: args and argsRef: give one, not both")
 	case len(env.Args) == 0 && env.ArgsRef == "":
 		return errors.New("envelope: args: is required (or argsRef for a payload stored in a blob)")
+	case env.Continued < 0:
+		return fmt.Errorf("envelope: continued: must not be negative, got %d", env.Continued)
 	case env.TraceParent != "" && !traceParentRE.MatchString(env.TraceParent):
 		return fmt.Errorf("envelope: traceparent: must be a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>), got %q", storeadapter.Truncate(env.TraceParent, 80))
 	}

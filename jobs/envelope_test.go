@@ -15,7 +15,7 @@ import (
 // base64 and plain JSON.
 func TestEnvelopeRoundTrip(t *testing.T) {
 	env := jobs.Envelope{V: 1, ID: "op-2026-11-21-0001", Kind: "archive", Args: json.RawMessage(`{"table":"T"}`),
-		TraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+		TraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", Continued: 3}
 	text, err := jobs.Encode(env)
 	if err != nil {
 		t.Fatal(err)
@@ -29,7 +29,7 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("DecodeEnvelope(%.40q) = %v", in, err)
 		}
-		if got.ID != env.ID || got.Kind != env.Kind || string(got.Args) != string(env.Args) || got.TraceParent != env.TraceParent {
+		if got.ID != env.ID || got.Kind != env.Kind || string(got.Args) != string(env.Args) || got.TraceParent != env.TraceParent || got.Continued != 3 {
 			t.Fatalf("round trip: got %+v, want %+v", got, env)
 		}
 	}
@@ -54,6 +54,8 @@ func TestEnvelopeErrors(t *testing.T) {
 		{`{"v":1,"id":"a","kind":"k","args":{},"extra":true}`, "extra: unknown field"},
 		{`{"v":1,"id":"a","kind":"k","args":{}} {}`, "unexpected data"},
 		{`{"v":1,"id":"a","kind":"k","args":{},"traceparent":"xyz"}`, "traceparent: must be"},
+		{`{"v":1,"id":"a","kind":"k","args":{},"continued":-1}`, "continued: must not be negative"},
+		{`{"v":1,"id":"a","kind":"k","args":{},"continued":1.5}`, "continued: must be an integer"},
 	}
 	for _, c := range cases {
 		_, err := jobs.DecodeEnvelope(c.text)

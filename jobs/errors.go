@@ -3,6 +3,9 @@ package jobs
 import (
 	"errors"
 	"fmt"
+	"time"
+
+	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
 // PermanentError marks a failure that retrying cannot fix: a malformed
@@ -32,3 +35,60 @@ func IsPermanent(err error) bool {
 	var pe *PermanentError
 	return errors.As(err, &pe)
 }
+
+// ContinueError is what a handler returns when it has saved its progress
+// (a checkpoint) and wants to continue later instead of running on: a
+// long purge or export that has spent its time budget, as river's snooze.
+// The runner re-sends the message with Envelope.Continued one higher,
+// visible after After, and then deletes the delivered one, so the pause
+// counts neither as a failed attempt nor as a delivery towards
+// MaxDequeueCount. The handler must have saved everything the next
+// delivery needs before it returns this; the next delivery resumes from
+// its checkpoint.
+type ContinueError struct {
+	// After is how long the message stays invisible; 0 makes it visible
+	// at once.
+	After time.Duration
+	// Progress says briefly what was done so far, for the log line
+	// ("deleted 120000 of the table's entities"); it is cut at 200
+	// characters.
+	Progress string
+}
+
+func (e *ContinueError) Error() string {
+	return fmt.Sprintf("continue in %v: %s", e.After, e.Progress)
+}
+
+// ContinueLater returns the error that asks the runner to continue the job
+// after the given delay, its progress saved; see ContinueError.
+func ContinueLater(after time.Duration, progress string) error {
+	return &ContinueError{After: max(after, 0), Progress: storeadapter.Truncate(progress, 200)}
+}
+
+// AsContinue returns the ContinueError err is or wraps, and false when err
+// asks for no continuation.
+func AsContinue(err error) (*ContinueError, bool) {
+	var ce *ContinueError
+	ok := errors.As(err, &ce)
+	return ce, ok
+}
+
+// Budget is a job's time budget: the handler checks Spent between units of
+// work whose progress it has saved, and returns ContinueLater once it is.
+// The zero Budget is never spent.
+type Budget struct {
+	deadline time.Time
+	now      func() time.Time
+}
+
+// NewBudget returns a budget of d from now (now() is read once here and
+// again at each Spent); d <= 0 is a budget never spent.
+func NewBudget(d time.Duration, now func() time.Time) Budget {
+	if d <= 0 {
+		return Budget{}
+	}
+	return Budget{deadline: now().Add(d), now: now}
+}
+
+// Spent reports whether the budget's time is up.
+func (b Budget) Spent() bool { return b.now != nil && !b.now().Before(b.deadline) }

@@ -1,0 +1,52 @@
+package jobs_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tablekeeper/tablekeeper/jobs"
+)
+
+// TestContinueLater: a wrapped ContinueError is found, is not permanent,
+// and keeps its delay and (cut) progress; a negative delay is 0.
+func TestContinueLater(t *testing.T) {
+	err := fmt.Errorf("purge: %w", jobs.ContinueLater(5*time.Second, strings.Repeat("x", 300)))
+	ce, ok := jobs.AsContinue(err)
+	switch {
+	case !ok:
+		t.Fatalf("AsContinue(%v) = false", err)
+	case ce.After != 5*time.Second || len(ce.Progress) > 210 || !strings.HasPrefix(ce.Progress, "xxx"):
+		t.Fatalf("got after %v, progress of %d bytes", ce.After, len(ce.Progress))
+	case jobs.IsPermanent(err):
+		t.Fatal("a continuation is permanent")
+	}
+	if ce, _ := jobs.AsContinue(jobs.ContinueLater(-time.Second, "p")); ce.After != 0 {
+		t.Fatalf("negative delay kept: %v", ce.After)
+	}
+	if _, ok := jobs.AsContinue(jobs.Permanentf("no")); ok {
+		t.Fatal("a permanent error asks to continue")
+	}
+}
+
+// TestBudget: spent exactly when its time is up; zero or negative never.
+func TestBudget(t *testing.T) {
+	now := time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	b := jobs.NewBudget(time.Minute, clock)
+	if b.Spent() {
+		t.Fatal("spent at once")
+	}
+	now = now.Add(59 * time.Second)
+	if b.Spent() {
+		t.Fatal("spent before its end")
+	}
+	now = now.Add(time.Second)
+	if !b.Spent() {
+		t.Fatal("not spent at its end")
+	}
+	if jobs.NewBudget(0, clock).Spent() || (jobs.Budget{}).Spent() {
+		t.Fatal("a zero budget is spent")
+	}
+}
