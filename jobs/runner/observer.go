@@ -15,7 +15,8 @@ type EventType int
 
 // The steps the runner reports to observers. Every received message has
 // one Received event and then exactly one outcome event: Succeeded,
-// Retried, Poisoned, LeaseLost, Released, AckFailed or Abandoned. Started,
+// Continued, Retried, Poisoned, LeaseLost, Released, AckFailed or
+// Abandoned. Started,
 // Finished and LeaseRenewed come between them for a message whose job ran.
 const (
 	Received     EventType = iota // the message arrived; its lease is kept from now on
@@ -29,13 +30,14 @@ const (
 	Released                      // outcome: handed back unstarted, or cancelled by shutdown
 	AckFailed                     // outcome: the acknowledgement kept failing; it runs again when its lease expires
 	Abandoned                     // outcome: its handler ignored the cancellation at the end of the shutdown grace period
+	Continued                     // outcome: the job saved its progress and continues in a new message; this one is deleted
 	numEventTypes
 )
 
 // String names an event type as Stats and the logs do.
 func (t EventType) String() string {
 	return [...]string{"received", "started", "finished", "lease renewed", "succeeded", "retried", "poisoned",
-		"lease lost", "released", "ack failed", "abandoned"}[t]
+		"lease lost", "released", "ack failed", "abandoned", "continued"}[t]
 }
 
 // Event is one step of one message, as observers see it.
@@ -56,14 +58,22 @@ type Event struct {
 	Err error
 	// Result is what the job reported with jobs.SetResult.
 	Result string
-	// Delay is when a Retried message comes back.
+	// Delay is when a Retried message comes back, or when a Continued
+	// one's continuation becomes visible.
 	Delay time.Duration
+	// Continued is, on a Continued outcome (and on an AckFailed or
+	// LeaseLost one at stage "continue"), the continuation marker of the
+	// message re-sent (the delivered one's plus one), and NextID that
+	// message's id.
+	Continued int
+	NextID    string
 	// Reason is why a message was Poisoned.
 	Reason string
 	// Stage and AckErr say which acknowledgement failed and how, on an
 	// outcome of AckFailed or LeaseLost that an acknowledgement decided:
 	// "delete", "retry", "confirm" (the lease check before poisoning),
-	// "poison", "release" or "process" (a panic outside the handler).
+	// "poison", "release", "continue" (the delete after the continuation
+	// was sent) or "process" (a panic outside the handler).
 	Stage  string
 	AckErr error
 }
@@ -95,15 +105,16 @@ type logger struct{ log *slog.Logger }
 
 // ackLines are the lines of an outcome an acknowledgement decided, by stage.
 var ackLines = map[string]string{
-	"delete":  "job done but the message could not be deleted; it will run again",
-	"retry":   "job failed, and its retry could not be scheduled; the message reappears when its lease expires",
-	"confirm": "could not confirm the lease before poisoning; not poisoned, the message will be delivered again",
-	"poison":  "could not move the message to the poison queue; it will be delivered again",
-	"release": "could not release the message; it reappears when its lease expires",
+	"delete":   "job done but the message could not be deleted; it will run again",
+	"retry":    "job failed, and its retry could not be scheduled; the message reappears when its lease expires",
+	"confirm":  "could not confirm the lease before poisoning; not poisoned, the message will be delivered again",
+	"poison":   "could not move the message to the poison queue; it will be delivered again",
+	"release":  "could not release the message; it reappears when its lease expires",
+	"continue": "job continues in a new message, but the delivered one could not be deleted; both resume from the checkpoint",
 }
 
 // ackErrKeys name the acknowledgement's error in its line, by stage.
-var ackErrKeys = map[string]string{"delete": "err", "retry": "ack_err", "confirm": "lease_err", "poison": "poison_err", "release": "err"}
+var ackErrKeys = map[string]string{"delete": "err", "retry": "ack_err", "confirm": "lease_err", "poison": "poison_err", "release": "err", "continue": "err"}
 
 func (l logger) Observe(ctx context.Context, e Event) {
 	m := e.Message
@@ -119,7 +130,11 @@ func (l logger) Observe(ctx context.Context, e Event) {
 	}
 	if line, ok := ackLines[e.Stage]; ok {
 		attrs := []any{"outcome", e.Type.String(), ackErrKeys[e.Stage], e.AckErr}
-		if e.Stage != "delete" && e.Stage != "release" {
+		switch e.Stage {
+		case "delete", "release":
+		case "continue":
+			attrs = append(attrs, "continued", e.Continued, "new_msg_id", e.NextID)
+		default:
 			attrs = append(attrs, "err", e.Err)
 		}
 		level := slog.LevelWarn
@@ -136,6 +151,12 @@ func (l logger) Observe(ctx context.Context, e Event) {
 		log.DebugContext(ctx, "job finished", "class", e.Class.String(), "err", e.Err)
 	case Succeeded:
 		log.InfoContext(ctx, "job done")
+	case Continued:
+		progress := ""
+		if ce, ok := jobs.AsContinue(e.Err); ok {
+			progress = ce.Progress
+		}
+		log.InfoContext(ctx, "job continues", "continued", e.Continued, "after", e.Delay, "progress", progress, "new_msg_id", e.NextID)
 	case Retried:
 		log.WarnContext(ctx, "job failed; will retry", "err", e.Err, "retry_in", e.Delay)
 	case Poisoned:

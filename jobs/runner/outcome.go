@@ -27,11 +27,12 @@ const (
 	ClassTransient              // anything else: retried, poisoned past MaxDequeueCount
 	ClassLeaseLost              // the lease was lost while the job ran
 	ClassShutdown               // the job failed after the shutdown grace period cancelled it
+	ClassContinue               // the handler saved its progress and asked to continue later (jobs.ContinueLater)
 )
 
 // String names a class.
 func (c Class) String() string {
-	return [...]string{"none", "success", "permanent", "storage refusal", "transient", "lease lost", "shutdown"}[c]
+	return [...]string{"none", "success", "permanent", "storage refusal", "transient", "lease lost", "shutdown", "continue"}[c]
 }
 
 // classify is the one table that decides what happens to a message whose
@@ -40,17 +41,26 @@ func (c Class) String() string {
 //	row  condition                                  class       the runner then
 //	1    the lease was lost                         lease lost  does nothing: the message reappears, or another worker has it
 //	2    err == nil                                 success     deletes the message, drops its failure record
-//	3    shutdown: the grace period cancelled it    shutdown    releases the message at once, no attempt counted
-//	4    jobs.IsPermanent(err)                      permanent   poisons the message now
-//	5    storage refused the request (400, 413):    refused     poisons the message now (retrying the same request
+//	3    jobs.AsContinue(err): progress saved,      continue    re-sends the envelope with Continued one higher (visible
+//	     continue later (also during shutdown)                  after After), then deletes the message, drops its
+//	                                                            failure record (see continueLater)
+//	4    shutdown: the grace period cancelled it    shutdown    releases the message at once, no attempt counted
+//	5    jobs.IsPermanent(err)                      permanent   poisons the message now
+//	6    storage refused the request (400, 413):    refused     poisons the message now (retrying the same request
 //	     ErrInvalidInput or ErrTooLarge, not                    cannot succeed; DESIGN asks this of 4xx)
 //	     transient
-//	6    anything else: a transient storage error,  transient   records the attempt and retries after RetryDelay;
+//	7    anything else: a transient storage error,  transient   records the attempt and retries after RetryDelay;
 //	     404/409/412/403 escaping a handler, the                poisons once the delivery count reaches MaxDequeueCount
 //	     maximum run time, a message delivered
 //	     more than MaxDequeueCount times
 //
-// Row 6 keeps 404, 409, 412 and 401/403 transient: they may depend on what
+// Row 3 comes before shutdown: the handler saved its progress either way,
+// and a continuation is better than a release, which would run the same
+// message again with its dequeue count one higher. A lost lease still wins
+// (row 1): the message reappears and its next delivery resumes from the
+// same checkpoint.
+//
+// Row 7 keeps 404, 409, 412 and 401/403 transient: they may depend on what
 // others do meanwhile, a role assignment still propagating or a lease that
 // lapses, and a handler that knows better returns a Permanent error.
 func classify(err error, leaseLost, shutdown bool) Class {
@@ -59,6 +69,11 @@ func classify(err error, leaseLost, shutdown bool) Class {
 		return ClassLeaseLost
 	case err == nil:
 		return ClassSuccess
+	}
+	if _, ok := jobs.AsContinue(err); ok {
+		return ClassContinue
+	}
+	switch {
 	case shutdown:
 		return ClassShutdown
 	case jobs.IsPermanent(err):
@@ -154,6 +169,15 @@ func (r *Runner) process(ctx context.Context, h *held) Event {
 		return r.release(h, e, receipt, until)
 	case ClassSuccess:
 		return r.succeed(ctx, h, e, receipt, until)
+	case ClassContinue:
+		out, serr := r.continueLater(ctx, h, e, task.Envelope, receipt, until)
+		if serr == nil {
+			return out
+		}
+		// The continuation could not be sent: the message takes the
+		// transient-failure path (its progress is saved all the same).
+		h.log.WarnContext(ctx, "could not re-send the message to continue the job; retrying the delivered one instead", "err", serr)
+		err, e.Err, e.Class = serr, serr, ClassTransient
 	}
 	f := poison.Failure{MessageID: m.ID, Text: m.Text, OpID: task.ID, Kind: task.Kind,
 		Attempt: poison.Attempt{DequeueCount: m.DequeueCount, Time: start, Duration: e.Duration, Host: c.Host, Error: err.Error()}}
@@ -231,26 +255,39 @@ func ackFailed(e Event, stage string, err error) Event {
 // succeed deletes the message of a job that succeeded, then drops its
 // failure record if earlier deliveries left one.
 func (r *Runner) succeed(ctx context.Context, h *held, e Event, receipt string, until time.Time) Event {
-	c, m := &r.cfg, h.m
-	err := r.acknowledge(until, func(actx context.Context, retry bool) error {
-		err := c.Queue.DeleteMessage(actx, m.ID, receipt)
+	if err := r.delete(h, receipt, until); err != nil {
+		return ackFailed(e, "delete", err)
+	}
+	r.forget(ctx, h)
+	e.Type = Succeeded
+	return e
+}
+
+// delete deletes a message whose job is over, with the newest pop
+// receipt. A "not found" is done: an earlier try whose reply was lost, or
+// another worker, deleted it.
+func (r *Runner) delete(h *held, receipt string, until time.Time) error {
+	return r.acknowledge(until, func(actx context.Context, retry bool) error {
+		err := r.cfg.Queue.DeleteMessage(actx, h.m.ID, receipt)
 		if errors.Is(err, storeadapter.ErrNotFound) {
-			return nil // deleted already: by an earlier try whose reply was lost, or by another worker
+			return nil
 		}
 		return err
 	})
-	if err != nil {
-		return ackFailed(e, "delete", err)
+}
+
+// forget drops the failure record of a message just deleted, if earlier
+// deliveries may have left one; a failure is logged, not returned.
+func (r *Runner) forget(ctx context.Context, h *held) {
+	c, m := &r.cfg, h.m
+	if m.DequeueCount <= 1 {
+		return
 	}
-	if m.DequeueCount > 1 { // earlier attempts may have left a failure record
-		// Past the lease too: the message is gone, nobody else will.
-		ferr := r.acknowledge(c.Clock.Now().Add(c.Visibility), func(actx context.Context, _ bool) error { return c.Poison.Forget(actx, m.ID) })
-		if ferr != nil {
-			h.log.WarnContext(ctx, "could not drop the failure record of the succeeded message; poison purge removes it once it is older than the queue's message time to live", "err", ferr)
-		}
+	// Past the lease too: the message is gone, nobody else will.
+	ferr := r.acknowledge(c.Clock.Now().Add(c.Visibility), func(actx context.Context, _ bool) error { return c.Poison.Forget(actx, m.ID) })
+	if ferr != nil {
+		h.log.WarnContext(ctx, "could not drop the failure record of the deleted message; poison purge removes it once it is older than the queue's message time to live", "err", ferr)
 	}
-	e.Type = Succeeded
-	return e
 }
 
 // retry records a transient failure and hides the message for the retry

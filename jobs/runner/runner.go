@@ -100,10 +100,11 @@ type Config struct {
 	// DrainQuiet is how long a drain waits, with nothing visible and
 	// nothing running, for the messages the count still holds. It runs
 	// from the last activity: the last receive that returned messages, or
-	// the last message of this worker that ended retried, released, ack
-	// failed or lease lost (each comes back to the queue), so a job that
-	// ran longer than DrainQuiet and then failed is still retried by the
-	// same drain. Default twice Visibility: a message another worker holds
+	// the last message of this worker that ended continued, retried,
+	// released, ack failed or lease lost (each comes back to the queue),
+	// so a job that ran longer than DrainQuiet and then failed is still
+	// retried by the same drain, and a job that continues is continued by
+	// it (when its continuation's delay is shorter than DrainQuiet). Default twice Visibility: a message another worker holds
 	// is either deleted or visible again within one visibility timeout of
 	// that worker's last renewal, even when the worker crashed; the second
 	// timeout is a margin. Messages delayed longer (a retry whose backoff
@@ -115,7 +116,8 @@ type Config struct {
 	// broken endpoint: the container should exit 1). Default 2 min.
 	ReceiveOutage time.Duration
 	// MaxMessages stops Run after this many messages were handled
-	// (finished, retried or poisoned). 0 means no limit.
+	// (finished, continued, retried or poisoned; each continuation is a
+	// message of its own). 0 means no limit.
 	MaxMessages int
 	// MaxDuration stops Run after this long. 0 means no limit.
 	MaxDuration time.Duration
@@ -172,11 +174,16 @@ func (c *Config) Validate() error {
 
 // Stats count what a runner did. Read them with Runner.Stats. Every
 // received message ends in exactly one outcome, so once Run has returned,
-// Received = Succeeded + Retried + Poisoned + LeaseLost + Released +
-// AckFailed + Abandoned.
+// Received = Succeeded + Continued + Retried + Poisoned + LeaseLost +
+// Released + AckFailed + Abandoned.
 type Stats struct {
 	Received  int64 // messages received
 	Succeeded int64 // the job succeeded and the message is deleted
+	// Continued counts deliveries whose job saved its progress and asked
+	// to continue later: the operation was re-sent as a new message and
+	// the delivered one deleted. A job that continues k times and then
+	// succeeds counts k here and 1 in Succeeded (Received counts k+1).
+	Continued int64
 	Retried   int64 // the job failed transiently; the message comes back after a backoff
 	Poisoned  int64 // moved to the poison queue
 	LeaseLost int64 // the lease was lost (another worker may have the message)
@@ -236,7 +243,7 @@ func (r *Runner) Stats() Stats {
 	e := &r.count.events
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return Stats{Received: e[Received].Load(), Succeeded: e[Succeeded].Load(), Retried: e[Retried].Load(),
+	return Stats{Received: e[Received].Load(), Succeeded: e[Succeeded].Load(), Continued: e[Continued].Load(), Retried: e[Retried].Load(),
 		Poisoned: e[Poisoned].Load(), LeaseLost: e[LeaseLost].Load(), Released: e[Released].Load(),
 		AckFailed: e[AckFailed].Load(), Abandoned: e[Abandoned].Load(), ReceiveFailures: r.count.receiveFailures.Load(),
 		StopReason: r.stopReason, Left: r.left}
