@@ -1030,7 +1030,7 @@ func (b *bundle) drain(t *testing.T, step time.Duration) runner.Stats {
 // checkAddsUp checks that every received message ended in one outcome.
 func checkAddsUp(t *testing.T, s runner.Stats) {
 	t.Helper()
-	if sum := s.Succeeded + s.Retried + s.Poisoned + s.LeaseLost + s.Released + s.AckFailed + s.Abandoned; sum != s.Received {
+	if sum := s.Succeeded + s.Continued + s.Retried + s.Poisoned + s.LeaseLost + s.Released + s.AckFailed + s.Abandoned; sum != s.Received {
 		t.Errorf("stats %+v: outcomes add up to %d, but %d messages were received", s, sum, s.Received)
 	}
 }
