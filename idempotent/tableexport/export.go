@@ -160,7 +160,35 @@ type Options struct {
 	// BlockSize is the BlobWriter's block size (the memory a part
 	// holds); 0 means storeadapter.DefaultBlockSize.
 	BlockSize int
+	// Stop, when set, is asked after each part is registered in the
+	// checkpoint and its AfterPart has run — only then, when the progress
+	// is saved. When it returns true, Export stops and returns a *Stopped
+	// error (errors.Is ErrStopped) without marking the checkpoint done; a
+	// later call with the same OpID and Step goes on from the next row.
+	// Every call that does not stop first writes at least one part, so an
+	// export stopped as often as possible still finishes. Nil never
+	// stops. The kinds pass a jobs.Budget's Spent.
+	Stop func() bool
 }
+
+// ErrStopped is what a *Stopped error is (errors.Is): Options.Stop ended
+// the export before it was done, its progress saved in the checkpoint.
+var ErrStopped = errors.New("tableexport: stopped before the end, progress saved")
+
+// Stopped is the error Export returns when Options.Stop stopped it: the
+// totals of the parts registered so far, by every run of the operation.
+type Stopped struct {
+	Entities int64
+	Parts    int
+	Bytes    int64
+}
+
+func (s *Stopped) Error() string {
+	return fmt.Sprintf("%v: %d entities in %d parts so far", ErrStopped, s.Entities, s.Parts)
+}
+
+// Unwrap returns ErrStopped.
+func (s *Stopped) Unwrap() error { return ErrStopped }
 
 func (o *Options) validate() error {
 	o.MaxPartBytes = cmp.Or(o.MaxPartBytes, DefaultMaxPartBytes)
@@ -332,9 +360,11 @@ type exporter struct {
 //     when another writer committed n first, read the source again from
 //     the part's start and look at n again (a bounded number of times).
 //  4. Register the part: save the checkpoint (last part n, last key, next
-//     number, count, totals, pending n) If-Match. Won: call AfterPart.
-//     Lost: reload (step 6); the part was not registered by this run and
-//     AfterPart is not called for it.
+//     number, count, totals, pending n) If-Match. Won: call AfterPart,
+//     then ask Options.Stop; when it says stop, return a *Stopped error
+//     (the checkpoint holds everything the next call needs). Lost: reload
+//     (step 6); the part was not registered by this run and AfterPart is
+//     not called for it.
 //  5. At the end of a pass, save (If-Match) the start of another pass from
 //     the source's start while the pass exported rows and Passes allow;
 //     else save the done mark (If-Match), then write the manifest, built
@@ -387,7 +417,8 @@ type exporter struct {
 // folder; "enqueue poison purge" (abandoned checkpoints) or a later
 // clean-up may prune them.
 //
-// Errors: invalid options or source wrap storeadapter.ErrInvalidInput or
+// Errors: Options.Stop stopping the export is a *Stopped error (errors.Is
+// ErrStopped); invalid options or source wrap storeadapter.ErrInvalidInput or
 // name the field; a missing container wraps ErrContainerNotFound (unless
 // CreateContainer), a missing table ErrTableNotFound.
 func Export(ctx context.Context, tables storeadapter.Tables, src Source, o Options) (Manifest, error) {
@@ -515,6 +546,9 @@ func (e *exporter) run(ctx context.Context) error {
 		case ok:
 			if err := e.afterPart(ctx, p); err != nil {
 				return err
+			}
+			if e.o.Stop != nil && e.o.Stop() {
+				return &Stopped{Entities: e.st.Entities, Parts: e.st.PartCount, Bytes: e.st.Bytes}
 			}
 		case !next.Done:
 			cur.reset(nil) // the new pass starts at the source's start
