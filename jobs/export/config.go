@@ -24,11 +24,21 @@ type Config struct {
 	// MaxPartBytes is the size cap of a part (uncompressed line bytes)
 	// when the args give none. Default 64 MiB, 1 KiB-4 GiB.
 	MaxPartBytes int64 `json:"maxPartBytes,omitempty"`
+	// TimeBudget is how long one delivery exports before it stops after
+	// its current part (registered in the checkpoint) and continues in a
+	// new message (jobs.ContinueLater): the next delivery goes on from the
+	// next row. It is checked after each part, so a delivery runs about
+	// TimeBudget plus one part. Default 5 min; at least 1 s and less than
+	// MaxRunTime.
+	TimeBudget jobs.Duration `json:"timeBudget,omitempty"`
 	// MaxRunTime is how long one export job may run before its context
 	// is cancelled and it is retried (resuming after its last part).
 	// Default jobs.DefaultMaxRunTime (30 min), 1s-24h.
 	MaxRunTime jobs.Duration `json:"maxRunTime,omitempty"`
 }
+
+// DefaultTimeBudget is the default of Config.TimeBudget.
+const DefaultTimeBudget = 5 * time.Minute
 
 // Validate fills the defaults and checks each field, naming it and its
 // rule. It never panics.
@@ -36,6 +46,7 @@ func (c *Config) Validate() error {
 	c.CheckpointTable = cmp.Or(c.CheckpointTable, DefaultCheckpointTable)
 	c.MaxPartBytes = cmp.Or(c.MaxPartBytes, tableexport.DefaultMaxPartBytes)
 	c.MaxRunTime = cmp.Or(c.MaxRunTime, jobs.Duration(jobs.DefaultMaxRunTime))
+	c.TimeBudget = cmp.Or(c.TimeBudget, jobs.Duration(DefaultTimeBudget))
 	if err := storeadapter.ValidateTableName(c.CheckpointTable); err != nil {
 		return fmt.Errorf("export.checkpointTable: %w", err)
 	}
@@ -44,6 +55,9 @@ func (c *Config) Validate() error {
 	}
 	if d := time.Duration(c.MaxRunTime); d < time.Second || d > 24*time.Hour {
 		return fmt.Errorf("export.maxRunTime: must be 1s-24h, got %v", d)
+	}
+	if d := time.Duration(c.TimeBudget); d < time.Second || d >= time.Duration(c.MaxRunTime) {
+		return fmt.Errorf("export.timeBudget: must be at least 1s and less than export.maxRunTime (%v), got %v", time.Duration(c.MaxRunTime), d)
 	}
 	return nil
 }

@@ -83,11 +83,22 @@ func (a Args) source() tableexport.Source {
 //     register it in the checkpoint (If-Match its ETag: the last key, the
 //     number and the totals; each part's metadata names the op's previous
 //     part, so the checkpoint stays small).
+//     After each registered part, when the delivery's time budget
+//     (Config.TimeBudget, from the delivery's start by the worker's
+//     clock) is spent, stop and return jobs.ContinueLater(0, "exported N
+//     entities in K parts so far"): the runner re-sends the operation as
+//     a new message and deletes this one; the next delivery loads the
+//     checkpoint and goes on from the next row, with a fresh budget.
 //  3. Mark the checkpoint done (If-Match), then write the manifest
 //     If-None-Match *, built from the done checkpoint's chain of parts.
 //  4. (The runner) delete the message.
 //
-// Crash positions: before the first checkpoint nothing is written. After
+// Crash positions: before the first checkpoint nothing is written. A
+// continuation stops only after a registration, so it is the crash
+// position "after a checkpoint" without the crash; when the runner's send
+// of the continuation and its delete of this message are separated by a
+// crash, two messages of the operation resume from the same checkpoint:
+// two workers of one export, below. After
 // a commit and before its checkpoint, the redelivery finds the part with
 // its op in the metadata and adopts it (reads it back for its count, hash
 // and last key; never rewrites it). After a checkpoint it resumes with
@@ -118,6 +129,14 @@ type Worker struct {
 	now         func() time.Time
 }
 
+// WithClock makes the worker read time (the export folder's minute, the
+// manifest's times, the time budget) from now instead of time.Now (tests
+// pass a fake clock) and returns it.
+func (w *Worker) WithClock(now func() time.Time) *Worker {
+	w.now = now
+	return w
+}
+
 // New returns the export worker on store, configured by cfg (its
 // defaults filled in); an invalid cfg is an error naming the field.
 func New(store storeadapter.Store, cfg Config) (*Worker, error) {
@@ -135,15 +154,19 @@ func (w *Worker) MaxRunTime() time.Duration { return time.Duration(w.cfg.MaxRunT
 func (w *Worker) Work(ctx context.Context, job *jobs.Job[Args]) error {
 	a := job.Args
 	container, prefix, _ := tableexport.ParseTarget(a.To) // validated
+	budget := jobs.NewBudget(time.Duration(w.cfg.TimeBudget), w.now)
 	o := tableexport.Options{
 		Blobs: w.store.Container(container), Prefix: prefix, MaxPartBytes: w.cfg.MaxPartBytes, Gzip: a.Gzip,
-		OpID: job.ID, Checkpoints: w.checkpoints, Step: checkpointStep, Now: w.now,
+		OpID: job.ID, Checkpoints: w.checkpoints, Step: checkpointStep, Now: w.now, Stop: budget.Spent,
 	}
 	if a.MaxPartBytes != nil {
 		o.MaxPartBytes = *a.MaxPartBytes
 	}
 	m, err := tableexport.Export(ctx, w.store.Tables(), a.source(), o)
+	var stopped *tableexport.Stopped
 	switch {
+	case errors.As(err, &stopped):
+		return jobs.ContinueLater(0, fmt.Sprintf("exported %d entities in %d parts so far", stopped.Entities, stopped.Parts))
 	case errors.Is(err, storeadapter.ErrContainerNotFound):
 		return jobs.Permanentf("export: args.to: container %s does not exist", container)
 	case errors.Is(err, storeadapter.ErrTableNotFound):

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tablekeeper/tablekeeper/idempotent/tableexport"
 	"github.com/tablekeeper/tablekeeper/jobs"
@@ -128,5 +129,82 @@ func TestExportConfig(t *testing.T) {
 	c = export.Config{}
 	if err := c.Validate(); err != nil || c.CheckpointTable != "TablekeeperCheckpoints" || c.MaxPartBytes != 64<<20 {
 		t.Errorf("defaults: %+v, %v", c, err)
+	}
+}
+
+// TestExportContinues: with its time budget spent after every part, each
+// delivery registers one part and asks to continue, saying how far it
+// got; the deliveries together write one export that verifies, and a
+// delivery after the end returns the same result without continuing.
+func TestExportContinues(t *testing.T) {
+	ctx := context.Background()
+	store := localstore.New(localstore.Options{})
+	if err := store.Tables().CreateTable(ctx, "Logs"); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Container("exports").Create(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		e := storeadapter.Entity{PartitionKey: "p", RowKey: fmt.Sprintf("r%03d", i), Properties: map[string]any{"S": strings.Repeat("s", 100)}}
+		if _, err := store.Tables().InsertEntity(ctx, "Logs", e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, err := export.New(store, export.Config{CheckpointTable: "Checkpoints", TimeBudget: jobs.Duration(time.Second), MaxRunTime: jobs.Duration(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every reading of the clock is 2 s after the one before: the budget
+	// is spent at its first check, after the first part.
+	now := time.Date(2026, 11, 21, 10, 30, 0, 0, time.UTC)
+	w.WithClock(func() time.Time { now = now.Add(2 * time.Second); return now })
+	args := `{"table":"Logs","to":"exports","maxPartBytes":1024}`
+	var progress []string
+	var res string
+	for range 100 {
+		res, err = run(t, w, "op-c", args)
+		ce, ok := jobs.AsContinue(err)
+		if !ok {
+			break
+		}
+		if ce.After != 0 {
+			t.Errorf("continue after %v; want 0 (the back of the queue)", ce.After)
+		}
+		progress = append(progress, ce.Progress)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(progress) < 3 || progress[0] != "exported 4 entities in 1 parts so far" || progress[1] != "exported 8 entities in 2 parts so far" {
+		t.Fatalf("progress %q; want one part per delivery, several deliveries", progress)
+	}
+	if !strings.HasPrefix(res, fmt.Sprintf("exported 40 entities in %d parts to exports/Logs/", len(progress))) {
+		t.Fatalf("result %q after %d continuations", res, len(progress))
+	}
+	name := res[strings.Index(res, "exports/")+len("exports/"):]
+	if rep, err := tableexport.Verify(ctx, store.Container("exports"), name); err != nil || !rep.OK() || rep.Entities != 40 {
+		t.Fatalf("Verify = %+v, %v", rep, err)
+	}
+	if again, err := run(t, w, "op-c", args); err != nil || again != res {
+		t.Fatalf("a delivery after the end = %q, %v; want %q", again, err, res)
+	}
+}
+
+// TestExportTimeBudgetConfig: the budget defaults to 5 min and must be at
+// least 1 s and below maxRunTime.
+func TestExportTimeBudgetConfig(t *testing.T) {
+	c := export.Config{}
+	if err := c.Validate(); err != nil || time.Duration(c.TimeBudget) != 5*time.Minute {
+		t.Errorf("default timeBudget %v, %v; want 5m", time.Duration(c.TimeBudget), err)
+	}
+	for _, c := range []export.Config{
+		{TimeBudget: jobs.Duration(500 * time.Millisecond)},
+		{TimeBudget: jobs.Duration(30 * time.Minute)},
+		{TimeBudget: jobs.Duration(10 * time.Minute), MaxRunTime: jobs.Duration(5 * time.Minute)},
+	} {
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "export.timeBudget: must be at least 1s and less than export.maxRunTime") {
+			t.Errorf("Validate(%+v) = %v; want the export.timeBudget rule", c, err)
+		}
 	}
 }
