@@ -287,7 +287,7 @@ func (m *Main) run(ctx context.Context, log *slog.Logger) (err error) {
 	err = r.Run(ctx)
 	s := r.Stats()
 	attrs := []any{"reason", s.StopReason, "elapsed", time.Since(start).Round(time.Millisecond),
-		"received", s.Received, "succeeded", s.Succeeded, "retried", s.Retried, "poisoned", s.Poisoned,
+		"received", s.Received, "succeeded", s.Succeeded, "continued", s.Continued, "retried", s.Retried, "poisoned", s.Poisoned,
 		"lease_lost", s.LeaseLost, "released", s.Released, "ack_failed", s.AckFailed, "abandoned", s.Abandoned, "receive_failures", s.ReceiveFailures}
 	if s.StopReason == "drained" {
 		attrs = append(attrs, "left_invisible", s.Left)

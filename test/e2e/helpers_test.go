@@ -309,6 +309,7 @@ func (e *env) enqueueJSON(v any, args ...string) {
 type workerStats struct {
 	Received  int64 `json:"received"`
 	Succeeded int64 `json:"succeeded"`
+	Continued int64 `json:"continued"`
 	Retried   int64 `json:"retried"`
 	Poisoned  int64 `json:"poisoned"`
 	LeaseLost int64 `json:"lease_lost"`
@@ -338,15 +339,23 @@ func (p *proc) stats() workerStats {
 // done ("job done" lines), in the order logged.
 func (p *proc) results() []string {
 	var out []string
+	for _, l := range p.logLines("job done") {
+		res, _ := l["result"].(string)
+		out = append(out, res)
+	}
+	return out
+}
+
+// logLines returns the JSON log lines the worker wrote so far whose msg is
+// msg, in the order logged.
+func (p *proc) logLines(msg string) []map[string]any {
+	var out []map[string]any
 	sc := bufio.NewScanner(strings.NewReader(p.stderr.String()))
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
-		var line struct {
-			Msg    string `json:"msg"`
-			Result string `json:"result"`
-		}
-		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "job done" {
-			out = append(out, line.Result)
+		var line map[string]any
+		if json.Unmarshal(sc.Bytes(), &line) == nil && line["msg"] == msg {
+			out = append(out, line)
 		}
 	}
 	return out
