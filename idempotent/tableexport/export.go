@@ -20,6 +20,10 @@ const (
 	MaxMaxPartBytes     int64 = 4 << 30
 )
 
+// ErrStopped is what Export returns when Options.Stop asked it to stop:
+// its progress is saved in the checkpoint and a later call goes on.
+var ErrStopped = errors.New("tableexport: stopped with its progress saved (Options.Stop)")
+
 // DefaultStep is the checkpoint step of an export when Options.Step is "".
 const DefaultStep = "export"
 
@@ -155,6 +159,12 @@ type Options struct {
 	// SkipEmptyManifest writes no manifest when the export wrote no part
 	// (the archive, when nothing moved); Manifest.Name is then "".
 	SkipEmptyManifest bool
+	// Stop, when set, is asked after each part is registered in the
+	// checkpoint (and only then: the progress is saved); when it returns
+	// true, Export returns ErrStopped and the checkpoint is not done, so
+	// the next call resumes after that part. Nil never stops. Kinds pass
+	// their time budget's Spent.
+	Stop func() bool
 	// PageSize is the query page size, 1-1,000; 0 means 1,000.
 	PageSize int
 	// BlockSize is the BlobWriter's block size (the memory a part
@@ -515,6 +525,9 @@ func (e *exporter) run(ctx context.Context) error {
 		case ok:
 			if err := e.afterPart(ctx, p); err != nil {
 				return err
+			}
+			if e.o.Stop != nil && e.o.Stop() {
+				return ErrStopped
 			}
 		case !next.Done:
 			cur.reset(nil) // the new pass starts at the source's start

@@ -708,3 +708,33 @@ func TestExportPasses(t *testing.T) {
 	}
 	verifyOK(t, b.store.Container("exports"), m)
 }
+
+// TestExportStop: Stop is asked after each registered part; a stop leaves
+// the checkpoint unfinished and the next call goes on to the same parts
+// an uninterrupted export writes.
+func TestExportStop(t *testing.T) {
+	b := newBundle(t)
+	b.seed(t, 40, 1, 100)
+	ctx := context.Background()
+	o := b.options("op-stop")
+	o.MaxPartBytes = 1024
+	asked := 0
+	o.Stop = func() bool { asked++; return true }
+	calls := 0
+	var m tableexport.Manifest
+	var err error
+	for calls = 1; calls < 100; calls++ {
+		if m, err = tableexport.Export(ctx, b.store.Tables(), tableexport.Source{Table: "Logs"}, o); !errors.Is(err, tableexport.ErrStopped) {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Parts) < 3 || calls != len(m.Parts)+1 || asked != len(m.Parts) {
+		t.Fatalf("%d parts in %d calls, Stop asked %d times; want one call per part and one more to finish", len(m.Parts), calls, asked)
+	}
+	if got := exported(t, b.store.Container("exports"), m); len(got) != 40 {
+		t.Errorf("exported %d entities, want 40", len(got))
+	}
+}
