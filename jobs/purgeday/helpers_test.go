@@ -73,7 +73,7 @@ func init() {
 }
 
 // expired are the day tables keepDays 3 deletes at testNow.
-func expired() []string { return dayTables[:6] }
+func expired() []string { return slices.Clone(dayTables[:6]) }
 
 // newBundle creates the tables at 09:00 (rows rowsPerDay in each day),
 // the "exports" container, and a worker with cfg at testNow.
