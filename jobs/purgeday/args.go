@@ -42,8 +42,9 @@ type Args struct {
 func (Args) Kind() string { return Kind }
 
 // Validate checks the arguments; each error names the field and the rule.
-// A Before in the future is refused against the current time here, and
-// again by MakePlan against the worker's clock.
+// Whether Before lies in the future depends on a clock, so it is checked
+// by Cutoff (MakePlan: the worker on first delivery, the CLI before it
+// sends), not here.
 func (a Args) Validate() error {
 	if err := daytable.ValidatePrefix(a.Prefix); err != nil {
 		return fmt.Errorf("args.prefix: %w", err)
@@ -56,8 +57,10 @@ func (a Args) Validate() error {
 	case a.KeepDays != nil && (*a.KeepDays < 1 || *a.KeepDays > MaxKeepDays):
 		return fmt.Errorf("args.keepDays: must be 1-%d (1 keeps today and yesterday), got %d", MaxKeepDays, *a.KeepDays)
 	}
-	if _, err := a.Cutoff(time.Now()); err != nil {
-		return err
+	if a.Before != nil {
+		if _, err := parseDate(*a.Before); err != nil {
+			return err
+		}
 	}
 	if a.ExportTo != "" {
 		_, prefix, err := tableexport.ParseTarget(a.ExportTo)
@@ -86,9 +89,9 @@ func (a Args) Cutoff(now time.Time) (time.Time, error) {
 	case a.KeepDays != nil:
 		return today.AddDate(0, 0, -*a.KeepDays), nil
 	case a.Before != nil:
-		day, err := time.Parse(time.DateOnly, *a.Before)
-		if err != nil || day.Format(time.DateOnly) != *a.Before || day.Year() < 1 {
-			return time.Time{}, fmt.Errorf("args.before: must be a real date YYYY-MM-DD, got %q", *a.Before)
+		day, err := parseDate(*a.Before)
+		if err != nil {
+			return time.Time{}, err
 		}
 		if day.After(today) {
 			return time.Time{}, fmt.Errorf("args.before: must not be later than today (%s UTC), got %s", today.Format(time.DateOnly), *a.Before)
@@ -96,4 +99,13 @@ func (a Args) Cutoff(now time.Time) (time.Time, error) {
 		return day, nil
 	}
 	return time.Time{}, errors.New("args.keepDays: give keepDays or before (exactly one)")
+}
+
+// parseDate parses Before: a real date YYYY-MM-DD of the years 0001-9999.
+func parseDate(s string) (time.Time, error) {
+	day, err := time.Parse(time.DateOnly, s)
+	if err != nil || day.Format(time.DateOnly) != s || day.Year() < 1 {
+		return time.Time{}, fmt.Errorf("args.before: must be a real date YYYY-MM-DD, got %q", s)
+	}
+	return day, nil
 }

@@ -16,8 +16,6 @@ import (
 
 // TestArgs: every bad argument is refused naming its field and rule.
 func TestArgs(t *testing.T) {
-	tomorrow := time.Now().UTC().AddDate(0, 0, 1).Format(time.DateOnly)
-	today := time.Now().UTC().Format(time.DateOnly)
 	for _, c := range []struct{ args, want string }{
 		{`{"keepDays":3}`, "args.prefix: "},
 		{`{"prefix":"9Logs","keepDays":3}`, `args.prefix: "9Logs" is not a day-table prefix: a letter, then letters and digits, 1-55 characters`},
@@ -32,7 +30,6 @@ func TestArgs(t *testing.T) {
 		{`{"prefix":"Logs","before":"2026-02-30"}`, `args.before: must be a real date YYYY-MM-DD, got "2026-02-30"`},
 		{`{"prefix":"Logs","before":"2026-1-5"}`, "args.before: must be a real date"},
 		{`{"prefix":"Logs","before":"20261105"}`, "args.before: must be a real date"},
-		{`{"prefix":"Logs","before":"` + tomorrow + `"}`, "args.before: must not be later than today"},
 		{`{"prefix":"Logs","keepDays":3,"exportTo":"Bad_Container"}`, "args.exportTo:"},
 		{`{"prefix":"Logs","keepDays":3,"exportTo":"ccc/../x"}`, `args.exportTo: "ccc/../x": the prefix must not hold "." or ".." path segments`},
 		{`{"prefix":"Logs","keepDays":3,"exportTo":"ccc/` + strings.Repeat("x", 1000) + `"}`, "args.exportTo: the prefix is too long"},
@@ -47,7 +44,7 @@ func TestArgs(t *testing.T) {
 	for _, ok := range []string{
 		`{"prefix":"Logs","keepDays":1}`,
 		`{"prefix":"L","keepDays":36500,"exportTo":"ccc/a/b","dryRun":true}`,
-		`{"prefix":"Logs","before":"` + today + `"}`,
+		`{"prefix":"Logs","before":"9999-12-31"}`, // the future is the plan's to refuse (it has the clock)
 		`{"prefix":"Logs","before":"2024-02-29","exportTo":"ccc"}`,
 	} {
 		if _, err := jobs.ParseArgs[Args](json.RawMessage(ok)); err != nil {
