@@ -39,11 +39,11 @@ const LateWriteSlack = 5 * time.Minute
 //     manifest complete (tableexport.Verify: every part present, its
 //     hash, size and line count as listed, the totals agreeing), then
 //     look for late writes: one query for a row whose Timestamp is at or
-//     after the export's start minus LateWriteSlack (Top 1, following
-//     continuation tokens until a row or the end). A row found means a
-//     writer wrote the day after its export began, so the export may lack
-//     it: the day is kept, the others go on, and the job ends with a
-//     permanent error naming the table. A missing table at any point of
+//     after the export's start minus LateWriteSlack, each such row (there
+//     are normally none) looked up in the parts by its keys and ETag. A
+//     row not found means a writer wrote the day after its export began
+//     and the export lacks it: the day is kept, the others go on, and the
+//     job ends with a permanent error naming the table. A missing table at any point of
 //     this step means the day is gone already.
 //     b. DeleteTable. Not found or being deleted: gone already, done.
 //     c. When the time budget is spent and days remain, return
@@ -196,27 +196,54 @@ func (w *Worker) export(ctx context.Context, opID, exportTo string, day Day, bud
 	return false, late, nil
 }
 
-// writtenSince reports whether the day's table holds a row written at or
-// after its export's start, less LateWriteSlack.
+// writtenSince reports whether the day's table holds a row its export
+// may lack: a row whose Timestamp is at or after the export's start, less
+// LateWriteSlack, and that is not in the export's parts with the same
+// ETag. Normally the query finds no such row (nobody writes an expired
+// day) and costs one call. Rows it does find (a test that writes its days
+// just before, a day written up to its export) are looked up in the
+// parts, streamed once; more than one page of them counts as late
+// without a look.
 func (w *Worker) writtenSince(ctx context.Context, table string, m tableexport.Manifest) (bool, error) {
 	started, err := time.Parse(time.RFC3339Nano, m.Started)
 	if err != nil {
 		return false, fmt.Errorf("purgeday: the manifest %s/%s has no start time: %q", m.Container, m.Name, m.Started)
 	}
 	q := storeadapter.Query{Filter: storeadapter.Compare("Timestamp", storeadapter.Ge, started.Add(-LateWriteSlack)),
-		Select: []string{"PartitionKey"}, Top: 1}
-	for {
+		Select: []string{"PartitionKey"}}
+	recent := map[[2]string]string{} // keys -> ETag
+	for pages := 0; ; pages++ {
 		page, err := w.store.Tables().Query(ctx, table, q)
 		if err != nil {
 			return false, fmt.Errorf("purgeday: look for late writes in %s: %w", table, err)
 		}
-		if len(page.Entities) > 0 {
+		if len(page.Entities) > 0 && pages > 0 || len(recent)+len(page.Entities) > storeadapter.MaxPageSize {
 			return true, nil
 		}
+		for _, e := range page.Entities {
+			recent[[2]string{e.PartitionKey, e.RowKey}] = e.ETag
+		}
 		if q.Continuation = page.Next; q.Continuation == "" {
-			return false, nil
+			break
 		}
 	}
+	if len(recent) == 0 {
+		return false, nil
+	}
+	blobs := w.store.Container(m.Container)
+	for _, p := range m.Parts {
+		err := tableexport.ReadPart(ctx, blobs, p.Name, func(e storeadapter.Entity) error {
+			k := [2]string{e.PartitionKey, e.RowKey}
+			if etag, ok := recent[k]; ok && etag == e.ETag {
+				delete(recent, k)
+			}
+			return nil
+		})
+		if err != nil {
+			return false, fmt.Errorf("purgeday: look for late writes of %s in its export: %w", table, err)
+		}
+	}
+	return len(recent) > 0, nil
 }
 
 // drop deletes a day's table (step 2b).
