@@ -15,6 +15,9 @@
 //	                -to container/prefix [-gzip] [-max-part-bytes N] [-id ID]
 //	export verify   check an export's parts against its manifest, read-only (exit status 1 on
 //	                problems): -manifest container/path | -to container/prefix -table T -id OP
+//	purgeday        enqueue the purge of day tables <prefix>YYYYMMDD older than a cut-off:
+//	                -prefix P (-keep-days N | -before YYYY-MM-DD) [-export-to container/prefix]
+//	                [-dry-run] [-id ID]
 //	raw             enqueue envelopes read as JSON lines from stdin or -file
 //	blobsync offload   enqueue the offload of an entity's large properties to blobs:
 //	                -table T -pk P -rk R [-property NAME] [-container C] [-id ID]
@@ -125,6 +128,9 @@ commands:
                     -table T [-pk P [-rk-from A] [-rk-to B]] -to container/prefix [-gzip] [-max-part-bytes N] [-id ID]
   export verify   check an export's parts against its manifest, read-only (exit 1 on problems):
                     -manifest container/path/manifest-<op>.json | -to container/prefix -table T -id OP
+  purgeday        enqueue the purge of the day tables <prefix>YYYYMMDD older than a cut-off (-dry-run:
+                    print what would go, delete nothing): -prefix P (-keep-days N | -before YYYY-MM-DD)
+                    [-export-to container/prefix] [-dry-run] [-id ID]
   raw             enqueue envelopes read as JSON lines from stdin or -file [-concurrency N]
   blobsync offload   enqueue the offload of an entity's large properties to blobs:
                     -table T -pk P -rk R [-property NAME] [-container C] [-id ID]
@@ -180,6 +186,8 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 		err = m.runArchive(ctx, rest)
 	case "export":
 		name, err = m.runExport(ctx, rest)
+	case "purgeday":
+		err = m.runPurgeday(ctx, rest)
 	case "raw":
 		err = m.runRaw(ctx, rest)
 	case "poison":

@@ -544,6 +544,10 @@ func TestVerifyFindsProblems(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Remove part 2.
+	part2, props2, err := c.Get(ctx, m.Parts[1].Name)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := c.Delete(ctx, m.Parts[1].Name, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -583,8 +587,25 @@ func TestVerifyFindsProblems(t *testing.T) {
 			t.Errorf("Verify problems lack %q:\n%s", want, text)
 		}
 	}
-	if r.OK() {
-		t.Error("Report.OK with problems")
+	if r.OK() || r.Complete() {
+		t.Error("Report.OK or Complete with problems")
+	}
+	if !slices.Equal(r.Strays, []string{extra}) {
+		t.Errorf("Strays = %q, want [%s]", r.Strays, extra)
+	}
+	// A stray alone leaves the export complete: its rows are in the
+	// listed parts.
+	if _, err := c.Put(ctx, m.Name, raw, storeadapter.PutOptions{ContentType: mprops.ContentType}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Put(ctx, m.Parts[0].Name, data, storeadapter.PutOptions{ContentType: props.ContentType, Metadata: props.Metadata}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Put(ctx, m.Parts[1].Name, part2, storeadapter.PutOptions{ContentType: props2.ContentType, Metadata: props2.Metadata}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := tableexport.Verify(ctx, b.store.Container("exports"), m.Name); err != nil || r.OK() || !r.Complete() || len(r.Problems) != 1 {
+		t.Errorf("Verify with only a stray = %v, %q; want Complete and one problem", err, r.Problems)
 	}
 	if _, err := tableexport.Verify(ctx, b.store.Container("exports"), "no/such/manifest.json"); !errors.Is(err, storeadapter.ErrNotFound) {
 		t.Errorf("Verify of a missing manifest = %v, want ErrNotFound", err)

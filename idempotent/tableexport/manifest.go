@@ -183,10 +183,22 @@ type Report struct {
 	// Problems lists every mismatch, one sentence each; none means the
 	// parts are exactly what the manifest says.
 	Problems []string
+	// Strays names the parts of the same operation that lie in the folder
+	// but are not in the manifest (each also has its sentence in
+	// Problems): parts a superseded run committed after another run had
+	// registered the same rows (see Export).
+	Strays []string
 }
 
 // OK reports whether Verify found no problem.
 func (r Report) OK() bool { return len(r.Problems) == 0 }
+
+// Complete reports whether the manifest's parts are all present and
+// exactly as listed and the totals add up: every problem Verify found, if
+// any, is a stray. A stray's rows are also in the listed parts (the chain
+// of registered parts covers the whole source), so a complete export is
+// one whose source may be deleted.
+func (r Report) Complete() bool { return len(r.Problems) == len(r.Strays) }
 
 // partFile matches the name of a part in its folder.
 var partFile = regexp.MustCompile(`^[0-9]{6,}\.jsonl(\.gz)?$`)
@@ -244,6 +256,7 @@ func Verify(ctx context.Context, b storeadapter.Blobs, name string) (Report, err
 				return r, fmt.Errorf("tableexport: verify: %s: %w", bp.Name, err)
 			}
 			if props.Metadata[MetaOp] == m.Op {
+				r.Strays = append(r.Strays, bp.Name)
 				problem("part %s: of this export (op %s) but not in the manifest (a stray of a superseded run, whose rows it did not delete, or a part the manifest lost)", bp.Name, m.Op)
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/tablekeeper/tablekeeper/jobs/blobsync"
 	"github.com/tablekeeper/tablekeeper/jobs/export"
 	"github.com/tablekeeper/tablekeeper/jobs/index"
+	"github.com/tablekeeper/tablekeeper/jobs/purgeday"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
@@ -18,6 +19,7 @@ var kinds = []kind{
 	define[index.Args](func(c *Config) *index.Config { return &c.Index }, index.New),
 	define[export.Args](func(c *Config) *export.Config { return &c.Export }, export.New),
 	define[blobsync.Args](func(c *Config) *blobsync.Config { return &c.Blobsync }, blobsync.New),
+	define[purgeday.Args](func(c *Config) *purgeday.Config { return &c.Purgeday }, purgeday.New),
 }
 
 // Config holds one section per kind of the worker's config file; each
@@ -32,6 +34,9 @@ type Config struct {
 	// Blobsync configures the "blobsync" kind: offload declarations per
 	// table and the reconcile's grace period.
 	Blobsync blobsync.Config `json:"blobsync"`
+	// Purgeday configures the "purgeday" kind: its checkpoint table,
+	// time budget, maximum run time and exported part size.
+	Purgeday purgeday.Config `json:"purgeday"`
 }
 
 // Validate fills every section's defaults and checks it; each error names
