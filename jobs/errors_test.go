@@ -50,3 +50,33 @@ func TestBudget(t *testing.T) {
 		t.Fatal("a zero budget is spent")
 	}
 }
+
+// TestRunLimits: defaults (a short maxRunTime alone stays valid: the
+// budget is half of it), the ranges, and errors naming section and field.
+func TestRunLimits(t *testing.T) {
+	cases := []struct {
+		budget, maxRun time.Duration
+		wantB, wantM   time.Duration
+		wantErr        string
+	}{
+		{0, 0, 5 * time.Minute, 30 * time.Minute, ""},
+		{0, 2 * time.Minute, time.Minute, 2 * time.Minute, ""},
+		{0, 5 * time.Minute, 150 * time.Second, 5 * time.Minute, ""},
+		{time.Second, 2 * time.Second, time.Second, 2 * time.Second, ""},
+		{0, time.Second, 0, 0, "sec.timeBudget: must be at least 1s and less than sec.maxRunTime (1s), got 500ms"},
+		{time.Minute, time.Minute, 0, 0, "sec.timeBudget: must be at least 1s and less than sec.maxRunTime (1m0s)"},
+		{0, 25 * time.Hour, 0, 0, "sec.maxRunTime: must be 1s-24h, got 25h0m0s"},
+	}
+	for _, c := range cases {
+		b, m := jobs.Duration(c.budget), jobs.Duration(c.maxRun)
+		err := jobs.RunLimits("sec", &b, &m)
+		switch {
+		case c.wantErr != "":
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Errorf("RunLimits(%v, %v) = %v, want %q", c.budget, c.maxRun, err, c.wantErr)
+			}
+		case err != nil || time.Duration(b) != c.wantB || time.Duration(m) != c.wantM:
+			t.Errorf("RunLimits(%v, %v) = %v, %v, %v; want %v, %v", c.budget, c.maxRun, time.Duration(b), time.Duration(m), err, c.wantB, c.wantM)
+		}
+	}
+}

@@ -3,7 +3,6 @@ package export
 import (
 	"cmp"
 	"fmt"
-	"time"
 
 	"github.com/tablekeeper/tablekeeper/idempotent/tableexport"
 	"github.com/tablekeeper/tablekeeper/jobs"
@@ -28,7 +27,8 @@ type Config struct {
 	// its current part (registered in the checkpoint) and continues in a
 	// new message (jobs.ContinueLater): the next delivery goes on from the
 	// next row. It is checked after each part, so a delivery runs about
-	// TimeBudget plus one part. Default 5 min; at least 1 s and less than
+	// TimeBudget plus one part. Default 5 min (or half MaxRunTime when
+	// that is shorter; see jobs.RunLimits); at least 1 s and less than
 	// MaxRunTime.
 	TimeBudget jobs.Duration `json:"timeBudget,omitempty"`
 	// MaxRunTime is how long one export job may run before its context
@@ -37,27 +37,19 @@ type Config struct {
 	MaxRunTime jobs.Duration `json:"maxRunTime,omitempty"`
 }
 
-// DefaultTimeBudget is the default of Config.TimeBudget.
-const DefaultTimeBudget = 5 * time.Minute
-
 // Validate fills the defaults and checks each field, naming it and its
 // rule. It never panics.
 func (c *Config) Validate() error {
 	c.CheckpointTable = cmp.Or(c.CheckpointTable, DefaultCheckpointTable)
 	c.MaxPartBytes = cmp.Or(c.MaxPartBytes, tableexport.DefaultMaxPartBytes)
-	c.MaxRunTime = cmp.Or(c.MaxRunTime, jobs.Duration(jobs.DefaultMaxRunTime))
-	c.TimeBudget = cmp.Or(c.TimeBudget, jobs.Duration(DefaultTimeBudget))
 	if err := storeadapter.ValidateTableName(c.CheckpointTable); err != nil {
 		return fmt.Errorf("export.checkpointTable: %w", err)
 	}
 	if err := checkPartBytes(c.MaxPartBytes); err != nil {
 		return fmt.Errorf("export.maxPartBytes: %w", err)
 	}
-	if d := time.Duration(c.MaxRunTime); d < time.Second || d > 24*time.Hour {
-		return fmt.Errorf("export.maxRunTime: must be 1s-24h, got %v", d)
-	}
-	if d := time.Duration(c.TimeBudget); d < time.Second || d >= time.Duration(c.MaxRunTime) {
-		return fmt.Errorf("export.timeBudget: must be at least 1s and less than export.maxRunTime (%v), got %v", time.Duration(c.MaxRunTime), d)
+	if err := jobs.RunLimits("export", &c.TimeBudget, &c.MaxRunTime); err != nil {
+		return err
 	}
 	return nil
 }

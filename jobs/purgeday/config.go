@@ -3,7 +3,6 @@ package purgeday
 import (
 	"cmp"
 	"fmt"
-	"time"
 
 	"github.com/tablekeeper/tablekeeper/idempotent/tableexport"
 	"github.com/tablekeeper/tablekeeper/jobs"
@@ -13,9 +12,6 @@ import (
 // DefaultCheckpointTable is the default of Config.CheckpointTable, the
 // table the other kinds use too.
 const DefaultCheckpointTable = "TablekeeperCheckpoints"
-
-// DefaultTimeBudget is the default of Config.TimeBudget.
-const DefaultTimeBudget = 5 * time.Minute
 
 // Config is the "purgeday" section of the worker's config file. Zero
 // fields take the documented defaults.
@@ -27,7 +23,8 @@ type Config struct {
 	// TimeBudget is how long one delivery works before it saves its
 	// progress and continues later (a fresh message; see
 	// jobs.ContinueLater): checked after each day and, with exportTo,
-	// after each exported part. Default 5m; at least 1s and less than
+	// after each exported part. Default 5m (or half MaxRunTime when that
+	// is shorter; see jobs.RunLimits); at least 1s and less than
 	// MaxRunTime.
 	TimeBudget jobs.Duration `json:"timeBudget,omitempty"`
 	// MaxRunTime is how long one delivery may run before its context is
@@ -43,17 +40,12 @@ type Config struct {
 // rule. It never panics.
 func (c *Config) Validate() error {
 	c.CheckpointTable = cmp.Or(c.CheckpointTable, DefaultCheckpointTable)
-	c.TimeBudget = cmp.Or(c.TimeBudget, jobs.Duration(DefaultTimeBudget))
-	c.MaxRunTime = cmp.Or(c.MaxRunTime, jobs.Duration(jobs.DefaultMaxRunTime))
 	c.MaxPartBytes = cmp.Or(c.MaxPartBytes, tableexport.DefaultMaxPartBytes)
 	if err := storeadapter.ValidateTableName(c.CheckpointTable); err != nil {
 		return fmt.Errorf("purgeday.checkpointTable: %w", err)
 	}
-	if d := time.Duration(c.MaxRunTime); d < time.Second || d > 24*time.Hour {
-		return fmt.Errorf("purgeday.maxRunTime: must be 1s-24h, got %v", d)
-	}
-	if d := time.Duration(c.TimeBudget); d < time.Second || d >= time.Duration(c.MaxRunTime) {
-		return fmt.Errorf("purgeday.timeBudget: must be at least 1s and less than purgeday.maxRunTime (%v), got %v", time.Duration(c.MaxRunTime), d)
+	if err := jobs.RunLimits("purgeday", &c.TimeBudget, &c.MaxRunTime); err != nil {
+		return err
 	}
 	if c.MaxPartBytes < tableexport.MinMaxPartBytes || c.MaxPartBytes > tableexport.MaxMaxPartBytes {
 		return fmt.Errorf("purgeday.maxPartBytes: must be %d-%d bytes (1 KiB-4 GiB), got %d", tableexport.MinMaxPartBytes, tableexport.MaxMaxPartBytes, c.MaxPartBytes)

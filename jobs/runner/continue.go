@@ -47,7 +47,9 @@ const MaxContinueDelay = storeadapter.DefaultTTL - 24*time.Hour
 // the operation: the new one and, once its lease runs out, the delivered
 // one. Both resume from the same checkpoint, every handler tolerates two
 // workers of one operation, and once the operation is done both end as
-// successes. A lost send reply that the acknowledgement retries can add
+// successes — but an old copy whose delivery was its last (always with
+// MaxDequeueCount 1) comes back over-delivered and is poisoned without
+// running, the operation going on in its continuation. A lost send reply that the acknowledgement retries can add
 // one more the same way. The copies do not multiply on their own: each
 // delivery re-sends at most one continuation (barring lost replies) and
 // deletes itself.
@@ -59,7 +61,7 @@ func (r *Runner) continueLater(ctx context.Context, h *held, e Event, env jobs.E
 	if err != nil {
 		return e, err
 	}
-	delay := min(ce.After, MaxContinueDelay)
+	delay := min(max(ce.After, 0), MaxContinueDelay) // a ContinueError built by hand may hold any After
 	var sent storeadapter.Sent
 	err = r.acknowledge(until, func(actx context.Context, _ bool) error {
 		var err error

@@ -430,3 +430,49 @@ func TestContinueAfterLeaseLost(t *testing.T) {
 		}
 	})
 }
+
+// TestContinueNegativeAfter: a ContinueError built by hand with a negative
+// After continues at once (as ContinueLater's clamp would), instead of
+// having its send refused and its saved progress retried or poisoned.
+func TestContinueNegativeAfter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		calls := 0
+		b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if calls++; calls == 1 {
+				return &jobs.ContinueError{After: -time.Second, Progress: "half"}
+			}
+			return nil
+		})
+		b.cfg.MaxDequeueCount = 1
+		b.send(t, "op-neg")
+		s := b.drain(t, time.Second)
+		if s.Continued != 1 || s.Succeeded != 1 || s.Poisoned != 0 {
+			t.Errorf("stats %+v, poison reasons %q; want continued once, then succeeded", s, b.poison.reasons())
+		}
+	})
+}
+
+// TestDrainWaitsForDelayedContinuation: a continuation delayed less than
+// DrainQuiet (60 s here) runs in the same drain.
+func TestDrainWaitsForDelayedContinuation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		calls := 0
+		b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if calls++; calls == 1 {
+				return jobs.ContinueLater(59*time.Second, "half")
+			}
+			return nil
+		})
+		b.send(t, "op-d")
+		s := b.drain(t, time.Second)
+		if s.Continued != 1 || s.Succeeded != 1 || s.StopReason != "drained" {
+			t.Errorf("stats %+v; want the delayed continuation run by the same drain", s)
+		}
+	})
+}
