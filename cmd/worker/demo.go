@@ -32,7 +32,7 @@ import (
 // the table, drains, looks values up, then changes a few entities as an
 // application would (renames, a delete), enqueues one index message per
 // change, drains again and looks the same values up, with the storage
-// calls each index job cost.
+// calls each index job cost. High-volume delete: see runPurgeDemo.
 
 const (
 	demoQueue     = "tablekeeper-demo"
@@ -95,7 +95,10 @@ func runDemo(ctx context.Context, out io.Writer, log *slog.Logger, cfg runner.Co
 	if err := runIndexDemo(ctx, &report, store, log, cfg, kinds); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "tablekeeper demo: archive moves and indexes on the in-process store (%v)\n\n", time.Since(start).Round(time.Millisecond))
+	if err := runPurgeDemo(ctx, &report, log, cfg, kinds); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "tablekeeper demo: archive moves, indexes and high-volume deletes on the in-process store (%v)\n\n", time.Since(start).Round(time.Millisecond))
 	_, err = report.WriteTo(out)
 	return err
 }
