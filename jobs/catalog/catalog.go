@@ -8,6 +8,7 @@ import (
 	"github.com/tablekeeper/tablekeeper/jobs/blobsync"
 	"github.com/tablekeeper/tablekeeper/jobs/export"
 	"github.com/tablekeeper/tablekeeper/jobs/index"
+	"github.com/tablekeeper/tablekeeper/jobs/purge"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
@@ -18,6 +19,7 @@ var kinds = []kind{
 	define[index.Args](func(c *Config) *index.Config { return &c.Index }, index.New),
 	define[export.Args](func(c *Config) *export.Config { return &c.Export }, export.New),
 	define[blobsync.Args](func(c *Config) *blobsync.Config { return &c.Blobsync }, blobsync.New),
+	define[purge.Args](func(c *Config) *purge.Config { return &c.Purge }, purge.New),
 }
 
 // Config holds one section per kind of the worker's config file; each
@@ -32,6 +34,8 @@ type Config struct {
 	// Blobsync configures the "blobsync" kind: offload declarations per
 	// table and the reconcile's grace period.
 	Blobsync blobsync.Config `json:"blobsync"`
+	// Purge configures the "purge" kind.
+	Purge purge.Config `json:"purge"`
 }
 
 // Validate fills every section's defaults and checks it; each error names
