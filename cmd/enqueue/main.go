@@ -15,6 +15,8 @@
 //	                -to container/prefix [-gzip] [-max-part-bytes N] [-id ID]
 //	export verify   check an export's parts against its manifest, read-only (exit status 1 on
 //	                problems): -manifest container/path | -to container/prefix -table T -id OP
+//	purge           enqueue the purge of a table's entities in batches: -table T
+//	                [-pk P [-rk-from A] [-rk-to B]] [-older-than 720h] [-id ID]
 //	raw             enqueue envelopes read as JSON lines from stdin or -file
 //	blobsync offload   enqueue the offload of an entity's large properties to blobs:
 //	                -table T -pk P -rk R [-property NAME] [-container C] [-id ID]
@@ -125,6 +127,8 @@ commands:
                     -table T [-pk P [-rk-from A] [-rk-to B]] -to container/prefix [-gzip] [-max-part-bytes N] [-id ID]
   export verify   check an export's parts against its manifest, read-only (exit 1 on problems):
                     -manifest container/path/manifest-<op>.json | -to container/prefix -table T -id OP
+  purge           enqueue the purge of a table's entities (all, or older than a duration) in batches:
+                    -table T [-pk P [-rk-from A] [-rk-to B]] [-older-than 720h] [-id ID]
   raw             enqueue envelopes read as JSON lines from stdin or -file [-concurrency N]
   blobsync offload   enqueue the offload of an entity's large properties to blobs:
                     -table T -pk P -rk R [-property NAME] [-container C] [-id ID]
@@ -180,6 +184,8 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 		err = m.runArchive(ctx, rest)
 	case "export":
 		name, err = m.runExport(ctx, rest)
+	case "purge":
+		err = m.runPurge(ctx, rest)
 	case "raw":
 		err = m.runRaw(ctx, rest)
 	case "poison":
