@@ -18,6 +18,8 @@
 //	purgeday        enqueue the purge of day tables <prefix>YYYYMMDD older than a cut-off:
 //	                -prefix P (-keep-days N | -before YYYY-MM-DD) [-export-to container/prefix]
 //	                [-dry-run] [-id ID]
+//	purge           enqueue the purge of a table's entities in batches: -table T
+//	                [-pk P [-rk-from A] [-rk-to B]] [-older-than 720h] [-id ID]
 //	raw             enqueue envelopes read as JSON lines from stdin or -file
 //	blobsync offload   enqueue the offload of an entity's large properties to blobs:
 //	                -table T -pk P -rk R [-property NAME] [-container C] [-id ID]
@@ -131,6 +133,8 @@ commands:
   purgeday        enqueue the purge of the day tables <prefix>YYYYMMDD older than a cut-off (-dry-run:
                     print what would go, delete nothing): -prefix P (-keep-days N | -before YYYY-MM-DD)
                     [-export-to container/prefix] [-dry-run] [-id ID]
+  purge           enqueue the purge of a table's entities (all, or older than a duration) in batches:
+                    -table T [-pk P [-rk-from A] [-rk-to B]] [-older-than 720h] [-id ID]
   raw             enqueue envelopes read as JSON lines from stdin or -file [-concurrency N]
   blobsync offload   enqueue the offload of an entity's large properties to blobs:
                     -table T -pk P -rk R [-property NAME] [-container C] [-id ID]
@@ -188,6 +192,8 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 		name, err = m.runExport(ctx, rest)
 	case "purgeday":
 		err = m.runPurgeday(ctx, rest)
+	case "purge":
+		err = m.runPurge(ctx, rest)
 	case "raw":
 		err = m.runRaw(ctx, rest)
 	case "poison":

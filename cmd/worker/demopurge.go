@@ -74,11 +74,12 @@ func runPurgeDemo(ctx context.Context, out io.Writer, log *slog.Logger, cfg runn
 	}
 
 	rows := len(expired) * demoUsers * demoPerUserDay
-	fmt.Fprintf(out, "\nhigh-volume delete: %d days of %d login attempts each, %d days kept (purgeday keepDays %d)\n",
-		demoDays, demoUsers*demoPerUserDay, demoKeepDays+1, demoKeepDays)
-	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(out, "\nhigh-volume delete: %d days of %d login attempts each; the days before today-%d go (keepDays %d)\n",
+		demoDays, demoUsers*demoPerUserDay, demoKeepDays, demoKeepDays)
 	pd := byDay["op-demo-purgeday"]
-	fmt.Fprintf(w, "  day tables %s…:\t%s\t%s\n", demoDayPrefix, orErr(pd), formatCalls(pd.calls))
+	if pd.err != nil {
+		return fmt.Errorf("demo: purgeday: %w", pd.err)
+	}
 	var all instrument.Snapshot
 	for _, table := range expired {
 		j := byPurge["op-demo-purge-"+table[len(demoDayPrefix):]]
@@ -87,7 +88,10 @@ func runPurgeDemo(ctx context.Context, out io.Writer, log *slog.Logger, cfg runn
 		}
 		all = addCalls(all, j.calls)
 	}
-	fmt.Fprintf(w, "  one table %s, %d purge messages:\t%d entities deleted\t%s\n", demoFlatTable, len(expired), rows, formatCalls(all))
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(w, "  design\tstorage calls\tresult\n")
+	fmt.Fprintf(w, "  a table per day, 1 purgeday message\t%s\t%s\n", formatCalls(pd.calls), pd.result)
+	fmt.Fprintf(w, "  one table, %d purge messages (a partition per day)\t%s\t%d entities deleted in EGT batches\n", len(expired), formatCalls(all), rows)
 	if err := w.Flush(); err != nil {
 		return err
 	}
@@ -130,12 +134,4 @@ func seedDemoDay(ctx context.Context, t storeadapter.Tables, day time.Time) (str
 		}
 	}
 	return name, nil
-}
-
-// orErr is a job's result, or its error when it failed.
-func orErr(j demoJob) string {
-	if j.err != nil {
-		return "failed: " + j.err.Error()
-	}
-	return j.result
 }

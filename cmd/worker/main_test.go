@@ -49,6 +49,11 @@ func TestDemo(t *testing.T) {
 		`lookup lastName "Jones": Engineering 000010 000017; Marketing 000003 000005 000024; Sales 000003 000017 000024 (lastNameRows says the same)`,
 		`lookup email "dev.jones@contoso.example" in Sales: Sales/000003, the copy holds FirstName=Dev LastName=Jones Email=dev.jones@contoso.example`,
 		`lookup email "dev.3@contoso.example" in Sales: none`,
+		// High-volume delete: a DeleteTable per day against EGT batches.
+		"a table per day, 1 purgeday message                4 (DeleteTable 3, ListTables 1)",
+		"deleted 3 of 7 day tables",
+		"Transact 30", "3000 entities deleted in EGT batches",
+		"LoginAttemptsAll holds 4000 entities",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out.String())

@@ -79,9 +79,10 @@ func (s Source) bounds() (from, to string) {
 	return from, to
 }
 
-// filter selects the source's rows strictly after the key after (nil:
-// from the start), built with storeadapter's filter functions only.
-func (s Source) filter(after *Key) storeadapter.Filter {
+// Filter selects the source's rows strictly after the key after (nil:
+// from the start), built with storeadapter's filter functions only. The
+// purge kind scans its source with it too.
+func (s Source) Filter(after *Key) storeadapter.Filter {
 	var fs []storeadapter.Filter
 	from, to := s.bounds()
 	if s.PK != nil {

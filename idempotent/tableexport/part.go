@@ -67,7 +67,7 @@ func newCursor(t storeadapter.Tables, src Source, after *Key, top int) *cursor {
 // reset makes the cursor start again just after the key after (nil: at
 // the source's start).
 func (c *cursor) reset(after *Key) {
-	c.q = storeadapter.Query{Filter: c.src.filter(after), Top: c.top}
+	c.q = storeadapter.Query{Filter: c.src.Filter(after), Top: c.top}
 	c.page, c.i, c.started, c.finished, c.lineOf = nil, 0, false, false, -1
 }
 

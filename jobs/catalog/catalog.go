@@ -8,6 +8,7 @@ import (
 	"github.com/tablekeeper/tablekeeper/jobs/blobsync"
 	"github.com/tablekeeper/tablekeeper/jobs/export"
 	"github.com/tablekeeper/tablekeeper/jobs/index"
+	"github.com/tablekeeper/tablekeeper/jobs/purge"
 	"github.com/tablekeeper/tablekeeper/jobs/purgeday"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
@@ -19,6 +20,7 @@ var kinds = []kind{
 	define[index.Args](func(c *Config) *index.Config { return &c.Index }, index.New),
 	define[export.Args](func(c *Config) *export.Config { return &c.Export }, export.New),
 	define[blobsync.Args](func(c *Config) *blobsync.Config { return &c.Blobsync }, blobsync.New),
+	define[purge.Args](func(c *Config) *purge.Config { return &c.Purge }, purge.New),
 	define[purgeday.Args](func(c *Config) *purgeday.Config { return &c.Purgeday }, purgeday.New),
 }
 
@@ -37,6 +39,8 @@ type Config struct {
 	// Purgeday configures the "purgeday" kind: its checkpoint table,
 	// time budget, maximum run time and exported part size.
 	Purgeday purgeday.Config `json:"purgeday"`
+	// Purge configures the "purge" kind.
+	Purge purge.Config `json:"purge"`
 }
 
 // Validate fills every section's defaults and checks it; each error names

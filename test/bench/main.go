@@ -33,10 +33,15 @@
 // entities/s, MiB/s, peak heap and storage calls for a table of 10,000
 // and of 100,000 log rows (or -n), on the same two runs. With -job blobsync
 // it prints the storage calls per entity of each blobsync mode
-// (blobsync.go), for -n entities (default 200):
+// (blobsync.go), for -n entities (default 200). With -job purge it deletes
+// one day of 10,000 and of 100,000 entities (or -n) three ways — as a day
+// table (DeleteTable), by the purge kind (EGT batches) and one by one —
+// and prints their storage calls and wall time side by side, with the
+// purge's peak live heap (purge.go):
 //
 //	go run ./test/bench -job export -latency 0
 //	go run ./test/bench -job blobsync -n 200
+//	go run ./test/bench -job purge
 package main
 
 import (
@@ -72,7 +77,7 @@ import (
 )
 
 func main() {
-	job := flag.String("job", "archive", "what to measure: archive (moves through the runner), index (reconciles of each kind of index), export (the table-to-blob exporter) or blobsync (calls per offload, attach and reconcile)")
+	job := flag.String("job", "archive", "what to measure: archive (moves through the runner), index (reconciles of each kind of index), export (the table-to-blob exporter), blobsync (calls per offload, attach and reconcile) or purge (deleting a day: DeleteTable, EGT batches, one by one)")
 	n := flag.Int("n", 0, "archive moves per run, or entities per index (default 1000 moves, 500 entities; keep to a few thousand on Azurite)")
 	conc := flag.Int("concurrency", 16, "concurrent moves or reconciles, the same for every run")
 	latency := flag.Duration("latency", 10*time.Millisecond, "round trip injected into every localstore call")
@@ -80,8 +85,8 @@ func main() {
 	verbose := flag.Bool("v", false, "print each run's calls by operation")
 	flag.Parse()
 	b := bench{n: *n, conc: *conc, verbose: *verbose}
-	if !slices.Contains([]string{"archive", "index", "export", "blobsync"}, *job) {
-		log.Fatalf("-job: must be archive, index, export or blobsync, got %q", *job)
+	if !slices.Contains([]string{"archive", "index", "export", "blobsync", "purge"}, *job) {
+		log.Fatalf("-job: must be archive, index, export, blobsync or purge, got %q", *job)
 	}
 	if b.n == 0 && (*job == "archive" || *job == "index") {
 		b.n = map[string]int{"archive": 1000, "index": 500}[*job]
@@ -94,6 +99,12 @@ func main() {
 		case r == "azurite" && *job == "export":
 			err = onAzurite(context.Background(), func(store storeadapter.Store, _ string) error {
 				return b.exportRuns(context.Background(), "export on Azurite (azstore)", store, 0, false)
+			})
+		case r == "local" && *job == "purge":
+			err = b.purgeRuns(context.Background(), fmt.Sprintf("purge on localstore, %v per call", *latency), localstore.New(localstore.Options{}), *latency)
+		case r == "azurite" && *job == "purge":
+			err = onAzurite(context.Background(), func(store storeadapter.Store, _ string) error {
+				return b.purgeRuns(context.Background(), "purge on Azurite (azstore)", store, 0)
 			})
 		case r == "local" && *job == "blobsync":
 			err = b.blobsyncRuns(context.Background(), fmt.Sprintf("blobsync on localstore, %v per call", *latency), localstore.New(localstore.Options{}), *latency)

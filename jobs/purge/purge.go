@@ -1,0 +1,455 @@
+package purge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tablekeeper/tablekeeper/idempotent"
+	"github.com/tablekeeper/tablekeeper/idempotent/tableexport"
+	"github.com/tablekeeper/tablekeeper/jobs"
+	"github.com/tablekeeper/tablekeeper/storeadapter"
+)
+
+// Kind is the envelope kind of purges.
+const Kind = "purge"
+
+// checkpointStep names a purge's checkpoint.
+const checkpointStep = "purge"
+
+// maxRounds bounds how often one batch is read again and retried after
+// its transaction lost to another writer (rows changed or deleted since
+// the page was read) before the job fails and is retried later.
+const maxRounds = 5
+
+// Args are the arguments of a purge (the README documents them). Table
+// alone selects every entity of the table; PK one partition; PK with
+// RKFrom and/or RKTo the half-open RowKey range [RKFrom, RKTo) in Azure's
+// key order (a nil or empty bound is open), as the export kind's source.
+// OlderThan keeps only the entities whose Timestamp is older than the
+// first delivery's time minus OlderThan.
+type Args struct {
+	Table     string         `json:"table"`
+	PK        *string        `json:"pk,omitempty"`
+	RKFrom    *string        `json:"rkFrom,omitempty"`
+	RKTo      *string        `json:"rkTo,omitempty"`
+	OlderThan *jobs.Duration `json:"olderThan,omitempty"`
+}
+
+// Kind returns "purge".
+func (Args) Kind() string { return Kind }
+
+// Validate checks the arguments; each error names the field and the rule.
+func (a Args) Validate() error {
+	if err := a.source().Validate(); err != nil {
+		return fmt.Errorf("args.%w", err)
+	}
+	if a.OlderThan != nil && *a.OlderThan <= 0 {
+		return fmt.Errorf(`args.olderThan: must be a positive duration such as "720h", got %v`, time.Duration(*a.OlderThan))
+	}
+	return nil
+}
+
+func (a Args) source() tableexport.Source {
+	return tableexport.Source{Table: a.Table, PK: a.PK, RKFrom: a.RKFrom, RKTo: a.RKTo}
+}
+
+// stateVersion is the "v" of the checkpoints this package writes.
+const stateVersion = 1
+
+// state is a purge's checkpoint, stored as JSON in its token.
+type state struct {
+	V int `json:"v"`
+	// Cutoff is fixed by the first delivery: with olderThan, entities
+	// whose Timestamp is before it match; nil without olderThan.
+	Cutoff *time.Time `json:"cutoff,omitempty"`
+	// Token is the continuation of the scan after the last page whose
+	// deletes are all done ("" before the first page).
+	Token string `json:"token,omitempty"`
+	// Last is the key of the last entity of that page (for operators).
+	Last *tableexport.Key `json:"last,omitempty"`
+	// Deleted counts the entities deleted by the saved pages, Batches the
+	// transactions that deleted them, Pages the query pages read.
+	Deleted int64 `json:"deleted"`
+	Batches int64 `json:"batches"`
+	Pages   int64 `json:"pages"`
+	// Done is set with the last page: a later delivery does nothing.
+	Done bool `json:"done,omitempty"`
+}
+
+// Worker deletes the entities of a table, partition or RowKey range (all,
+// or those older than a duration): the handler of the "purge" kind, the
+// fallback of the high-volume delete pattern for tables that do not keep
+// one table per day. Its steps:
+//
+//  1. Load the checkpoint (operation id, "purge"). Done: record "already
+//     done" and return. None: fix the cut-off (now − olderThan), read the
+//     first page (a missing table fails here, permanently, before
+//     anything is written) and create the checkpoint with an insert; a
+//     delivery that loses the insert takes the winner's checkpoint (its
+//     cut-off) and reads again from its position.
+//  2. Read the next page of the query — the source's keys (PartitionKey
+//     eq, RowKey ge/lt) and, with olderThan, Timestamp lt the cut-off,
+//     built with storeadapter's filter helpers — from the checkpoint's
+//     continuation token, at most PageSize entities, keys and ETags only.
+//  3. Delete the page's rows in entity group transactions of up to 100
+//     rows of one partition in key order (idempotent.Batches), each delete
+//     If-Match the ETag the page returned. Never an unconditional delete.
+//     A transaction that fails because a row was deleted (404) or changed
+//     (412) since the page was read rolled back; one query of the
+//     batch's key span with the purge's own filter reads the rows that
+//     still match, with their current ETags: rows it does not return are
+//     gone or no longer match (an update moved their Timestamp past the
+//     cut-off) and are dropped; rows it returns are deleted with their
+//     current ETag (without olderThan an updated row still matches). The
+//     rest of the batch is retried, at most maxRounds times.
+//  4. Save the checkpoint If-Match its ETag: the page's continuation
+//     token, its last key, the counts, and done when the query has no
+//     next page. A save that loses (another delivery of the operation
+//     saved first) writes nothing; the run reloads the checkpoint and goes
+//     on from the winner's position.
+//  5. Done: record "deleted N entities in B batches over P pages" and
+//     return. Budget spent: return jobs.ContinueLater(0, …); the
+//     continuation resumes at step 2. Else go to step 2.
+//
+// Memory holds one page of keys (and one batch's re-read) at a time,
+// whatever the number of matching entities.
+//
+// Crash positions: before the create nothing is written; the redelivery
+// starts afresh with a new cut-off. After the create the cut-off is fixed,
+// so every later delivery, continuation or redelivery deletes the same
+// set. A crash during step 3 or before the save of step 4 leaves the
+// checkpoint at the previous page: the redelivery reads that page again,
+// where the rows already deleted are no longer returned and the others
+// are deleted. After the save the redelivery goes on with the next page.
+// After the done save a redelivery only reports "already done". The
+// counts are those of the saved pages, so rows deleted by a run that
+// crashed before its save are not counted (they are gone either way).
+//
+// Two deliveries of one operation (a redelivery after a lost lease, or a
+// continuation and the redelivery of the message it came from): each row
+// is deleted by one transaction only, since every delete is If-Match; the
+// other's transaction fails (404), its re-read drops those rows and it
+// goes on. Every checkpoint write is a compare-and-swap from the state the
+// writer read, so the position only moves forward; the loser reloads and
+// continues from the winner's further position. Writers of the
+// application: a row updated after the page was read fails its delete
+// with 412 and is deleted only if it still matches (with olderThan it
+// does not: its new Timestamp is after the cut-off), so an entity written
+// after the purge's cut-off is never deleted; a row inserted behind the
+// scan's position, or after the cut-off, stays.
+type Worker struct {
+	tables      storeadapter.Tables
+	checkpoints idempotent.Checkpoints
+	cfg         Config
+	now         func() time.Time
+}
+
+// New returns the purge worker on store, configured by cfg (its defaults
+// filled in); an invalid cfg is an error naming the field.
+func New(store storeadapter.Store, cfg Config) (*Worker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Worker{tables: store.Tables(), checkpoints: idempotent.Checkpoints{Tables: store.Tables(), Table: cfg.CheckpointTable},
+		cfg: cfg, now: time.Now}, nil
+}
+
+// WithClock makes the worker read the time (the cut-off, the time budget)
+// from now instead of time.Now, and returns it; tests drive it.
+func (w *Worker) WithClock(now func() time.Time) *Worker {
+	w.now = now
+	return w
+}
+
+// MaxRunTime is how long one delivery may run; see Config.MaxRunTime.
+func (w *Worker) MaxRunTime() time.Duration { return time.Duration(w.cfg.MaxRunTime) }
+
+// Work runs the purge job.Args names (see Worker).
+func (w *Worker) Work(ctx context.Context, job *jobs.Job[Args]) error {
+	a := job.Args
+	if strings.EqualFold(a.Table, w.cfg.CheckpointTable) {
+		return jobs.Permanentf("purge: args.table: %s is the purge's own checkpoint table (purge.checkpointTable)", a.Table)
+	}
+	p := &purger{w: w, args: a, opID: job.ID, budget: jobs.NewBudget(time.Duration(w.cfg.TimeBudget), w.now)}
+	err := p.run(ctx)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, errMissingTable):
+		return jobs.Permanentf("purge: args.table: table %s does not exist", a.Table)
+	case errors.Is(err, storeadapter.ErrInvalidInput) || errors.Is(err, storeadapter.ErrTooLarge):
+		return jobs.Permanent(fmt.Errorf("purge: %w", err))
+	}
+	if _, ok := jobs.AsContinue(err); ok {
+		return err
+	}
+	return fmt.Errorf("purge: %w", err)
+}
+
+// Result is the summary of a finished purge, as the worker logs it.
+func Result(deleted, batches, pages int64) string {
+	return fmt.Sprintf("deleted %d entities in %d batches over %d pages", deleted, batches, pages)
+}
+
+// purger carries one delivery of a purge.
+type purger struct {
+	w      *Worker
+	args   Args
+	opID   string
+	budget jobs.Budget
+	st     state
+	// etag is the checkpoint's ETag as this run last read or wrote it.
+	etag string
+}
+
+// errMissingTable marks a call on the purged table that found no table
+// (a missing checkpoint table is no such error: the create makes it).
+var errMissingTable = errors.New("the purged table does not exist")
+
+// tableErr wraps the error of a call on the purged table.
+func (p *purger) tableErr(what string, err error) error {
+	if errors.Is(err, storeadapter.ErrTableNotFound) {
+		return fmt.Errorf("%s %s: %w: %w", what, p.args.Table, errMissingTable, err)
+	}
+	return fmt.Errorf("%s %s: %w", what, p.args.Table, err)
+}
+
+func (p *purger) run(ctx context.Context) error {
+	tok, etag, err := p.w.checkpoints.LoadETag(ctx, p.opID, checkpointStep)
+	if err != nil {
+		return err
+	}
+	var first *storeadapter.Page
+	if tok != "" {
+		if err := p.adopt(tok, etag); err != nil {
+			return err
+		}
+	} else {
+		p.st = state{V: stateVersion}
+		if p.args.OlderThan != nil {
+			cut := storeadapter.DateTime(p.w.now().Add(-time.Duration(*p.args.OlderThan)))
+			p.st.Cutoff = &cut
+		}
+		// The first page, read before the create, finds a missing table
+		// before anything is written.
+		page, err := p.page(ctx)
+		if err != nil {
+			return err
+		}
+		adopted, err := p.create(ctx)
+		if err != nil {
+			return err
+		}
+		if !adopted { // else another delivery created it: its cut-off rules
+			first = &page
+		}
+	}
+	for !p.st.Done {
+		var page storeadapter.Page
+		if first != nil {
+			page, first = *first, nil
+		} else if page, err = p.page(ctx); err != nil {
+			return err
+		}
+		next := p.st
+		for _, batch := range idempotent.Batches(deletes(page.Entities)) {
+			n, err := p.deleteBatch(ctx, batch)
+			if err != nil {
+				return err
+			}
+			if n > 0 {
+				next.Deleted += int64(n)
+				next.Batches++
+			}
+		}
+		next.Pages++
+		next.Token, next.Done = page.Next, page.Next == ""
+		if n := len(page.Entities); n > 0 {
+			next.Last = &tableexport.Key{PK: page.Entities[n-1].PartitionKey, RK: page.Entities[n-1].RowKey}
+		}
+		if err := p.save(ctx, next); err != nil {
+			return err
+		}
+		if !p.st.Done && p.budget.Spent() {
+			return jobs.ContinueLater(0, fmt.Sprintf("deleted %d entities so far", p.st.Deleted))
+		}
+	}
+	text := Result(p.st.Deleted, p.st.Batches, p.st.Pages)
+	if tok != "" && p.etag == etag {
+		text = "already done: " + text // this delivery changed nothing
+	}
+	jobs.SetResult(ctx, text)
+	return nil
+}
+
+// filter is the purge's query: the source's keys and, with olderThan,
+// Timestamp before the cut-off.
+func (p *purger) filter() storeadapter.Filter {
+	f := p.args.source().Filter(nil)
+	if p.st.Cutoff != nil {
+		f = storeadapter.And(f, storeadapter.Compare("Timestamp", storeadapter.Lt, *p.st.Cutoff))
+	}
+	return f
+}
+
+// keysOnly selects no custom property: a page holds keys, ETags and
+// Timestamps only.
+var keysOnly = []string{}
+
+// page reads the next page of the scan from the checkpoint's token.
+func (p *purger) page(ctx context.Context) (storeadapter.Page, error) {
+	page, err := p.w.tables.Query(ctx, p.args.Table, storeadapter.Query{
+		Filter: p.filter(), Select: keysOnly, Top: p.w.cfg.PageSize, Continuation: p.st.Token})
+	if err != nil {
+		return page, p.tableErr("query", err)
+	}
+	return page, nil
+}
+
+// deletes returns the If-Match deletes of the rows es.
+func deletes(es []storeadapter.Entity) []storeadapter.TableOp {
+	ops := make([]storeadapter.TableOp, len(es))
+	for i, e := range es {
+		ops[i] = storeadapter.TableOp{Action: storeadapter.TxDelete,
+			Entity: storeadapter.Entity{PartitionKey: e.PartitionKey, RowKey: e.RowKey}, IfMatch: e.ETag}
+	}
+	return ops
+}
+
+// deleteBatch deletes one batch (one partition, at most 100 rows, each
+// If-Match) and returns how many rows its successful transaction deleted
+// (see step 3 of Worker for a transaction that loses to another writer).
+func (p *purger) deleteBatch(ctx context.Context, ops []storeadapter.TableOp) (int, error) {
+	for round := 0; ; round++ {
+		err := p.w.tables.Transact(ctx, p.args.Table, ops)
+		if err == nil {
+			return len(ops), nil
+		}
+		if !raced(err) {
+			return 0, p.tableErr(fmt.Sprintf("delete %d entities of partition %q of", len(ops), ops[0].Entity.PartitionKey), err)
+		}
+		if round == maxRounds {
+			return 0, fmt.Errorf("delete %d entities of %s partition %q: rows kept changing in %d rounds; retrying later: %w",
+				len(ops), p.args.Table, ops[0].Entity.PartitionKey, maxRounds+1, err)
+		}
+		current, rerr := p.matching(ctx, ops)
+		if rerr != nil {
+			return 0, rerr
+		}
+		kept := make([]storeadapter.TableOp, 0, len(ops))
+		changed := false
+		for _, op := range ops {
+			cur, ok := current[op.Entity.RowKey]
+			if !ok {
+				changed = true // gone, or no longer matching
+				continue
+			}
+			if cur.ETag != op.IfMatch {
+				op.IfMatch, changed = cur.ETag, true
+			}
+			kept = append(kept, op)
+		}
+		if len(kept) == 0 {
+			return 0, nil
+		}
+		if !changed {
+			// A conflict the read does not show: retry the job later.
+			return 0, fmt.Errorf("delete %d entities of %s partition %q: %w", len(ops), p.args.Table, ops[0].Entity.PartitionKey, err)
+		}
+		ops = kept
+	}
+}
+
+// raced reports whether a conditional delete lost to another writer: the
+// row changed or vanished since it was read (not its table).
+func raced(err error) bool {
+	return errors.Is(err, storeadapter.ErrPreconditionFailed) || errors.Is(err, storeadapter.ErrNotFound) && !idempotent.Missing(err)
+}
+
+// matching reads, with one query (paged), the rows of the batch's key span
+// that still match the purge's filter, keys and ETags only, by RowKey.
+func (p *purger) matching(ctx context.Context, ops []storeadapter.TableOp) (map[string]storeadapter.Entity, error) {
+	lo, hi := ops[0].Entity.RowKey, ops[len(ops)-1].Entity.RowKey // Batches keeps key order
+	f := storeadapter.And(storeadapter.PartitionEquals(ops[0].Entity.PartitionKey),
+		storeadapter.Compare("RowKey", storeadapter.Ge, lo), storeadapter.Compare("RowKey", storeadapter.Le, hi))
+	if p.st.Cutoff != nil {
+		f = storeadapter.And(f, storeadapter.Compare("Timestamp", storeadapter.Lt, *p.st.Cutoff))
+	}
+	q := storeadapter.Query{Filter: f, Select: keysOnly}
+	rows := make(map[string]storeadapter.Entity, len(ops))
+	for {
+		page, err := p.w.tables.Query(ctx, p.args.Table, q)
+		if err != nil {
+			return nil, p.tableErr("read", err)
+		}
+		for _, e := range page.Entities {
+			rows[e.RowKey] = e
+		}
+		if q.Continuation = page.Next; q.Continuation == "" {
+			return rows, nil
+		}
+	}
+}
+
+// adopt takes a checkpoint as read.
+func (p *purger) adopt(tok, etag string) error {
+	var st state
+	if err := json.Unmarshal([]byte(tok), &st); err != nil || st.V != stateVersion {
+		return fmt.Errorf("checkpoint %s/%s: not a purge checkpoint of version %d (%v)", p.opID, checkpointStep, stateVersion, err)
+	}
+	p.st, p.etag = st, etag
+	return nil
+}
+
+// create writes the first checkpoint with an insert. When another
+// delivery created it first, its checkpoint is taken instead (adopted).
+func (p *purger) create(ctx context.Context) (adopted bool, err error) {
+	tok, err := json.Marshal(p.st)
+	if err != nil {
+		return false, err
+	}
+	etag, err := p.w.checkpoints.Create(ctx, p.opID, checkpointStep, string(tok))
+	switch {
+	case err == nil:
+		p.etag = etag
+		return false, nil
+	case errors.Is(err, storeadapter.ErrAlreadyExists):
+		return true, p.reload(ctx)
+	}
+	return false, err
+}
+
+// save writes next If-Match the checkpoint's ETag and takes it. When
+// another delivery saved first it writes nothing and takes the reloaded
+// checkpoint instead.
+func (p *purger) save(ctx context.Context, next state) error {
+	tok, err := json.Marshal(next)
+	if err != nil {
+		return err
+	}
+	etag, err := p.w.checkpoints.SaveIfMatch(ctx, p.opID, checkpointStep, string(tok), p.etag)
+	switch {
+	case err == nil:
+		p.st, p.etag = next, etag
+		return nil
+	case idempotent.Lost(err):
+		return p.reload(ctx)
+	}
+	return err
+}
+
+// reload reads the checkpoint after a lost write and takes it.
+func (p *purger) reload(ctx context.Context) error {
+	tok, etag, err := p.w.checkpoints.LoadETag(ctx, p.opID, checkpointStep)
+	if err != nil {
+		return err
+	}
+	if tok == "" {
+		return fmt.Errorf("checkpoint %s/%s vanished while the purge ran (cleared by another process); the redelivery starts again", p.opID, checkpointStep)
+	}
+	return p.adopt(tok, etag)
+}

@@ -1,0 +1,529 @@
+package purge_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tablekeeper/tablekeeper/internal/clock"
+	"github.com/tablekeeper/tablekeeper/jobs"
+	"github.com/tablekeeper/tablekeeper/jobs/purge"
+	"github.com/tablekeeper/tablekeeper/localstore"
+	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
+)
+
+// t0 is when the tests' old rows are written.
+var t0 = time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC)
+
+// TestPurgeArgs: every bad argument is refused naming its field and rule.
+func TestPurgeArgs(t *testing.T) {
+	for _, c := range []struct{ args, want string }{
+		{`{}`, "args.table:"},
+		{`{"table":"x"}`, "args.table:"},
+		{`{"table":"Logs","rkFrom":"a"}`, "args.pk: is required with rkFrom or rkTo"},
+		{`{"table":"Logs","rkTo":"a"}`, "args.pk: is required with rkFrom or rkTo"},
+		{`{"table":"Logs","pk":"p","rkFrom":"b","rkTo":"a"}`, "args.rkTo: must be greater than rkFrom"},
+		{`{"table":"Logs","pk":"a/b"}`, "args.pk:"},
+		{`{"table":"Logs","olderThan":"0s"}`, `args.olderThan: must be a positive duration such as "720h", got 0s`},
+		{`{"table":"Logs","olderThan":"-5m"}`, "args.olderThan: must be a positive duration"},
+		{`{"table":"Logs","olderThan":"30 days"}`, "args.olderThan"},
+		{`{"table":"Logs","olderThan":720}`, "args.olderThan"},
+		{`{"table":"Logs","extra":1}`, "extra"},
+	} {
+		_, err := jobs.ParseArgs[purge.Args](json.RawMessage(c.args))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("ParseArgs(%s) = %v, want an error with %q", c.args, err, c.want)
+		}
+	}
+	for _, ok := range []string{
+		`{"table":"Logs"}`,
+		`{"table":"Logs","pk":"p"}`,
+		`{"table":"Logs","pk":"p","rkFrom":"","rkTo":"z","olderThan":"720h"}`,
+		`{"table":"Logs","olderThan":"1h30m"}`,
+	} {
+		if _, err := jobs.ParseArgs[purge.Args](json.RawMessage(ok)); err != nil {
+			t.Errorf("ParseArgs(%s) = %v, want nil", ok, err)
+		}
+	}
+}
+
+// TestPurgeConfig fills the defaults and names the field of a bad setting.
+func TestPurgeConfig(t *testing.T) {
+	c := purge.Config{}
+	if err := c.Validate(); err != nil || c.CheckpointTable != "TablekeeperCheckpoints" || c.PageSize != 1000 ||
+		time.Duration(c.TimeBudget) != 5*time.Minute || time.Duration(c.MaxRunTime) != 30*time.Minute {
+		t.Errorf("defaults: %+v, %v", c, err)
+	}
+	for _, c := range []struct {
+		cfg  purge.Config
+		want string
+	}{
+		{purge.Config{CheckpointTable: "x"}, "purge.checkpointTable:"},
+		{purge.Config{PageSize: 1001}, "purge.pageSize: must be 1-1000, got 1001"},
+		{purge.Config{PageSize: -1}, "purge.pageSize: must be 1-1000"},
+		{purge.Config{TimeBudget: jobs.Duration(500 * time.Millisecond)}, "purge.timeBudget: must be at least 1s and less than purge.maxRunTime (30m0s), got 500ms"},
+		{purge.Config{TimeBudget: jobs.Duration(time.Hour)}, "purge.timeBudget: must be at least 1s and less than purge.maxRunTime (30m0s), got 1h0m0s"},
+		{purge.Config{TimeBudget: jobs.Duration(time.Minute), MaxRunTime: jobs.Duration(time.Minute)}, "purge.timeBudget: must be at least 1s and less than purge.maxRunTime (1m0s)"},
+		{purge.Config{MaxRunTime: jobs.Duration(48 * time.Hour)}, "purge.maxRunTime: must be 1s-24h"},
+	} {
+		if err := c.cfg.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Validate(%+v) = %v, want %q", c.cfg, err, c.want)
+		}
+	}
+}
+
+// bundle is a localstore on a fake clock behind the instrument, which
+// counts calls and lets a test fail or interleave any of them.
+type bundle struct {
+	clock  *clock.Fake
+	raw    *localstore.Store
+	store  *instrument.Store
+	counts *instrument.Counts
+	mu     sync.Mutex
+	calls  int
+	// fault, when set, sees every call (numbered from 1 since the last
+	// reset of calls) and may fail it.
+	fault func(n int, c instrument.Call) error
+}
+
+func newBundle(t *testing.T) *bundle {
+	t.Helper()
+	b := &bundle{clock: clock.NewFake(t0), counts: &instrument.Counts{}}
+	b.raw = localstore.New(localstore.Options{Now: b.clock.Now})
+	b.store = instrument.Wrap(b.raw, instrument.Options{Observers: []instrument.Observer{b.counts},
+		Fault: func(_ context.Context, c instrument.Call) error {
+			b.mu.Lock()
+			b.calls++
+			n, f := b.calls, b.fault
+			b.mu.Unlock()
+			if f != nil {
+				return f(n, c)
+			}
+			return nil
+		}})
+	if err := b.raw.Tables().CreateTable(context.Background(), "Logins"); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// seed inserts n rows spread over users partitions (u00, u01, …) with
+// time-ordered RowKeys, at the clock's current time.
+func (b *bundle) seed(t *testing.T, n, users int, tag string) {
+	t.Helper()
+	for i := range n {
+		e := storeadapter.Entity{PartitionKey: fmt.Sprintf("u%02d", i%users), RowKey: fmt.Sprintf("%s%05d", tag, i),
+			Properties: map[string]any{"IP": "10.0.0.1", "N": int64(i)}}
+		if _, err := b.raw.Tables().InsertEntity(context.Background(), "Logins", e); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// keys returns the table's keys, "pk/rk", in key order.
+func (b *bundle) keys(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	q := storeadapter.Query{}
+	for {
+		page, err := b.raw.Tables().Query(context.Background(), "Logins", q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range page.Entities {
+			out = append(out, e.PartitionKey+"/"+e.RowKey)
+		}
+		if q.Continuation = page.Next; q.Continuation == "" {
+			return out
+		}
+	}
+}
+
+func (b *bundle) worker(t *testing.T, cfg purge.Config) *purge.Worker {
+	t.Helper()
+	cfg.CheckpointTable = "Checkpoints"
+	w, err := purge.New(b.store, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w.WithClock(b.clock.Now)
+}
+
+func run(t *testing.T, w *purge.Worker, id, args string) (string, error) {
+	t.Helper()
+	parsed, err := jobs.ParseArgs[purge.Args](json.RawMessage(args))
+	if err != nil {
+		t.Fatalf("args %s: %v", args, err)
+	}
+	ctx, res := jobs.WithResult(context.Background())
+	err = w.Work(ctx, &jobs.Job[purge.Args]{Envelope: jobs.Envelope{V: 1, ID: id, Kind: purge.Kind}, Args: parsed})
+	return res.Text(), err
+}
+
+// without returns keys minus those for which drop is true.
+func without(keys []string, drop func(pk, rk string) bool) []string {
+	var out []string
+	for _, k := range keys {
+		pk, rk, _ := strings.Cut(k, "/")
+		if !drop(pk, rk) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// TestPurgeWork deletes exactly a partition's RowKey range, a partition
+// and then the whole table, says so in its result, and reports "already
+// done" on redelivery without deleting anything more; a missing table is
+// permanent, naming the field, and leaves no checkpoint; the checkpoint
+// table itself is refused.
+func TestPurgeWork(t *testing.T) {
+	b := newBundle(t)
+	b.seed(t, 500, 5, "r")
+	all := b.keys(t)
+	w := b.worker(t, purge.Config{PageSize: 30})
+
+	res, err := run(t, w, "op-range", `{"table":"Logins","pk":"u01","rkFrom":"r00100","rkTo":"r00300"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := without(all, func(pk, rk string) bool { return pk == "u01" && rk >= "r00100" && rk < "r00300" })
+	if got := b.keys(t); !slices.Equal(got, want) || len(all)-len(want) != 40 {
+		t.Fatalf("after the range purge %d rows left, want %d (40 deleted)", len(got), len(want))
+	}
+	if res != "deleted 40 entities in 2 batches over 2 pages" {
+		t.Errorf("result %q", res)
+	}
+	// A redelivery deletes nothing, not even a row written since in the
+	// range: the purge is done.
+	late := storeadapter.Entity{PartitionKey: "u01", RowKey: "r00150-late"}
+	if _, err := b.raw.Tables().InsertEntity(context.Background(), "Logins", late); err != nil {
+		t.Fatal(err)
+	}
+	again, err := run(t, w, "op-range", `{"table":"Logins","pk":"u01","rkFrom":"r00100","rkTo":"r00300"}`)
+	if err != nil || again != "already done: "+res {
+		t.Errorf("redelivery = %q, %v; want %q", again, err, "already done: "+res)
+	}
+	if _, err := b.raw.Tables().GetEntity(context.Background(), "Logins", "u01", "r00150-late"); err != nil {
+		t.Errorf("the redelivery of a done purge deleted a row written after it: %v", err)
+	}
+
+	if _, err := run(t, w, "op-part", `{"table":"Logins","pk":"u02"}`); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range b.keys(t) {
+		if strings.HasPrefix(k, "u02/") {
+			t.Fatalf("row %s left after the partition purge", k)
+		}
+	}
+	if n := len(b.keys(t)); n != 500-40+1-100 {
+		t.Fatalf("%d rows left after the partition purge, want %d", n, 500-40+1-100)
+	}
+	res, err = run(t, w, "op-all", `{"table":"Logins"}`)
+	if err != nil || len(b.keys(t)) != 0 {
+		t.Fatalf("whole-table purge = %v, %d rows left", err, len(b.keys(t)))
+	}
+	// 361 rows in pages of 30 (13 pages, the last one empty-ended) and
+	// batches split by partition within each page.
+	if !strings.HasPrefix(res, "deleted 361 entities in ") || !strings.HasSuffix(res, " over 13 pages") {
+		t.Errorf("result %q", res)
+	}
+
+	for _, c := range []struct{ id, args, want string }{
+		{"op-none", `{"table":"Nosuch"}`, "purge: args.table: table Nosuch does not exist"},
+		{"op-self", `{"table":"checkpoints"}`, "purge: args.table: checkpoints is the purge's own checkpoint table (purge.checkpointTable)"},
+	} {
+		_, err := run(t, w, c.id, c.args)
+		if !jobs.IsPermanent(err) || err.Error() != c.want {
+			t.Errorf("purge %s = %v, want permanent %q", c.args, err, c.want)
+		}
+		if e, err := b.raw.Tables().GetEntity(context.Background(), "Checkpoints", c.id, "purge"); err == nil {
+			t.Errorf("purge %s left a checkpoint %v", c.args, e.Properties)
+		}
+	}
+}
+
+// oldAndNew seeds old rows (tag "o", at t0) and, an hour later, new rows
+// (tag "n"), then moves the clock another hour on: a purge with olderThan
+// 90m then has its cut-off at t0+30m, between the two.
+func (b *bundle) oldAndNew(t *testing.T, old, young, users int) {
+	t.Helper()
+	b.seed(t, old, users, "o")
+	b.clock.Advance(time.Hour)
+	b.seed(t, young, users, "n")
+	b.clock.Advance(time.Hour)
+}
+
+// isOld reports whether a row is one of oldAndNew's old rows.
+func isOld(_, rk string) bool { return strings.HasPrefix(rk, "o") }
+
+// TestPurgeCrashAtEveryCall fails a purge at each of its storage calls in
+// turn, then runs it again: every time exactly the matching rows are gone
+// and every other row stays, for olderThan over the whole table, for a
+// RowKey range and for a partition.
+func TestPurgeCrashAtEveryCall(t *testing.T) {
+	for _, c := range []struct {
+		name, args string
+		match      func(pk, rk string) bool
+	}{
+		{"olderThan", `{"table":"Logins","olderThan":"90m"}`, isOld},
+		{"range", `{"table":"Logins","pk":"u01","rkFrom":"o00040","rkTo":"o00200"}`,
+			func(pk, rk string) bool { return pk == "u01" && rk >= "o00040" && rk < "o00200" }},
+		{"partition olderThan", `{"table":"Logins","pk":"u02","olderThan":"90m"}`,
+			func(pk, rk string) bool { return pk == "u02" && isOld(pk, rk) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			setup := func() (*bundle, *purge.Worker) {
+				b := newBundle(t)
+				b.oldAndNew(t, 240, 60, 3)
+				return b, b.worker(t, purge.Config{PageSize: 25})
+			}
+			ref, w := setup()
+			want := without(ref.keys(t), c.match)
+			ref.calls = 0
+			if _, err := run(t, w, "op-crash", c.args); err != nil {
+				t.Fatal(err)
+			}
+			total := ref.calls
+			if got := ref.keys(t); !slices.Equal(got, want) {
+				t.Fatalf("the reference purge left %d rows, want %d", len(got), len(want))
+			}
+			if total < 10 {
+				t.Fatalf("the reference purge made %d calls, want many pages", total)
+			}
+			for k := 1; k <= total; k++ {
+				b, w := setup()
+				b.calls = 0
+				var failed instrument.Call
+				b.fault = func(n int, c instrument.Call) error {
+					if n == k {
+						failed = c
+						return fmt.Errorf("crash at call %d: %w", k, storeadapter.ErrUnavailable)
+					}
+					return nil
+				}
+				if _, err := run(t, w, "op-crash", c.args); err == nil {
+					t.Fatalf("call %d (%s) failed and Work returned nil", k, failed.Op)
+				} else if jobs.IsPermanent(err) {
+					t.Fatalf("call %d (%s) failed transiently and Work returned a permanent error: %v", k, failed.Op, err)
+				}
+				b.fault = nil
+				if _, err := run(t, w, "op-crash", c.args); err != nil {
+					t.Fatalf("re-run after a crash at call %d (%s): %v", k, failed.Op, err)
+				}
+				if got := b.keys(t); !slices.Equal(got, want) {
+					t.Fatalf("crash at call %d (%s): %d rows left, want %d", k, failed.Op, len(got), len(want))
+				}
+			}
+		})
+	}
+}
+
+// TestPurgeInterleavedWrites: rows the application updates or deletes
+// between the page read and the delete. With olderThan an updated row is
+// newer than the cut-off now and stays with its new content; without it,
+// it still matches and is deleted (with its new ETag). Either way every
+// other matching row goes and the job succeeds.
+func TestPurgeInterleavedWrites(t *testing.T) {
+	for _, c := range []struct {
+		name, args  string
+		updatedKept bool
+	}{
+		{"olderThan", `{"table":"Logins","olderThan":"90m"}`, true},
+		{"partition", `{"table":"Logins","pk":"u00"}`, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := newBundle(t)
+			b.oldAndNew(t, 300, 30, 3)
+			w := b.worker(t, purge.Config{})
+			ctx := context.Background()
+			done := false
+			b.fault = func(_ int, call instrument.Call) error {
+				if call.Op != instrument.OpTransact || done {
+					return nil
+				}
+				done = true
+				// The first batch is u00's oldest rows: update one in the
+				// middle, delete another before it.
+				upd := storeadapter.Entity{PartitionKey: "u00", RowKey: "o00150", Properties: map[string]any{"IP": "updated"}}
+				if _, err := b.raw.Tables().UpdateEntity(ctx, "Logins", upd, storeadapter.Merge, storeadapter.ETagAny); err != nil {
+					return err
+				}
+				return b.raw.Tables().DeleteEntity(ctx, "Logins", "u00", "o00090", storeadapter.ETagAny)
+			}
+			res, err := run(t, w, "op-interleave", c.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e, err := b.raw.Tables().GetEntity(ctx, "Logins", "u00", "o00150")
+			switch {
+			case c.updatedKept && (err != nil || e.Properties["IP"] != "updated"):
+				t.Errorf("the row updated after the cut-off: %v, %v; want it kept with its new content", e.Properties, err)
+			case !c.updatedKept && !errors.Is(err, storeadapter.ErrNotFound):
+				t.Errorf("the updated row, which still matches: %v; want it deleted", err)
+			}
+			for _, k := range b.keys(t) {
+				pk, rk, _ := strings.Cut(k, "/")
+				matches := isOld(pk, rk)
+				if c.name == "partition" {
+					matches = pk == "u00"
+				}
+				if matches && !(c.updatedKept && k == "u00/o00150") {
+					t.Errorf("matching row %s left", k)
+				}
+			}
+			wantDeleted := 300 - 2 // minus the row deleted by the application and the updated one
+			if c.name == "partition" {
+				wantDeleted = 100 + 10 - 1 // u00's old and new rows, minus the one the application deleted
+			}
+			if want := fmt.Sprintf("deleted %d entities in ", wantDeleted); !strings.HasPrefix(res, want) {
+				t.Errorf("result %q, want it to start with %q", res, want)
+			}
+		})
+	}
+}
+
+// TestPurgeTwoWorkers: two deliveries of one purge, one run to the end
+// while the other is held at a transaction, and two at once: both succeed
+// and exactly the matching rows are gone.
+func TestPurgeTwoWorkers(t *testing.T) {
+	t.Run("held", func(t *testing.T) {
+		b := newBundle(t)
+		b.oldAndNew(t, 300, 60, 3)
+		want := without(b.keys(t), isOld)
+		a := b.worker(t, purge.Config{PageSize: 40})
+		other := b.worker(t, purge.Config{PageSize: 40})
+		const args = `{"table":"Logins","olderThan":"90m"}`
+		transacts := 0
+		b.fault = func(_ int, call instrument.Call) error {
+			if call.Op != instrument.OpTransact {
+				return nil
+			}
+			if transacts++; transacts == 3 {
+				// Hold this transaction of the first run while a second
+				// delivery runs the whole purge.
+				b.mu.Lock()
+				b.fault = nil
+				b.mu.Unlock()
+				if res, err := run(t, other, "op-two", args); err != nil || !strings.HasPrefix(res, "deleted ") {
+					t.Errorf("the second delivery = %q, %v", res, err)
+				}
+			}
+			return nil
+		}
+		res, err := run(t, a, "op-two", args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := b.keys(t); !slices.Equal(got, want) {
+			t.Fatalf("%d rows left, want %d", len(got), len(want))
+		}
+		if !strings.HasPrefix(res, "deleted ") {
+			t.Errorf("the held delivery's result %q", res)
+		}
+	})
+	t.Run("concurrent", func(t *testing.T) {
+		b := newBundle(t)
+		b.oldAndNew(t, 600, 60, 4)
+		want := without(b.keys(t), isOld)
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for i := range 2 {
+			w := b.worker(t, purge.Config{PageSize: 50})
+			wg.Go(func() { _, errs[i] = run(t, w, "op-both", `{"table":"Logins","olderThan":"90m"}`) })
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Errorf("delivery %d: %v", i, err)
+			}
+		}
+		if got := b.keys(t); !slices.Equal(got, want) {
+			t.Fatalf("%d rows left, want %d", len(got), len(want))
+		}
+	})
+}
+
+// TestPurgeContinues: with a time budget the purge saves its position and
+// asks to continue later (jobs.ContinueLater, no delay) several times; each
+// continuation resumes from the checkpoint with the first delivery's
+// cut-off, even though the clock has moved far enough meanwhile for the
+// newer rows to be older than olderThan, and the last one finishes.
+func TestPurgeContinues(t *testing.T) {
+	b := newBundle(t)
+	b.oldAndNew(t, 400, 100, 4)
+	want := without(b.keys(t), isOld)
+	w := b.worker(t, purge.Config{PageSize: 20, TimeBudget: jobs.Duration(time.Second)})
+	b.fault = func(_ int, c instrument.Call) error {
+		b.clock.Advance(50 * time.Millisecond)
+		return nil
+	}
+	const args = `{"table":"Logins","olderThan":"90m"}`
+	continued, last := 0, int64(-1)
+	for {
+		res, err := run(t, w, "op-budget", args)
+		if ce, ok := jobs.AsContinue(err); ok {
+			continued++
+			var n int64
+			if _, serr := fmt.Sscanf(ce.Progress, "deleted %d entities so far", &n); serr != nil || ce.After != 0 || n <= last {
+				t.Fatalf("continuation %d: %+v; want After 0 and progress \"deleted N entities so far\" beyond %d", continued, ce, last)
+			}
+			last = n
+			if continued > 100 {
+				t.Fatal("the purge keeps continuing")
+			}
+			b.clock.Advance(3 * time.Hour) // the new rows are older than 90m now
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res != "deleted 400 entities in 20 batches over 20 pages" {
+			t.Errorf("result %q", res)
+		}
+		break
+	}
+	if continued < 2 {
+		t.Errorf("the purge continued %d times, want several", continued)
+	}
+	if got := b.keys(t); !slices.Equal(got, want) {
+		t.Fatalf("%d rows left, want %d (the rows newer than the first delivery's cut-off)", len(got), len(want))
+	}
+}
+
+// TestPurgeCalls: the storage calls of a purge are one transaction per
+// 100 rows of a partition plus a query and a checkpoint save per page, and
+// a few for the checkpoint's start.
+func TestPurgeCalls(t *testing.T) {
+	b := newBundle(t)
+	b.seed(t, 4000, 4, "r") // 1000 rows per partition
+	w := b.worker(t, purge.Config{})
+	res, err := run(t, w, "op-calls", `{"table":"Logins"}`)
+	if err != nil || len(b.keys(t)) != 0 {
+		t.Fatalf("purge = %v, %d rows left", err, len(b.keys(t)))
+	}
+	s := b.counts.Snapshot()
+	t.Logf("%s\n%s", res, s)
+	// Pages of 1000 rows: one partition each; the last page ends the scan.
+	for op, want := range map[instrument.Op]int64{
+		instrument.OpTransact: 40, instrument.OpQuery: 4, instrument.OpUpdateEntity: 4,
+		instrument.OpGetEntity: 1, instrument.OpInsertEntity: 2, instrument.OpCreateTable: 1,
+	} {
+		if got := s[op].Calls; got != want {
+			t.Errorf("%s: %d calls, want %d", op, got, want)
+		}
+	}
+	if total := s.Total().Calls; total != 4000/100+2*4+4 {
+		t.Errorf("%d calls in all, want N/100 + 2 per page + 4 = %d", total, 4000/100+2*4+4)
+	}
+	if res != "deleted 4000 entities in 40 batches over 4 pages" {
+		t.Errorf("result %q", res)
+	}
+}
