@@ -46,7 +46,7 @@ func (m *Main) runPurgeday(ctx context.Context, args []string) error {
 			"would go now, and the worker records them in the job's result. It prints the op id and the message id.", &c)
 	fs.StringVar(&prefix, "prefix", "", "day tables' prefix: a letter, then letters and digits, at most 55 (required)")
 	fs.StringVar(&keepDays, "keep-days", "", "keep today and this many days before it, 1-36500 (1 keeps yesterday and today)")
-	fs.StringVar(&before, "before", "", "delete the days before this date, YYYY-MM-DD (UTC), no later than today")
+	fs.StringVar(&before, "before", "", "delete the days before this date, YYYY-MM-DD (UTC), no later than yesterday")
 	fs.StringVar(&exportTo, "export-to", "", "export each day first: \"container\" or \"container/prefix\" (the container must exist)")
 	fs.BoolVar(&dryRun, "dry-run", false, "delete nothing: print what would go, and have the worker record it")
 	fs.StringVar(&id, "id", "", "operation id, 1-128 characters of A-Za-z0-9._:- (default: generated op-<UTC time>-<random>)")

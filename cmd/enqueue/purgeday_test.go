@@ -27,12 +27,12 @@ func TestPurgedayEnqueues(t *testing.T) {
 	if env.Kind != "purgeday" || env.ID != "op-pd-1" || string(env.Args) != `{"prefix":"LoginAttempts","keepDays":3,"exportTo":"exports/days"}` {
 		t.Errorf("envelope %+v args %s", env, env.Args)
 	}
-	b.mustRun("", "purgeday", "-prefix", "LoginAttempts", "-before", "2026-11-21")
+	b.mustRun("", "purgeday", "-prefix", "LoginAttempts", "-before", "2026-11-20")
 	msgs = b.receiveAll(b.queue)
 	if len(msgs) != 1 {
 		t.Fatalf("queue holds %d messages, want 1", len(msgs))
 	}
-	if a, err := jobs.ParseArgs[purgeday.Args](mustEnvelope(t, msgs[0].Text).Args); err != nil || *a.Before != "2026-11-21" || a.KeepDays != nil || a.DryRun {
+	if a, err := jobs.ParseArgs[purgeday.Args](mustEnvelope(t, msgs[0].Text).Args); err != nil || *a.Before != "2026-11-20" || a.KeepDays != nil || a.DryRun {
 		t.Errorf("args %+v, %v", a, err)
 	}
 }
@@ -96,7 +96,8 @@ func TestPurgedayFlagErrors(t *testing.T) {
 		{[]string{"-prefix", "Logs", "-keep-days", "0"}, "-keep-days: must be 1-36500"},
 		{[]string{"-prefix", "Logs", "-keep-days", "three"}, `-keep-days: "three" is not a whole number of days`},
 		{[]string{"-prefix", "Logs", "-before", "2026-02-30"}, `-before: must be a real date YYYY-MM-DD, got "2026-02-30"`},
-		{[]string{"-prefix", "Logs", "-before", "2026-11-22"}, "-before: must not be later than today (2026-11-21 UTC), got 2026-11-22"},
+		{[]string{"-prefix", "Logs", "-before", "2026-11-22"}, "-before: must be no later than yesterday (2026-11-20 UTC), so that every deleted day ended at least a day ago; got 2026-11-22"},
+		{[]string{"-prefix", "Logs", "-before", "2026-11-21"}, "-before: must be no later than yesterday (2026-11-20 UTC)"},
 		{[]string{"-prefix", "Logs", "-keep-days", "3", "-export-to", "exports/../y"}, `-export-to: "exports/../y": the prefix must not hold`},
 		{[]string{"-prefix", "Logs", "-keep-days", "3", "-id", "bad id"}, "-id: must be 1-128 characters"},
 	} {

@@ -25,7 +25,7 @@ type Args struct {
 	Prefix string `json:"prefix"`
 	// KeepDays keeps today (UTC) and the KeepDays days before it; 1-36500.
 	KeepDays *int `json:"keepDays,omitempty"`
-	// Before is a date, YYYY-MM-DD (UTC), no later than today: the days
+	// Before is a date, YYYY-MM-DD (UTC), no later than yesterday: the days
 	// before it go.
 	Before *string `json:"before,omitempty"`
 	// ExportTo, "container" or "container/prefix", exports each day to
@@ -81,7 +81,7 @@ func (a Args) Validate() error {
 // deleted day ended at least N×24 h ago: keepDays 1 at 2026-11-21T10:00Z
 // gives 2026-11-20 and deletes 2026-11-19 and earlier, keeping yesterday
 // and today. The error names args.before when Before is not a real date
-// or is later than today.
+// or is later than yesterday.
 func (a Args) Cutoff(now time.Time) (time.Time, error) {
 	y, m, d := now.UTC().Date()
 	today := time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
@@ -93,8 +93,11 @@ func (a Args) Cutoff(now time.Time) (time.Time, error) {
 		if err != nil {
 			return time.Time{}, err
 		}
-		if day.After(today) {
-			return time.Time{}, fmt.Errorf("args.before: must not be later than today (%s UTC), got %s", today.Format(time.DateOnly), *a.Before)
+		// Before today at the latest, so that the cut-off is a whole day in
+		// the past, as keepDays >= 1 makes it: a before of today would
+		// delete yesterday's table the moment it ended (keepDays 0).
+		if yesterday := today.AddDate(0, 0, -1); day.After(yesterday) {
+			return time.Time{}, fmt.Errorf("args.before: must be no later than yesterday (%s UTC), so that every deleted day ended at least a day ago; got %s", yesterday.Format(time.DateOnly), *a.Before)
 		}
 		return day, nil
 	}

@@ -54,13 +54,13 @@ func TestPurgeExport(t *testing.T) {
 	}
 	b.wantTables(t)
 
-	_, err = b.run(t, "op-z", `{"prefix":"LoginAttempts","before":"2026-11-21"}`)
+	_, err = b.run(t, "op-z", `{"prefix":"LoginAttempts","before":"2026-11-20"}`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b.w.now = func() time.Time { return testNow.AddDate(0, 0, -2) } // a worker whose clock is behind the producer's
-	_, err = b.run(t, "op-z2", `{"prefix":"LoginAttempts","before":"2026-11-21"}`)
-	if !jobs.IsPermanent(err) || !strings.Contains(err.Error(), "args.before: must not be later than today (2026-11-19 UTC)") {
+	_, err = b.run(t, "op-z2", `{"prefix":"LoginAttempts","before":"2026-11-20"}`)
+	if !jobs.IsPermanent(err) || !strings.Contains(err.Error(), "args.before: must be no later than yesterday (2026-11-18 UTC)") {
 		t.Errorf("a before in the worker's future: %v", err)
 	}
 }

@@ -41,7 +41,7 @@ func (p Plan) DayTables() int { return len(p.Expired) + p.Kept }
 // sorts them into expired day tables (whose date is before the cut-off at
 // now), kept day tables and other tables. It holds the expired names only
 // (a few thousand at most: one per day), never the other tables. It makes
-// ListTables calls only. An error of args (a Before later than today by
+// ListTables calls only. An error of args (a Before later than yesterday by
 // now) names the field and wraps storeadapter.ErrInvalidInput.
 func MakePlan(ctx context.Context, tables storeadapter.Tables, args Args, now time.Time) (Plan, error) {
 	if err := daytable.ValidatePrefix(args.Prefix); err != nil {

@@ -70,7 +70,7 @@ func TestCutoff(t *testing.T) {
 		{Args{KeepDays: n(1)}, time.Date(2026, 11, 22, 5, 0, 0, 0, east), "2026-11-20"}, // 19:00 UTC on the 21st
 		{Args{KeepDays: n(3)}, time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC), "2026-02-27"},
 		{Args{KeepDays: n(365)}, time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC), "2025-11-21"},
-		{Args{Before: s("2026-11-21")}, time.Date(2026, 11, 21, 0, 0, 0, 0, time.UTC), "2026-11-21"},
+		{Args{Before: s("2026-11-20")}, time.Date(2026, 11, 21, 0, 0, 0, 0, time.UTC), "2026-11-20"},
 		{Args{Before: s("2020-01-01")}, time.Date(2026, 11, 21, 0, 0, 0, 0, time.UTC), "2020-01-01"},
 	} {
 		got, err := c.a.Cutoff(c.now)
@@ -79,8 +79,13 @@ func TestCutoff(t *testing.T) {
 		}
 	}
 	if _, err := (Args{Before: s("2026-11-22")}).Cutoff(time.Date(2026, 11, 21, 23, 59, 0, 0, time.UTC)); err == nil ||
-		err.Error() != "args.before: must not be later than today (2026-11-21 UTC), got 2026-11-22" {
+		err.Error() != "args.before: must be no later than yesterday (2026-11-20 UTC), so that every deleted day ended at least a day ago; got 2026-11-22" {
 		t.Errorf("a before of tomorrow: %v", err)
+	}
+	// Today would delete yesterday the moment it ended, as keepDays 0.
+	if _, err := (Args{Before: s("2026-11-21")}).Cutoff(time.Date(2026, 11, 21, 0, 0, 30, 0, time.UTC)); err == nil ||
+		!strings.Contains(err.Error(), "args.before: must be no later than yesterday (2026-11-20 UTC)") {
+		t.Errorf("a before of today: %v", err)
 	}
 }
 
