@@ -2,6 +2,8 @@ package purge
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -63,6 +65,10 @@ const stateVersion = 1
 // state is a purge's checkpoint, stored as JSON in its token.
 type state struct {
 	V int `json:"v"`
+	// Args is the SHA-256 of the arguments that began the purge (see
+	// argsDigest): a message that reuses the operation id with other
+	// arguments is refused instead of resuming another purge's scan.
+	Args string `json:"args,omitempty"`
 	// Cutoff is fixed by the first delivery: with olderThan, entities
 	// whose Timestamp is before it match; nil without olderThan.
 	Cutoff *time.Time `json:"cutoff,omitempty"`
@@ -85,8 +91,9 @@ type state struct {
 // fallback of the high-volume delete pattern for tables that do not keep
 // one table per day. Its steps:
 //
-//  1. Load the checkpoint (operation id, "purge"). Done: record "already
-//     done" and return. None: fix the cut-off (now − olderThan), read the
+//  1. Load the checkpoint (operation id, "purge"); one written for other
+//     arguments (their digest differs: the id reused) is a permanent
+//     error. Done: record "already done" and return. None: fix the cut-off (now − olderThan), read the
 //     first page (a missing table fails here, permanently, before
 //     anything is written) and create the checkpoint with an insert; a
 //     delivery that loses the insert takes the winner's checkpoint (its
@@ -125,7 +132,9 @@ type state struct {
 // checkpoint at the previous page: the redelivery reads that page again,
 // where the rows already deleted are no longer returned and the others
 // are deleted. After the save the redelivery goes on with the next page.
-// After the done save a redelivery only reports "already done". The
+// After the done save a redelivery only reports "already done". A table
+// deleted by someone else after the checkpoint exists holds nothing to
+// purge: the delivery marks the checkpoint done and reports it gone. The
 // counts are those of the saved pages, so rows deleted by a run that
 // crashed before its save are not counted (they are gone either way).
 //
@@ -181,6 +190,8 @@ func (w *Worker) Work(ctx context.Context, job *jobs.Job[Args]) error {
 		return nil
 	case errors.Is(err, errMissingTable):
 		return jobs.Permanentf("purge: args.table: table %s does not exist", a.Table)
+	case errors.Is(err, errOtherArgs):
+		return jobs.Permanentf("purge: envelope id: %s was used by a purge of other arguments, whose checkpoint it holds: give this purge a new operation id", job.ID)
 	case errors.Is(err, storeadapter.ErrInvalidInput) || errors.Is(err, storeadapter.ErrTooLarge):
 		return jobs.Permanent(fmt.Errorf("purge: %w", err))
 	}
@@ -229,7 +240,7 @@ func (p *purger) run(ctx context.Context) error {
 			return err
 		}
 	} else {
-		p.st = state{V: stateVersion}
+		p.st = state{V: stateVersion, Args: argsDigest(p.args)}
 		if p.args.OlderThan != nil {
 			cut := storeadapter.DateTime(p.w.now().Add(-time.Duration(*p.args.OlderThan)))
 			p.st.Cutoff = &cut
@@ -253,13 +264,13 @@ func (p *purger) run(ctx context.Context) error {
 		if first != nil {
 			page, first = *first, nil
 		} else if page, err = p.page(ctx); err != nil {
-			return err
+			return p.goneOr(ctx, err)
 		}
 		next := p.st
 		for _, batch := range idempotent.Batches(deletes(page.Entities)) {
 			n, err := p.deleteBatch(ctx, batch)
 			if err != nil {
-				return err
+				return p.goneOr(ctx, err)
 			}
 			if n > 0 {
 				next.Deleted += int64(n)
@@ -283,6 +294,23 @@ func (p *purger) run(ctx context.Context) error {
 		text = "already done: " + text // this delivery changed nothing
 	}
 	jobs.SetResult(ctx, text)
+	return nil
+}
+
+// goneOr handles err, a failed call of a purge whose checkpoint exists:
+// when the table was deleted meanwhile, nothing matches any more, so the
+// purge is done — the checkpoint is marked so and the result says the
+// table is gone; any other error is returned.
+func (p *purger) goneOr(ctx context.Context, err error) error {
+	if !errors.Is(err, errMissingTable) {
+		return err
+	}
+	next := p.st
+	next.Done = true
+	if err := p.save(ctx, next); err != nil {
+		return err
+	}
+	jobs.SetResult(ctx, fmt.Sprintf("table %s is gone (deleted by someone else); before that: %s", p.args.Table, Result(p.st.Deleted, p.st.Batches, p.st.Pages)))
 	return nil
 }
 
@@ -395,14 +423,30 @@ func (p *purger) matching(ctx context.Context, ops []storeadapter.TableOp) (map[
 	}
 }
 
-// adopt takes a checkpoint as read.
+// adopt takes a checkpoint as read. One written for other arguments (the
+// operation id reused) is errOtherArgs.
 func (p *purger) adopt(tok, etag string) error {
 	var st state
 	if err := json.Unmarshal([]byte(tok), &st); err != nil || st.V != stateVersion {
 		return fmt.Errorf("checkpoint %s/%s: not a purge checkpoint of version %d (%v)", p.opID, checkpointStep, stateVersion, err)
 	}
+	if st.Args != argsDigest(p.args) {
+		return errOtherArgs
+	}
 	p.st, p.etag = st, etag
 	return nil
+}
+
+// errOtherArgs marks a checkpoint of the operation id written by a purge
+// of other arguments.
+var errOtherArgs = errors.New("the operation id belongs to a purge of other arguments")
+
+// argsDigest is the hex SHA-256 of the arguments' JSON (their fields in
+// declaration order), which the checkpoint keeps.
+func argsDigest(a Args) string {
+	b, _ := json.Marshal(a) // strings, pointers and a duration: cannot fail
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
 
 // create writes the first checkpoint with an insert. When another
