@@ -79,18 +79,25 @@ func (m *Main) runArchive(ctx context.Context, args []string) error {
 	if set["rk-to"] {
 		a.RKTo = &rkTo
 	}
-	if !set["id"] {
+	return m.sendKind(ctx, &c, set["id"], id, a, archiveArgsFlags)
+}
+
+// sendKind sends the one job a describes under op id (a new one unless
+// idGiven), checked as the worker will check it (kindMessage); an error
+// of the args is a usage error, named by flags (field names to flags).
+func (m *Main) sendKind(ctx context.Context, c *common, idGiven bool, id string, a jobs.Args, flags *strings.Replacer) error {
+	if !idGiven {
 		id = newOpID(m.now())
 	}
 	text, err := kindMessage(ctx, catalog.ArgsRegistry(nil), id, a)
 	if err != nil {
-		return usagef("%s", archiveArgsFlags.Replace(err.Error()))
+		return usagef("%s", flags.Replace(err.Error()))
 	}
-	store, err := m.connect(&c)
+	store, err := m.connect(c)
 	if err != nil {
 		return err
 	}
-	return m.sendOne(ctx, &c, store, id, text)
+	return m.sendOne(ctx, c, store, id, text)
 }
 
 // kindMessage returns the message text of one job of a's kind under op id

@@ -11,7 +11,6 @@ import (
 
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/blobsync"
-	"github.com/tablekeeper/tablekeeper/jobs/catalog"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
@@ -120,18 +119,7 @@ func (m *Main) blobsyncEnqueue(ctx context.Context, mode string, args []string) 
 		d := jobs.Duration(grace)
 		a.Grace = &d
 	}
-	if !set["id"] {
-		id = newOpID(m.now())
-	}
-	text, err := kindMessage(ctx, catalog.ArgsRegistry(nil), id, a)
-	if err != nil {
-		return usagef("%s", blobsyncArgsFlags.Replace(err.Error()))
-	}
-	store, err := m.connect(&c)
-	if err != nil {
-		return err
-	}
-	return m.sendOne(ctx, &c, store, id, text)
+	return m.sendKind(ctx, &c, set["id"], id, a, blobsyncArgsFlags)
 }
 
 // blobsyncGetJSON is what get -o json prints: the entity in annotated

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/tablekeeper/tablekeeper/idempotent/tableexport"
-	"github.com/tablekeeper/tablekeeper/jobs/catalog"
 	"github.com/tablekeeper/tablekeeper/jobs/export"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
@@ -80,18 +79,7 @@ func (m *Main) exportEnqueue(ctx context.Context, args []string) error {
 		}
 		a.MaxPartBytes = &n
 	}
-	if !set["id"] {
-		id = newOpID(m.now())
-	}
-	text, err := kindMessage(ctx, catalog.ArgsRegistry(nil), id, a)
-	if err != nil {
-		return usagef("%s", exportArgsFlags.Replace(err.Error()))
-	}
-	store, err := m.connect(&c)
-	if err != nil {
-		return err
-	}
-	return m.sendOne(ctx, &c, store, id, text)
+	return m.sendKind(ctx, &c, set["id"], id, a, exportArgsFlags)
 }
 
 // exportVerify reads a manifest and checks every part it lists against

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/tablekeeper/tablekeeper/jobs"
-	"github.com/tablekeeper/tablekeeper/jobs/catalog"
 	"github.com/tablekeeper/tablekeeper/jobs/purge"
 )
 
@@ -64,16 +63,5 @@ func (m *Main) runPurge(ctx context.Context, args []string) error {
 		}
 		a.OlderThan = (*jobs.Duration)(&d)
 	}
-	if !set["id"] {
-		id = newOpID(m.now())
-	}
-	text, err := kindMessage(ctx, catalog.ArgsRegistry(nil), id, a)
-	if err != nil {
-		return usagef("%s", purgeArgsFlags.Replace(err.Error()))
-	}
-	store, err := m.connect(&c)
-	if err != nil {
-		return err
-	}
-	return m.sendOne(ctx, &c, store, id, text)
+	return m.sendKind(ctx, &c, set["id"], id, a, purgeArgsFlags)
 }
