@@ -533,7 +533,7 @@ func checkTrigger(t *testing.T, what string, o *objects, triggers []ScaleTrigger
 		t.Fatalf("%s: TriggerAuthentication %s: podIdentity.provider is not azure-workload", what, ref.Name)
 	}
 	if pi.IdentityID == nil || *pi.IdentityID != example["TK_SCALER_CLIENT_ID"] {
-		t.Errorf("%s: TriggerAuthentication %s: identityId %v, want the scaler identity %q", what, ref.Name, pi.IdentityID, example["TK_SCALER_CLIENT_ID"])
+		t.Errorf("%s: TriggerAuthentication %s: identityId %v, want the scaler identity %q", what, ref.Name, show(pi.IdentityID), example["TK_SCALER_CLIENT_ID"])
 	}
 }
 
@@ -552,7 +552,7 @@ func checkCronJob(t *testing.T, o *objects) {
 		t.Errorf("CronJob schedule %q is not once a day", cj.Spec.Schedule)
 	}
 	if cj.Spec.TimeZone == nil || *cj.Spec.TimeZone != "Etc/UTC" {
-		t.Errorf("CronJob timeZone %v: day tables are named in UTC", cj.Spec.TimeZone)
+		t.Errorf("CronJob timeZone %v: day tables are named in UTC", show(cj.Spec.TimeZone))
 	}
 	pod := cj.Spec.JobTemplate.Spec.Template
 	checkPod(t, "CronJob", o, pod, schedulerSA, example["TK_SCHEDULER_CLIENT_ID"])
@@ -610,7 +610,7 @@ func TestScaledJobVariant(t *testing.T) {
 	grace := shutdownGrace(t, c.Args)
 	tgp := pod.Spec.TerminationGracePeriodSeconds
 	if tgp == nil || time.Duration(*tgp)*time.Second <= grace {
-		t.Errorf("ScaledJob terminationGracePeriodSeconds %v is not longer than -shutdown-grace %v", tgp, grace)
+		t.Errorf("ScaledJob terminationGracePeriodSeconds %v is not longer than -shutdown-grace %v", show(tgp), grace)
 	}
 	if v, ok := flagValue(c.Args, "max-duration"); ok {
 		d, err := time.ParseDuration(v)
@@ -618,7 +618,7 @@ func TestScaledJobVariant(t *testing.T) {
 			t.Fatalf("-max-duration %q: %v", v, err)
 		}
 		if jt.ActiveDeadlineSeconds == nil || time.Duration(*jt.ActiveDeadlineSeconds)*time.Second <= d+grace {
-			t.Errorf("ScaledJob activeDeadlineSeconds %v would kill a worker before -max-duration %v and its grace %v", jt.ActiveDeadlineSeconds, d, grace)
+			t.Errorf("ScaledJob activeDeadlineSeconds %v would kill a worker before -max-duration %v and its grace %v", show(jt.ActiveDeadlineSeconds), d, grace)
 		}
 	}
 	checkCronJob(t, o)
@@ -641,7 +641,7 @@ func TestDeploymentVariant(t *testing.T) {
 	grace := shutdownGrace(t, c.Args)
 	tgp := pod.Spec.TerminationGracePeriodSeconds
 	if tgp == nil || time.Duration(*tgp)*time.Second <= grace {
-		t.Errorf("Deployment terminationGracePeriodSeconds %v is not longer than -shutdown-grace %v", tgp, grace)
+		t.Errorf("Deployment terminationGracePeriodSeconds %v is not longer than -shutdown-grace %v", show(tgp), grace)
 	}
 	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
 	if err != nil {
@@ -659,10 +659,10 @@ func TestDeploymentVariant(t *testing.T) {
 		t.Errorf("ScaledObject scaleTargetRef %+v does not name Deployment %s", ref, d.Name)
 	}
 	if so.Spec.MinReplicaCount == nil || *so.Spec.MinReplicaCount < 1 {
-		t.Errorf("ScaledObject minReplicaCount %v: the README promises one warm replica", so.Spec.MinReplicaCount)
+		t.Errorf("ScaledObject minReplicaCount %v: the README promises one warm replica", show(so.Spec.MinReplicaCount))
 	}
 	if so.Spec.MaxReplicaCount == nil || *so.Spec.MaxReplicaCount < *so.Spec.MinReplicaCount {
-		t.Errorf("ScaledObject maxReplicaCount %v", so.Spec.MaxReplicaCount)
+		t.Errorf("ScaledObject maxReplicaCount %v", show(so.Spec.MaxReplicaCount))
 	}
 	checkTrigger(t, "ScaledObject", o, so.Spec.Triggers, "all")
 	checkCronJob(t, o)
@@ -707,9 +707,7 @@ func TestReadme(t *testing.T) {
 	if !ok {
 		t.Fatalf("README.md has no %q section", heading)
 	}
-	if i := regexp.MustCompile(`(?m)^#{1,3} `).FindStringIndex(sec); i != nil {
-		sec = sec[:i[0]]
-	}
+	sec = untilHeading(sec)
 	s := readScript(t)
 	for _, v := range s.vars {
 		if !regexp.MustCompile(`(?m)^(export )?` + v + `=`).MatchString(sec) {
@@ -736,4 +734,29 @@ func TestReadme(t *testing.T) {
 			t.Errorf("README: the Kubernetes section does not mention %q", w)
 		}
 	}
+}
+
+// untilHeading returns md up to its first heading of level 1 to 3 outside
+// a fenced code block (a shell comment in a block is not a heading).
+func untilHeading(md string) string {
+	fenced := false
+	n := 0
+	for _, line := range strings.SplitAfter(md, "\n") {
+		if strings.HasPrefix(line, "```") {
+			fenced = !fenced
+		}
+		if !fenced && regexp.MustCompile(`^#{1,3} `).MatchString(line) {
+			break
+		}
+		n += len(line)
+	}
+	return md[:n]
+}
+
+// show formats an optional field for a message: its value, or "unset".
+func show[T any](p *T) string {
+	if p == nil {
+		return "unset"
+	}
+	return fmt.Sprint(*p)
 }
