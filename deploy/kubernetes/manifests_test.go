@@ -659,7 +659,7 @@ func TestDeploymentVariant(t *testing.T) {
 		t.Errorf("ScaledObject scaleTargetRef %+v does not name Deployment %s", ref, d.Name)
 	}
 	if so.Spec.MinReplicaCount == nil || *so.Spec.MinReplicaCount < 1 {
-		t.Errorf("ScaledObject minReplicaCount %v: the README promises one warm replica", show(so.Spec.MinReplicaCount))
+		t.Fatalf("ScaledObject minReplicaCount %v: the README promises one warm replica", show(so.Spec.MinReplicaCount))
 	}
 	if so.Spec.MaxReplicaCount == nil || *so.Spec.MaxReplicaCount < *so.Spec.MinReplicaCount {
 		t.Errorf("ScaledObject maxReplicaCount %v", show(so.Spec.MaxReplicaCount))
