@@ -1,0 +1,7 @@
+// Package kubernetes holds tablekeeper's Kubernetes manifests (KEDA
+// ScaledJob or Deployment + ScaledObject, TriggerAuthentication,
+// ServiceAccounts, the daily purge CronJob) and render.sh, which fills their
+// ${TK_...} placeholders. It has no code: its test decodes every manifest
+// strictly into the upstream Kubernetes API types, and into mirrors of
+// KEDA's types (keda_test.go), and checks what the README promises.
+package kubernetes
