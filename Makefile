@@ -3,7 +3,7 @@
 AZURITE_DIR := test/azurite
 AZURITE_STAMP := $(AZURITE_DIR)/node_modules/.tablekeeper-installed
 
-.PHONY: test demo azurite vet bench clean
+.PHONY: test demo azurite vet bench clean build image
 
 ## test: install Azurite if needed, check formatting and vet, run every test
 ## (the Azurite-backed ones start their own emulator on free loopback ports).
@@ -34,9 +34,39 @@ vet:
 	go run $(STATICCHECK) ./...
 	@go mod tidy -diff >/dev/null || { echo "go.mod/go.sum are not tidy: run go mod tidy"; go mod tidy -diff; exit 1; }
 
+## build: the static worker and enqueue binaries into $(BIN)/ (default bin/),
+## built exactly as deploy/Dockerfile builds them (deploy/deploy_test.go runs
+## this target and checks that the two build lines agree).
+## VERSION, COMMIT and DATE come from git unless given: make build VERSION=v1.2.3
+## DATE is the commit's time, not the build's, so one commit gives one binary.
+BIN ?= bin
+VERSION ?= $(shell git describe --tags --always --dirty --match 'v[0-9]*' 2>/dev/null)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)$(shell test -z "$$(git status --porcelain 2>/dev/null)" || echo -dirty)
+DATE ?= $(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null)
+VERSION_PKG := github.com/tablekeeper/tablekeeper/internal/version
+LDFLAGS := -s -w -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Commit=$(COMMIT) -X $(VERSION_PKG).Date=$(DATE)
+build:
+	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/worker ./cmd/enqueue
+
+## image: build the container image $(IMAGE) from deploy/Dockerfile with docker
+## or podman (CONTAINER_TOOL=podman to choose; docker when its daemon answers,
+## else podman, else docker to say why it cannot).
+IMAGE ?= tablekeeper:$(or $(VERSION),dev)
+image:
+	@tool="$(CONTAINER_TOOL)"; \
+	if [ -z "$$tool" ]; then \
+	  if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then tool=docker; \
+	  elif command -v podman >/dev/null 2>&1; then tool=podman; \
+	  elif command -v docker >/dev/null 2>&1; then tool=docker; \
+	  else echo "make image needs docker or podman (neither is on PATH); or set CONTAINER_TOOL"; exit 1; fi; \
+	fi; \
+	echo "$$tool build -t $(IMAGE) (version $(VERSION), commit $(COMMIT))"; \
+	$$tool build -f deploy/Dockerfile -t "$(IMAGE)" \
+	  --build-arg VERSION="$(VERSION)" --build-arg COMMIT="$(COMMIT)" --build-arg DATE="$(DATE)" .
+
 ## bench: print the localstore benchmark figures recorded in BENCHMARKS.md.
 bench:
 	go test -run '^$$' -bench . -benchmem ./localstore/
 
 clean:
-	rm -rf $(AZURITE_DIR)/node_modules
+	rm -rf $(AZURITE_DIR)/node_modules bin

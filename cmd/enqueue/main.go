@@ -6,6 +6,7 @@
 // Usage:
 //
 //	enqueue <command> [flags]
+//	enqueue -version
 //
 // Commands:
 //
@@ -75,6 +76,7 @@ import (
 
 	"github.com/tablekeeper/tablekeeper/cmd/internal/cli"
 	"github.com/tablekeeper/tablekeeper/idempotent"
+	"github.com/tablekeeper/tablekeeper/internal/version"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
@@ -122,6 +124,7 @@ const usageText = `enqueue puts tablekeeper operations on the work queue, manage
 looks up and checks the indexes the worker keeps.
 
 usage: enqueue <command> [flags]
+       enqueue -version          print the version, commit and build date
 
 commands:
   archive         enqueue one archive move:
@@ -185,6 +188,13 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 	switch name {
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(m.Stdout, usageText)
+		return exitOK
+	case "-version", "--version":
+		if len(rest) > 0 {
+			fmt.Fprintf(m.Stderr, "enqueue: -version takes no command or arguments, got %q\n", rest[0])
+			return exitUsage
+		}
+		fmt.Fprintln(m.Stdout, version.String("enqueue"))
 		return exitOK
 	case "archive":
 		err = m.runArchive(ctx, rest)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tablekeeper/tablekeeper/cmd/internal/cli"
 	"github.com/tablekeeper/tablekeeper/internal/clock"
+	"github.com/tablekeeper/tablekeeper/internal/version"
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/archive"
 	"github.com/tablekeeper/tablekeeper/localstore"
@@ -260,6 +261,14 @@ func TestUsage(t *testing.T) {
 	}
 	if r := b.run("", "help"); r.code != 0 || !strings.Contains(r.stdout, "usage: enqueue <command>") {
 		t.Errorf("help: exit %d, stdout:\n%s", r.code, r.stdout)
+	}
+	for _, flag := range []string{"-version", "--version"} {
+		if r := b.run("", flag); r.code != 0 || r.stdout != version.String("enqueue")+"\n" || r.stderr != "" {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q", flag, r.code, r.stdout, r.stderr)
+		}
+	}
+	if r := b.run("", "-version", "stats"); r.code != 2 || !strings.Contains(r.stderr, "-version takes no command") {
+		t.Errorf("-version stats: exit %d, stderr:\n%s", r.code, r.stderr)
 	}
 	if r := b.run("", "archive", "-h"); r.code != 0 || !strings.Contains(r.stdout, "usage: enqueue archive -table T") {
 		t.Errorf("archive -h: exit %d, stdout:\n%s", r.code, r.stdout)

@@ -24,6 +24,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tablekeeper/tablekeeper/cmd/internal/cli"
+	"github.com/tablekeeper/tablekeeper/internal/version"
 	"github.com/tablekeeper/tablekeeper/jobs/archive"
 	"github.com/tablekeeper/tablekeeper/jobs/catalog"
 	"github.com/tablekeeper/tablekeeper/jobs/runner"
@@ -43,7 +44,7 @@ func main() {
 	m := NewMain()
 	m.Signals = sigs
 	if err := m.ParseFlags(os.Args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+		if errors.Is(err, flag.ErrHelp) || errors.Is(err, ErrVersion) {
 			os.Exit(exitOK)
 		}
 		fmt.Fprintf(os.Stderr, "worker: %v\nRun 'worker -h' for usage.\n", err)
@@ -65,7 +66,9 @@ type Main struct {
 	Demo       bool
 	// PrintConfig prints the effective configuration instead of running.
 	PrintConfig bool
-	Runner      runner.Config
+	// PrintVersion (-version) prints the build's version and exits 0.
+	PrintVersion bool
+	Runner       runner.Config
 	// Kinds holds each job kind's settings (the config file's sections).
 	Kinds catalog.Config
 
@@ -109,6 +112,10 @@ storage outage (receives failing for -receive-outage), or a second signal, 2 bad
 flags:
 `
 
+// ErrVersion is returned by ParseFlags after -version printed the build's
+// version to Stdout: the program exits 0 without running.
+var ErrVersion = errors.New("version printed")
+
 // ParseFlags reads flags, then fills what they and the environment left
 // unset from the -config file (see fileConfig), and checks the result. -h prints the help to
 // Stdout and returns flag.ErrHelp; every other error names the flag and the
@@ -122,6 +129,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&m.Kinds.Archive.CheckpointTable, "checkpoint-table", archive.DefaultCheckpointTable, "table that keeps range-scan checkpoints")
 	fs.StringVar(&m.ConfigPath, "config", os.Getenv(cli.EnvConfig), "JSON config file: a \"runner\" section and one section per job kind (see the README; flags and environment win; env "+cli.EnvConfig+")")
 	fs.BoolVar(&m.PrintConfig, "print-config", false, "print the effective configuration as JSON (secrets redacted) and exit")
+	fs.BoolVar(&m.PrintVersion, "version", false, "print the version, commit and build date and exit")
 	fs.StringVar(&m.LogFormat, "log-format", "auto", "auto (coloured text on a terminal, JSON otherwise; NO_COLOR turns colour off), text or json")
 	fs.StringVar(&m.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&m.Demo, "demo", false, "run sample archive and index jobs on the in-process store (no Azure) and print a summary")
@@ -149,6 +157,12 @@ func (m *Main) ParseFlags(args []string) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q (flags only)", fs.Arg(0))
+	}
+	if m.PrintVersion {
+		// Before the config file and the checks: -version answers even
+		// where the rest of the configuration is broken.
+		fmt.Fprintln(m.Stdout, version.String("worker"))
+		return ErrVersion
 	}
 	if m.ConfigPath != "" {
 		if err := m.applyConfig(); err != nil {
@@ -261,7 +275,7 @@ func (m *Main) run(ctx context.Context, log *slog.Logger) (err error) {
 	if err != nil {
 		return err
 	}
-	log.InfoContext(ctx, "worker starting", "queue", m.Queue, "concurrency", m.Runner.Concurrency, "visibility", m.Runner.Visibility, "drain", m.Runner.Drain)
+	log.InfoContext(ctx, "worker starting", "version", version.Get().Version, "commit", version.Get().Commit, "queue", m.Queue, "concurrency", m.Runner.Concurrency, "visibility", m.Runner.Visibility, "drain", m.Runner.Drain)
 	start := time.Now()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tablekeeper/tablekeeper/internal/version"
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/archive"
 	"github.com/tablekeeper/tablekeeper/localstore"
@@ -211,6 +212,23 @@ func TestHelp(t *testing.T) {
 	}
 	if errOut.Len() != 0 {
 		t.Errorf("help wrote to stderr: %q", errOut.String())
+	}
+}
+
+// TestVersion: -version prints the one-line version on stdout and stops
+// parsing before the config file, so a broken configuration does not hide it.
+func TestVersion(t *testing.T) {
+	var out, errOut bytes.Buffer
+	m := &Main{Stdout: &out, Stderr: &errOut}
+	err := m.ParseFlags([]string{"-version", "-config", filepath.Join(t.TempDir(), "missing.json"), "-concurrency", "0"})
+	if !errors.Is(err, ErrVersion) {
+		t.Fatalf("-version: %v, want ErrVersion", err)
+	}
+	if got, want := out.String(), version.String("worker")+"\n"; got != want {
+		t.Errorf("-version printed %q, want %q", got, want)
+	}
+	if errOut.Len() != 0 {
+		t.Errorf("-version wrote to stderr: %q", errOut.String())
 	}
 }
 
