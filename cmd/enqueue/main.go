@@ -102,6 +102,10 @@ type Main struct {
 	// Connect returns the store to work on; nil connects to the storage
 	// account the common flags and environment describe.
 	Connect func() (storeadapter.Store, error)
+	// ConfigureAccount, if set, adjusts each command's account once its
+	// flags are parsed (tests point the account-name forms at an
+	// emulator).
+	ConfigureAccount func(a *cli.Account)
 	// Now returns the current time (for generated op ids and purge
 	// cut-offs); nil means time.Now.
 	Now func() time.Time
@@ -338,6 +342,9 @@ func (m *Main) connect(c *common) (storeadapter.Store, error) {
 	// through the SDK's retries; warnings only, plain text.
 	if log, err := cli.NewLogger(m.Stderr, "text", "warn"); err == nil {
 		c.account.Log = log
+	}
+	if m.ConfigureAccount != nil {
+		m.ConfigureAccount(&c.account)
 	}
 	s, err := c.account.Connect()
 	if err != nil {

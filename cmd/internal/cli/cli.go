@@ -78,6 +78,11 @@ type Account struct {
 	// (the name forms); nil means the public cloud's
 	// (azstore.AccountEndpoints). Tests point it at an emulator.
 	Endpoints func(account string) azstore.Endpoints
+	// Credential holds the options of DefaultAzureCredential (the Entra ID
+	// form); nil keeps the SDK's defaults. Tests turn off instance
+	// discovery, which asks login.microsoftonline.com whatever the
+	// authority host.
+	Credential *azidentity.DefaultAzureCredentialOptions
 }
 
 // RegisterFlags adds -connection-string, -account, -sas-token and
@@ -125,7 +130,7 @@ func (a *Account) Auth() (AuthForm, error) {
 	cs, name, sas := a.connectionString() != "", strings.TrimSpace(a.Name) != "", a.sasToken() != ""
 	switch {
 	case cs && sas:
-		return "", errors.New("both " + csFlags + " and " + sasFlags + " are set: give one credential form (a SAS connection string carries its token in SharedAccessSignature=)")
+		return "", errors.New("both " + csFlags + " and " + sasFlags + " are set: give one credential form (a connection string can carry a SAS itself)")
 	case cs && name:
 		return "", errors.New("both " + csFlags + " and " + nameFlags + " are set: give one credential form (a connection string names its own account)")
 	case cs:
@@ -242,7 +247,7 @@ func (a *Account) Connect() (s *azstore.Store, err error) {
 		}
 		return s, nil
 	}
-	cred, err := azidentity.NewDefaultAzureCredential(nil)
+	cred, err := azidentity.NewDefaultAzureCredential(a.Credential)
 	if err != nil {
 		return nil, fmt.Errorf("DefaultAzureCredential: %w", err)
 	}

@@ -21,9 +21,9 @@ const minSecret = 6
 // signature in a URL or query string (also after JSON's "\u0026" or a
 // URL-encoded "%26"), and the key and SAS of a connection string.
 var credentialPatterns = []*regexp.Regexp{
-	regexp.MustCompile(`(?i)((?:^|[?&\s"';,(]|\\u0026|%26)sig=)[^&\s"'\\;<>,)]+`),
-	regexp.MustCompile(`(?i)(AccountKey=)[^;\s"'\\]+`),
-	regexp.MustCompile(`(?i)(SharedAccessSignature=)[^;\s"'\\]+`),
+	regexp.MustCompile(`(?i)((?:^|[?&\s"';,(]|\\u0026|%26)sig=)[^&\s"'\\;<>,)]{6,}`),
+	regexp.MustCompile(`(?i)(AccountKey=)[^;\s"'\\]{6,}`),
+	regexp.MustCompile(`(?i)(SharedAccessSignature=)[^;\s"'\\]{6,}`),
 }
 
 // Redactor removes credentials from text on its way out: the values it is
