@@ -48,7 +48,8 @@
 // "tablekeeper"), -connection-string (default
 // $AZURE_STORAGE_CONNECTION_STRING, which is preferable: a flag shows in
 // ps; never printed), -account (default $AZURE_STORAGE_ACCOUNT, used with
-// DefaultAzureCredential), -storage-retries N and -o table|json
+// DefaultAzureCredential, or with -sas-token, default
+// $AZURE_STORAGE_SAS_TOKEN), -storage-retries N and -o table|json
 // (aligned tables for people, JSON for scripts). The index commands also
 // accept -config FILE (default $TABLEKEEPER_CONFIG), the worker's config
 // file, whose "index" section declares the indexes: lookup and check need
@@ -67,7 +68,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -104,6 +104,10 @@ type Main struct {
 	// Connect returns the store to work on; nil connects to the storage
 	// account the common flags and environment describe.
 	Connect func() (storeadapter.Store, error)
+	// ConfigureAccount, if set, adjusts each command's account once its
+	// flags are parsed (tests point the account-name forms at an
+	// emulator).
+	ConfigureAccount func(a *cli.Account)
 	// Now returns the current time (for generated op ids and purge
 	// cut-offs); nil means time.Now.
 	Now func() time.Time
@@ -111,9 +115,10 @@ type Main struct {
 	// stdin for purge's question) is a terminal; nil means cli.IsTerminal.
 	IsTerminal func(f any) bool
 
-	// secrets are the credentials of the current command, scrubbed from
-	// every error Run prints.
-	secrets []string
+	// redactor scrubs the credentials of the current command (and
+	// anything that looks like one) from everything Run writes to Stdout
+	// and Stderr.
+	redactor *cli.Redactor
 }
 
 // NewMain returns a Main on the process's standard streams.
@@ -165,7 +170,10 @@ common flags:
   -queue NAME               work queue; its poison queue is NAME-poison (default $TABLEKEEPER_QUEUE or "tablekeeper")
   -connection-string S      storage connection string (default $AZURE_STORAGE_CONNECTION_STRING, which is
                             preferable: a flag shows in ps; never printed)
-  -account NAME             storage account for DefaultAzureCredential (default $AZURE_STORAGE_ACCOUNT)
+  -account NAME             storage account for DefaultAzureCredential, or for -sas-token
+                            (default $AZURE_STORAGE_ACCOUNT)
+  -sas-token T              account SAS (sv=…&sig=…) for -account (default $AZURE_STORAGE_SAS_TOKEN,
+                            which is preferable; never printed)
   -storage-retries N        SDK retries of a failed storage call, 0-10 (default 3)
   -o table|json             output format (default table)
   -config FILE              index commands: the worker's config file, whose "index" section declares
@@ -182,7 +190,11 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 		fmt.Fprint(m.Stderr, usageText)
 		return exitUsage
 	}
-	m.secrets = secretsOf(os.Getenv(cli.EnvConnectionString))
+	stdout, stderr := m.Stdout, m.Stderr
+	defer func() { m.Stdout, m.Stderr = stdout, stderr }()
+	m.redactor = &cli.Redactor{}
+	m.redactor.Add((&cli.Account{}).Secrets()...) // the environment's
+	m.Stdout, m.Stderr = m.redactor.Writer(stdout), m.redactor.Writer(stderr)
 	name, rest := args[0], args[1:]
 	var err error
 	switch name {
@@ -259,13 +271,10 @@ func usagef(format string, args ...any) error {
 // failed: Run exits with status 1 and prints nothing more.
 var errReported = errors.New("failed (reported above)")
 
-// redact replaces every secret of the current command in s.
-func (m *Main) redact(s string) string {
-	for _, secret := range m.secrets {
-		s = strings.ReplaceAll(s, secret, "[REDACTED]")
-	}
-	return s
-}
+// redact replaces every credential of the current command in s (for
+// text that goes elsewhere than Stdout and Stderr, which redact on their
+// own).
+func (m *Main) redact(s string) string { return m.redactor.String(s) }
 
 // common holds the flags every command accepts.
 type common struct {
@@ -321,7 +330,7 @@ func (m *Main) parse(fs *flag.FlagSet, c *common, args []string) ([]string, erro
 		}
 		pos, args = append(pos, rest[0]), rest[1:]
 	}
-	m.secrets = secretsOf(c.account.ConnectionString, os.Getenv(cli.EnvConnectionString))
+	m.redactor.Add(c.account.Secrets()...)
 	if err := cli.CheckUTF8(fs, pos); err != nil {
 		return nil, &usageError{err: err}
 	}
@@ -334,28 +343,6 @@ func (m *Main) parse(fs *flag.FlagSet, c *common, args []string) ([]string, erro
 	return pos, nil
 }
 
-// secretsOf returns what must never be printed of the connection strings
-// given: each whole string and its key and signature values.
-func secretsOf(conns ...string) []string {
-	var out []string
-	for _, conn := range conns {
-		if strings.TrimSpace(conn) == "" {
-			continue
-		}
-		out = append(out, conn)
-		for part := range strings.SplitSeq(conn, ";") {
-			k, v, ok := strings.Cut(part, "=")
-			k = strings.ToLower(strings.TrimSpace(k))
-			if ok && len(strings.TrimSpace(v)) >= 4 && (k == "accountkey" || k == "sharedaccesssignature") {
-				out = append(out, strings.TrimSpace(v))
-			}
-		}
-	}
-	// Longest first, so a secret inside another is not replaced first.
-	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) })
-	return out
-}
-
 // connect returns the store: Main.Connect's, or the account's.
 func (m *Main) connect(c *common) (storeadapter.Store, error) {
 	if m.Connect != nil {
@@ -365,6 +352,9 @@ func (m *Main) connect(c *common) (storeadapter.Store, error) {
 	// through the SDK's retries; warnings only, plain text.
 	if log, err := cli.NewLogger(m.Stderr, "text", "warn"); err == nil {
 		c.account.Log = log
+	}
+	if m.ConfigureAccount != nil {
+		m.ConfigureAccount(&c.account)
 	}
 	s, err := c.account.Connect()
 	if err != nil {

@@ -98,15 +98,21 @@ func (m *Main) setting(name string) string {
 	return "-" + name
 }
 
+// redactedValue stands for a credential in -print-config's output.
+const redactedValue = "(set; redacted)"
+
 // printConfig writes the effective configuration as JSON: the runner
 // settings after flags, environment and file, with the defaults filled in,
-// and every kind's section. The connection string is never printed, only
-// whether one is set.
+// and every kind's section, and which credential form is in force (or why
+// none is). The connection string and SAS token are never printed, only
+// whether they are set.
 func (m *Main) printConfig(w io.Writer) error {
 	r := m.Runner
 	out := struct {
+		Auth             string        `json:"auth"`
 		ConnectionString string        `json:"connectionString,omitempty"`
 		Account          string        `json:"account,omitempty"`
+		SASToken         string        `json:"sasToken,omitempty"`
 		Runner           runnerSection `json:"runner"`
 		catalog.Config
 	}{
@@ -119,7 +125,15 @@ func (m *Main) printConfig(w io.Writer) error {
 		Config: m.Kinds,
 	}
 	if cmp.Or(m.Account.ConnectionString, os.Getenv(cli.EnvConnectionString)) != "" {
-		out.ConnectionString = "(set; redacted)"
+		out.ConnectionString = redactedValue
+	}
+	if cmp.Or(m.Account.SASToken, os.Getenv(cli.EnvSASToken)) != "" {
+		out.SASToken = redactedValue
+	}
+	if form, err := m.Account.Auth(); err != nil {
+		out.Auth = "error: " + err.Error()
+	} else {
+		out.Auth = string(form)
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

@@ -47,11 +47,11 @@ func main() {
 		if errors.Is(err, flag.ErrHelp) || errors.Is(err, ErrVersion) {
 			os.Exit(exitOK)
 		}
-		fmt.Fprintf(os.Stderr, "worker: %v\nRun 'worker -h' for usage.\n", err)
+		fmt.Fprintf(m.Stderr, "worker: %v\nRun 'worker -h' for usage.\n", err)
 		os.Exit(exitUsage)
 	}
 	if err := m.Run(context.Background()); err != nil {
-		fmt.Fprintln(os.Stderr, "worker:", err)
+		fmt.Fprintln(m.Stderr, "worker:", err)
 		os.Exit(exitFailed)
 	}
 }
@@ -84,6 +84,9 @@ type Main struct {
 	Connect func() (storeadapter.Store, error)
 
 	fs *flag.FlagSet
+	// redactor scrubs the account's credentials from everything written
+	// to Stdout and Stderr (see redact).
+	redactor *cli.Redactor
 	// fromFile maps the flags whose values came from the -config file to
 	// the file's keys, for errors (see setting).
 	fromFile map[string]string
@@ -102,8 +105,10 @@ usage: worker [flags]
   worker -queue orders -drain           run to completion: exit once the queue is drained (container jobs)
   worker -demo                          run sample archive and index jobs on the in-process store (no Azure)
 
-The storage account comes from -connection-string or $AZURE_STORAGE_CONNECTION_STRING (prefer the
-variable: a flag shows in ps), else -account / $AZURE_STORAGE_ACCOUNT with DefaultAzureCredential.
+The storage account comes from one of: -connection-string or $AZURE_STORAGE_CONNECTION_STRING (account
+key, SAS, or UseDevelopmentStorage=true); -account / $AZURE_STORAGE_ACCOUNT alone, with
+DefaultAzureCredential (managed identity, workload identity, az login); or -account with -sas-token /
+$AZURE_STORAGE_SAS_TOKEN. Prefer the variables for secrets: a flag shows in ps. Credentials are never printed.
 Flags override the environment, which overrides the -config file.
 
 Exit status: 0 stopped normally (drained, a limit reached, or a signal), 1 a broken configuration or a
@@ -121,6 +126,7 @@ var ErrVersion = errors.New("version printed")
 // Stdout and returns flag.ErrHelp; every other error names the flag and the
 // rule, and is a usage error (exit status 2).
 func (m *Main) ParseFlags(args []string) error {
+	defer m.redact() // the flags may hold credentials
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are returned; -h prints to Stdout below
 	m.fs = fs
@@ -243,6 +249,7 @@ func (v *durationValue) Set(s string) error {
 // Signals, or, with -drain, the queue is drained. A failure is logged
 // through the logger (JSON in containers) before Run returns it.
 func (m *Main) Run(ctx context.Context) error {
+	m.redact()
 	log, err := cli.NewLogger(m.Stderr, m.LogFormat, m.LogLevel)
 	if err != nil {
 		return err
@@ -308,6 +315,23 @@ func (m *Main) run(ctx context.Context, log *slog.Logger) (err error) {
 	}
 	log.InfoContext(context.WithoutCancel(ctx), "worker stopped", attrs...)
 	return err
+}
+
+// redact makes Stdout and Stderr scrub the account's credentials, those
+// known (flags and environment) and those that look like one, from
+// everything written to them: logs, errors, the summary. It may be called
+// again once the flags are parsed, to learn their credentials.
+func (m *Main) redact() {
+	if m.redactor == nil {
+		m.redactor = &cli.Redactor{}
+	}
+	m.redactor.Add(m.Account.Secrets()...)
+	if m.Stdout != nil {
+		m.Stdout = m.redactor.Writer(m.Stdout)
+	}
+	if m.Stderr != nil {
+		m.Stderr = m.redactor.Writer(m.Stderr)
+	}
 }
 
 // createTimeout bounds the creation of the work queue at start-up.

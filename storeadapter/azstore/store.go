@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -136,7 +137,7 @@ func NewFromConnectionString(conn string, o *Options) (*Store, error) {
 		}
 		return NewWithSharedKey(ep, account, kv["accountkey"], o)
 	case kv["sharedaccesssignature"] != "":
-		return newWithSAS(ep, strings.TrimPrefix(kv["sharedaccesssignature"], "?"), o)
+		return NewWithSAS(ep, kv["sharedaccesssignature"], o)
 	}
 	return nil, fmt.Errorf("%w: it needs AccountKey or SharedAccessSignature (use NewWithCredential for Entra ID)", errBadConnectionString)
 }
@@ -193,7 +194,25 @@ func NewWithCredential(ep Endpoints, cred azcore.TokenCredential, o *Options) (*
 	return newStore(t, q, b, o, errors.Join(err1, err2, err3))
 }
 
-func newWithSAS(ep Endpoints, sas string, o *Options) (*Store, error) {
+// errBadSAS never quotes the token: it is a credential.
+var errBadSAS = errors.New("azstore: invalid SAS token")
+
+// NewWithSAS connects with a shared access signature: the query string of
+// an account SAS for the blob, queue and table services ("sv=…&ss=bqt&
+// srt=sco&sp=…&se=…&sig=…", a leading "?" is allowed), which each client
+// sends on every request (the SDKs' NewClientWithNoCredential with the
+// token in the service URL). Errors never quote the token.
+func NewWithSAS(ep Endpoints, sas string, o *Options) (*Store, error) {
+	sas = strings.TrimPrefix(strings.TrimSpace(sas), "?")
+	query, err := url.ParseQuery(sas)
+	switch {
+	case sas == "":
+		return nil, fmt.Errorf("%w: it is empty", errBadSAS)
+	case err != nil:
+		return nil, fmt.Errorf("%w: it is not a URL query string (expected sv=…&sig=…)", errBadSAS)
+	case query.Get("sig") == "" || query.Get("sv") == "":
+		return nil, fmt.Errorf("%w: it lacks sv= or sig= (expected the query string of an account SAS)", errBadSAS)
+	}
 	o = o.copy()
 	withSAS := func(u string) string { return strings.TrimRight(u, "/") + "/?" + sas }
 	t, err1 := aztables.NewServiceClientWithNoCredential(withSAS(ep.Table), o.Tables)

@@ -5,11 +5,13 @@
 package cli
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -32,6 +34,7 @@ import (
 const (
 	EnvConnectionString = "AZURE_STORAGE_CONNECTION_STRING"
 	EnvAccount          = "AZURE_STORAGE_ACCOUNT"
+	EnvSASToken         = "AZURE_STORAGE_SAS_TOKEN"
 	EnvQueue            = "TABLEKEEPER_QUEUE"
 )
 
@@ -42,14 +45,27 @@ const DefaultCheckpointTable = "TablekeeperCheckpoints"
 // DefaultQueue is the work queue's default name.
 const DefaultQueue = "tablekeeper"
 
-// Account holds how to reach the storage account.
+// Account holds how to reach the storage account. Exactly one of three
+// forms must be given (see Auth):
+//
+//   - a connection string: account name and key, a SAS
+//     (SharedAccessSignature=, with service endpoints or an account name),
+//     or UseDevelopmentStorage=true (Azurite);
+//   - an account name alone: Microsoft Entra ID through
+//     DefaultAzureCredential (managed identity, workload identity, Azure
+//     CLI);
+//   - an account name and a SAS token.
 type Account struct {
 	// ConnectionString (flag -connection-string, env
-	// AZURE_STORAGE_CONNECTION_STRING) wins when set.
+	// AZURE_STORAGE_CONNECTION_STRING) is the first form.
 	ConnectionString string
-	// Name (flag -account, env AZURE_STORAGE_ACCOUNT) connects with
-	// DefaultAzureCredential (managed identity, workload identity, az login).
+	// Name (flag -account, env AZURE_STORAGE_ACCOUNT) is the account of
+	// the second and third forms.
 	Name string
+	// SASToken (flag -sas-token, env AZURE_STORAGE_SAS_TOKEN) is the query
+	// string of an account SAS for the blob, queue and table services,
+	// used with Name.
+	SASToken string
 	// Retries (flag -storage-retries) is how often the SDK retries a failed
 	// storage call before the error reaches tablekeeper, which has its own
 	// retries per message. Default 3, the SDK's; 0 turns them off.
@@ -58,15 +74,107 @@ type Account struct {
 	// failed try, before the SDK's retries are spent) and when it answers
 	// again: see StorageWatch.
 	Log *slog.Logger
+	// Endpoints, if set, returns the service URLs of an account name
+	// (the name forms); nil means the public cloud's
+	// (azstore.AccountEndpoints). Tests point it at an emulator.
+	Endpoints func(account string) azstore.Endpoints
+	// Credential holds the options of DefaultAzureCredential (the Entra ID
+	// form); nil keeps the SDK's defaults. Tests turn off instance
+	// discovery, which asks login.microsoftonline.com whatever the
+	// authority host.
+	Credential *azidentity.DefaultAzureCredentialOptions
 }
 
-// RegisterFlags adds -connection-string and -account to fs; their defaults
-// come from the environment, so flags override it. The connection string's
-// value is never printed by -help.
+// RegisterFlags adds -connection-string, -account, -sas-token and
+// -storage-retries to fs; the account name's default comes from the
+// environment, so flags override it. The connection string and the SAS
+// token are read from the environment only when used, so -help never
+// prints them.
 func (a *Account) RegisterFlags(fs *flag.FlagSet) {
-	fs.StringVar(&a.ConnectionString, "connection-string", "", "storage connection string (default $"+EnvConnectionString+"; \"UseDevelopmentStorage=true\" for Azurite)")
-	fs.StringVar(&a.Name, "account", os.Getenv(EnvAccount), "storage account name, used with DefaultAzureCredential when no connection string is given (env "+EnvAccount+")")
+	fs.StringVar(&a.ConnectionString, "connection-string", "", "storage connection string: account key, SAS, or \"UseDevelopmentStorage=true\" for Azurite (default $"+EnvConnectionString+", which is preferable: a flag shows in ps)")
+	fs.StringVar(&a.Name, "account", os.Getenv(EnvAccount), "storage account name, used with DefaultAzureCredential, or with -sas-token (env "+EnvAccount+")")
+	fs.StringVar(&a.SASToken, "sas-token", "", "account SAS token (sv=…&sig=…) for -account (default $"+EnvSASToken+", which is preferable: a flag shows in ps)")
 	fs.IntVar(&a.Retries, "storage-retries", 3, "SDK retries of a failed storage call (0: none; the worker retries messages itself)")
+}
+
+// AuthForm is the credential form an Account resolves to.
+type AuthForm string
+
+// The credential forms (what -print-config shows).
+const (
+	AuthConnectionString AuthForm = "connection string"
+	AuthSASToken         AuthForm = "account name + SAS token"
+	AuthEntraID          AuthForm = "account name + DefaultAzureCredential"
+)
+
+// connectionString is the connection string in force: the flag's, else
+// the environment's.
+func (a *Account) connectionString() string {
+	return strings.TrimSpace(cmp.Or(a.ConnectionString, os.Getenv(EnvConnectionString)))
+}
+
+// sasToken is the SAS token in force: the flag's, else the environment's.
+func (a *Account) sasToken() string {
+	return strings.TrimSpace(cmp.Or(a.SASToken, os.Getenv(EnvSASToken)))
+}
+
+// Auth returns the credential form the flags and environment select, or an
+// error naming the flags (and variables) that conflict or are missing.
+// It never quotes a credential.
+func (a *Account) Auth() (AuthForm, error) {
+	const (
+		csFlags   = "-connection-string ($" + EnvConnectionString + ")"
+		nameFlags = "-account ($" + EnvAccount + ")"
+		sasFlags  = "-sas-token ($" + EnvSASToken + ")"
+	)
+	cs, name, sas := a.connectionString() != "", strings.TrimSpace(a.Name) != "", a.sasToken() != ""
+	switch {
+	case cs && sas:
+		return "", errors.New("both " + csFlags + " and " + sasFlags + " are set: give one credential form (a connection string can carry a SAS itself)")
+	case cs && name:
+		return "", errors.New("both " + csFlags + " and " + nameFlags + " are set: give one credential form (a connection string names its own account)")
+	case cs:
+		return AuthConnectionString, nil
+	case sas && !name:
+		return "", errors.New(sasFlags + " needs " + nameFlags + ", the account the token was made for")
+	case sas:
+		return AuthSASToken, nil
+	case name:
+		return AuthEntraID, nil
+	}
+	return "", errors.New("no storage account: set " + csFlags + ", or " + nameFlags + " for DefaultAzureCredential, or " + nameFlags + " with " + sasFlags)
+}
+
+// Secrets returns every credential value the account holds or the SDK may
+// read from the environment, for a Redactor: the connection strings (flag
+// and environment) with their AccountKey and SharedAccessSignature values
+// and signatures, the SAS tokens and their signatures, and the secrets
+// DefaultAzureCredential reads (AZURE_CLIENT_SECRET,
+// AZURE_CLIENT_CERTIFICATE_PASSWORD).
+func (a *Account) Secrets() []string {
+	var out []string
+	addSAS := func(sas string) {
+		out = append(out, sas)
+		if q, err := url.ParseQuery(strings.TrimPrefix(sas, "?")); err == nil {
+			out = append(out, q["sig"]...)
+		}
+	}
+	for _, conn := range []string{a.ConnectionString, os.Getenv(EnvConnectionString)} {
+		out = append(out, conn)
+		for part := range strings.SplitSeq(conn, ";") {
+			k, v, _ := strings.Cut(part, "=")
+			switch strings.ToLower(strings.TrimSpace(k)) {
+			case "accountkey":
+				out = append(out, strings.TrimSpace(v))
+			case "sharedaccesssignature":
+				addSAS(strings.TrimSpace(v))
+			}
+		}
+	}
+	for _, sas := range []string{a.SASToken, os.Getenv(EnvSASToken)} {
+		addSAS(strings.TrimSpace(sas))
+	}
+	return append(out, os.Getenv("AZURE_CLIENT_SECRET"), os.Getenv("AZURE_CLIENT_CERTIFICATE_PASSWORD"))
 }
 
 // options returns the SDK client options for Retries.
@@ -103,27 +211,62 @@ func StorageWatch(log *slog.Logger) func(error) {
 	}
 }
 
-// Connect returns the store the flags and environment describe.
-func (a *Account) Connect() (*azstore.Store, error) {
+// Connect returns the store the flags and environment describe (see
+// Auth). Its errors never quote a credential; a panic of the SDK while the
+// clients are built becomes an error that withholds its details, as they
+// may hold a credential.
+func (a *Account) Connect() (s *azstore.Store, err error) {
+	form, err := a.Auth()
+	if err != nil {
+		return nil, err
+	}
 	opts, err := a.options()
 	if err != nil {
 		return nil, err
 	}
-	conn := a.ConnectionString
-	if conn == "" {
-		conn = os.Getenv(EnvConnectionString)
+	defer func() {
+		if recover() != nil {
+			s, err = nil, errors.New("the storage clients could not be built (the SDK panicked; details withheld as they may hold a credential): check the endpoints")
+		}
+	}()
+	if form == AuthConnectionString {
+		return azstore.NewFromConnectionString(a.connectionString(), opts)
 	}
-	if conn != "" {
-		return azstore.NewFromConnectionString(conn, opts)
+	endpoints := a.Endpoints
+	if endpoints == nil {
+		endpoints = azstore.AccountEndpoints
 	}
-	if a.Name == "" {
-		return nil, errors.New("no storage account: set -connection-string or $" + EnvConnectionString + ", or -account / $" + EnvAccount + " for DefaultAzureCredential")
+	name := strings.TrimSpace(a.Name)
+	if err := validAccountName(name); err != nil {
+		return nil, err
 	}
-	cred, err := azidentity.NewDefaultAzureCredential(nil)
+	if form == AuthSASToken {
+		s, err := azstore.NewWithSAS(endpoints(name), a.sasToken(), opts)
+		if err != nil {
+			return nil, fmt.Errorf("-sas-token ($%s): %w", EnvSASToken, err)
+		}
+		return s, nil
+	}
+	cred, err := azidentity.NewDefaultAzureCredential(a.Credential)
 	if err != nil {
 		return nil, fmt.Errorf("DefaultAzureCredential: %w", err)
 	}
-	return azstore.NewWithCredential(azstore.AccountEndpoints(a.Name), cred, opts)
+	return azstore.NewWithCredential(endpoints(name), cred, opts)
+}
+
+// validAccountName checks Azure's rule for storage account names (3–24
+// lower-case letters and digits), so that a typo is an error naming the
+// flag rather than a DNS failure on the first call.
+func validAccountName(name string) error {
+	ok := len(name) >= 3 && len(name) <= 24
+	for _, r := range name {
+		ok = ok && (r >= 'a' && r <= 'z' || r >= '0' && r <= '9')
+	}
+	if !ok {
+		// Not quoted: a credential pasted into the wrong variable would be.
+		return fmt.Errorf("-account ($%s): must be a storage account name, 3-24 lower-case letters and digits (the value is not repeated here)", EnvAccount)
+	}
+	return nil
 }
 
 // QueueDefault is the -queue default: $TABLEKEEPER_QUEUE or DefaultQueue.
@@ -158,8 +301,15 @@ func CheckUTF8(fs *flag.FlagSet, args []string) error {
 }
 
 // IsTerminal reports whether stream is a file that is a character device
-// (a terminal).
+// (a terminal), looking through writers that wrap one (see Redactor).
 func IsTerminal(stream any) bool {
+	for {
+		u, ok := stream.(interface{ Unwrap() io.Writer })
+		if !ok {
+			break
+		}
+		stream = u.Unwrap()
+	}
 	f, ok := stream.(*os.File)
 	if !ok {
 		return false
