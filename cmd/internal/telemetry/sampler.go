@@ -23,6 +23,8 @@ type QueueSample struct {
 	// not) of the work and poison queues; a poison queue not created yet
 	// counts 0.
 	Depth, PoisonDepth int
+	// PoisonExists is false when the poison queue was not created yet.
+	PoisonExists bool
 	// Oldest is the age of the oldest visible message of the work queue:
 	// now minus its insertion time (0 when none is visible). A message that
 	// came back from a retry backoff keeps its insertion time, so its age
@@ -48,6 +50,7 @@ func SampleQueues(ctx context.Context, work, poison storeadapter.Queue, now func
 	if err != nil && !errors.Is(err, storeadapter.ErrNotFound) {
 		return s, fmt.Errorf("queue %s: count: %w", poison.Name(), err)
 	}
+	s.PoisonExists = err == nil
 	var peeked []storeadapter.Message
 	if err := call(func(ctx context.Context) (err error) { peeked, err = work.Peek(ctx, 1); return err }); err != nil {
 		return s, fmt.Errorf("queue %s: peek: %w", work.Name(), err)
