@@ -273,7 +273,7 @@ func TestMetricsOfKnownWorkload(t *testing.T) {
 	e.poll(90*time.Second, 100*time.Millisecond, "the workload done and sampled", func() bool {
 		s = metrics()
 		return s.sum("tablekeeper_jobs_finished_total", "outcome", "succeeded") == n+k+1 &&
-			s.get(t, "tablekeeper_poison_queue_depth", "queue", pq) == 2 && s.get(t, "tablekeeper_queue_depth", "queue", q) == 0
+			s.sum("tablekeeper_poison_queue_depth", "queue", pq) == 2 && s.sum("tablekeeper_queue_sampled_timestamp_seconds", "queue", q) > 0 && s.sum("tablekeeper_queue_depth", "queue", q) == 0
 	})
 	t.Logf("proxy: %d requests failed, %d held", proxy.failed.Load(), proxy.slowed.Load())
 
@@ -404,7 +404,7 @@ func TestReadyzMissingQueue(t *testing.T) {
 	})
 	receives := func() float64 {
 		_, body := httpGet(t, base+"/metrics")
-		return parseMetrics(t, body).get(t, "tablekeeper_storage_calls_total", "service", "queue", "operation", "Receive", "status", "ok")
+		return parseMetrics(t, body).sum("tablekeeper_storage_calls_total", "operation", "Receive", "status", "ok") // absent before the first
 	}
 	// Backoff waits 0.1, 0.2, … 6.4 s (±20 %): after the 7th receive the
 	// next wait is at least 0.8 × 6.4 s.
