@@ -2,9 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
+	"time"
 
+	"github.com/tablekeeper/tablekeeper/cmd/internal/telemetry"
 	"github.com/tablekeeper/tablekeeper/poison"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
@@ -15,50 +19,123 @@ type queueStats struct {
 	Messages int    `json:"messages"`
 	// Exists is false for a queue not created yet (counted as empty).
 	Exists bool `json:"exists"`
+	// OldestAgeSeconds is, for the work queue, the age of its oldest
+	// visible message (0 when none is visible); absent for the poison queue.
+	OldestAgeSeconds *float64 `json:"oldestAgeSeconds,omitempty"`
 }
 
+// statsOutput is one reading of stats -o json (one line per refresh with
+// -watch).
+type statsOutput struct {
+	Time   time.Time  `json:"time"`
+	Queue  queueStats `json:"queue"`
+	Poison queueStats `json:"poison"`
+}
+
+// minWatch is the shortest -watch interval: each refresh makes three
+// storage calls.
+const minWatch = time.Second
+
 // runStats prints the approximate message counts of the work queue and its
-// poison queue. A queue that does not exist counts as empty, with a note.
+// poison queue and the age of the oldest visible message; with -watch it
+// prints them again every interval until interrupted. A queue that does not
+// exist counts as empty, with a note.
 func (m *Main) runStats(ctx context.Context, args []string) error {
 	var c common
-	fs := m.newFlagSet("stats", "stats [flags]",
-		"Prints the approximate number of messages (visible or not) of the work queue and its poison queue.", &c)
+	var watch time.Duration
+	fs := m.newFlagSet("stats", "stats [-watch 10s] [flags]",
+		"Prints the approximate number of messages (visible or not) of the work queue and its poison queue, and the age\n"+
+			"of the oldest visible message of the work queue (3 storage calls). -watch D prints them again every D\n"+
+			"until interrupted (Ctrl-C ends it with status 0).", &c)
+	fs.DurationVar(&watch, "watch", 0, "refresh every this long (at least 1s) until interrupted; 0: print once")
 	if err := m.parseNoArgs(fs, &c, args); err != nil {
 		return err
+	}
+	if watch != 0 && watch < minWatch {
+		return &usageError{err: fmt.Errorf("-watch: must be 0 or at least %v, got %v", minWatch, watch)}
 	}
 	store, err := m.connect(&c)
 	if err != nil {
 		return err
 	}
-	var out struct {
-		Queue  queueStats `json:"queue"`
-		Poison queueStats `json:"poison"`
-	}
-	for _, s := range []*queueStats{&out.Queue, &out.Poison} {
-		s.Name = c.queue
-		if s == &out.Poison {
-			s.Name = poison.QueueName(c.queue)
+	for {
+		out, err := m.readStats(ctx, store, c.queue)
+		if err != nil {
+			if watch != 0 && ctx.Err() != nil {
+				return nil // interrupted during a reading
+			}
+			return err
 		}
-		n, err := store.Queue(s.Name).ApproximateCount(ctx)
+		if err := m.printStats(&c, out, watch != 0); err != nil {
+			return err
+		}
+		if watch == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(watch):
+		}
+	}
+}
+
+// readStats reads both queues: two counts and one peek, each bounded.
+func (m *Main) readStats(ctx context.Context, store storeadapter.Store, queue string) (statsOutput, error) {
+	out := statsOutput{Time: m.now().UTC(), Queue: queueStats{Name: queue}, Poison: queueStats{Name: poison.QueueName(queue)}}
+	s, err := telemetry.SampleQueues(ctx, store.Queue(queue), store.Queue(out.Poison.Name), m.now)
+	switch {
+	case errors.Is(err, storeadapter.ErrNotFound):
+		// The work queue is missing: the poison queue may still exist.
+		n, err := store.Queue(out.Poison.Name).ApproximateCount(ctx)
 		switch {
 		case errors.Is(err, storeadapter.ErrNotFound):
 		case err != nil:
-			return err
+			return out, err
 		default:
-			s.Messages, s.Exists = n, true
+			out.Poison.Messages, out.Poison.Exists = n, true
 		}
+		return out, nil
+	case err != nil:
+		return out, err
 	}
+	age := s.Oldest.Seconds()
+	out.Queue.Messages, out.Queue.Exists, out.Queue.OldestAgeSeconds = s.Depth, true, &age
+	out.Poison.Messages = s.PoisonDepth
+	// SampleQueues counts a missing poison queue as 0; say whether it exists.
+	out.Poison.Exists = s.PoisonExists
+	return out, nil
+}
+
+// printStats prints one reading: a table (with its time when watching) or
+// one JSON object (one line when watching).
+func (m *Main) printStats(c *common, out statsOutput, watching bool) error {
 	if c.json() {
+		if watching {
+			return json.NewEncoder(m.Stdout).Encode(out)
+		}
 		return writeJSON(m.Stdout, out)
 	}
+	if watching {
+		fmt.Fprintf(m.Stdout, "%s\n", out.Time.Format(time.RFC3339))
+	}
 	tw := newTable(m.Stdout)
-	row(tw, "QUEUE", "MESSAGES", "NOTE")
+	row(tw, "QUEUE", "MESSAGES", "OLDEST", "NOTE")
 	for _, s := range []queueStats{out.Queue, out.Poison} {
-		note := ""
+		note, oldest := "", "-"
 		if !s.Exists {
 			note = "does not exist (counted as 0)"
 		}
-		row(tw, s.Name, strconv.Itoa(s.Messages), note)
+		if s.OldestAgeSeconds != nil {
+			oldest = (time.Duration(*s.OldestAgeSeconds * float64(time.Second))).Round(time.Second).String()
+		}
+		row(tw, s.Name, strconv.Itoa(s.Messages), oldest, note)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if watching {
+		fmt.Fprintln(m.Stdout)
+	}
+	return nil
 }

@@ -18,17 +18,21 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
 	"unicode/utf8"
 
 	"github.com/tablekeeper/tablekeeper/cmd/internal/cli"
+	"github.com/tablekeeper/tablekeeper/cmd/internal/telemetry"
 	"github.com/tablekeeper/tablekeeper/internal/version"
 	"github.com/tablekeeper/tablekeeper/jobs/archive"
 	"github.com/tablekeeper/tablekeeper/jobs/catalog"
 	"github.com/tablekeeper/tablekeeper/jobs/runner"
+	"github.com/tablekeeper/tablekeeper/poison"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
 )
 
 // Exit statuses.
@@ -64,6 +68,10 @@ type Main struct {
 	LogFormat  string
 	LogLevel   string
 	Demo       bool
+	// HTTP is the address of the health and metrics server ("" for none).
+	HTTP string
+	// MetricsSample is the interval of the queue gauges' sampler.
+	MetricsSample time.Duration
 	// PrintConfig prints the effective configuration instead of running.
 	PrintConfig bool
 	// PrintVersion (-version) prints the build's version and exits 0.
@@ -138,6 +146,8 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.BoolVar(&m.PrintVersion, "version", false, "print the version, commit and build date and exit")
 	fs.StringVar(&m.LogFormat, "log-format", "auto", "auto (coloured text on a terminal, JSON otherwise; NO_COLOR turns colour off), text or json")
 	fs.StringVar(&m.LogLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&m.HTTP, "http", "", "serve /healthz, /readyz and /metrics on this address, such as :8080 (default: no server)")
+	durationVar(fs, &m.MetricsSample, "metrics-sample", telemetry.DefaultSampleInterval, "with -http, how often to sample queue depth and the oldest message's age (at least 1s; 3 storage calls each)")
 	fs.BoolVar(&m.Demo, "demo", false, "run sample archive and index jobs on the in-process store (no Azure) and print a summary")
 	r := &m.Runner
 	fs.IntVar(&r.Concurrency, "concurrency", runner.DefaultConcurrency, fmt.Sprintf("messages handled at once (1-%d)", runner.MaxConcurrency))
@@ -205,6 +215,8 @@ func (m *Main) checkFlags() error {
 		return fmt.Errorf("%s: must be 1-%d, got %d", m.setting("max-dequeue-count"), runner.MaxMaxDequeueCount, r.MaxDequeueCount)
 	case r.MaxMessages < 0:
 		return fmt.Errorf("%s: must be 0 (no limit) or more, got %d", m.setting("max-messages"), r.MaxMessages)
+	case m.MetricsSample < time.Second:
+		return fmt.Errorf("%s: must be at least 1s, got %v", m.setting("metrics-sample"), m.MetricsSample)
 	}
 	var err error
 	m.fs.VisitAll(func(f *flag.Flag) {
@@ -278,9 +290,23 @@ func (m *Main) run(ctx context.Context, log *slog.Logger) (err error) {
 	if err != nil {
 		return err
 	}
-	r, err := newRunner(store, m.Queue, m.Runner, m.Kinds, log)
+	// Every storage call is counted twice, by the instrument's Counts and
+	// by the metrics: the exit summary prints both, which must agree.
+	met := telemetry.New(catalog.ArgsRegistry(nil).Kinds(), m.Runner.MaxDequeueCount)
+	calls := &instrument.Counts{}
+	store = instrument.Wrap(store, instrument.Options{Observers: []instrument.Observer{calls, met.Storage()}})
+	cfg := m.Runner
+	cfg.Observers = append(slices.Clip(cfg.Observers), met)
+	r, err := newRunner(store, m.Queue, cfg, m.Kinds, log)
 	if err != nil {
 		return err
+	}
+	if m.HTTP != "" {
+		stopServer, err := m.serve(ctx, log, met, r, store)
+		if err != nil {
+			return err
+		}
+		defer stopServer()
 	}
 	log.InfoContext(ctx, "worker starting", "version", version.Get().Version, "commit", version.Get().Commit, "queue", m.Queue, "concurrency", m.Runner.Concurrency, "visibility", m.Runner.Visibility, "drain", m.Runner.Drain)
 	start := time.Now()
@@ -313,6 +339,10 @@ func (m *Main) run(ctx context.Context, log *slog.Logger) (err error) {
 	if s.StopReason == "drained" {
 		attrs = append(attrs, "left_invisible", s.Left)
 	}
+	if t, gerr := met.Totals(); gerr == nil {
+		attrs = append(attrs, t.Attrs()...)
+	}
+	attrs = append(attrs, "instrument_calls", calls.Snapshot().Total().Calls, "instrument_errors", calls.Snapshot().Total().Errors)
 	log.InfoContext(context.WithoutCancel(ctx), "worker stopped", attrs...)
 	return err
 }
@@ -332,6 +362,44 @@ func (m *Main) redact() {
 	if m.Stderr != nil {
 		m.Stderr = m.redactor.Writer(m.Stderr)
 	}
+}
+
+// serve starts the health and metrics server and the queue sampler; the
+// function returned stops both (the server after the runner has returned,
+// so a last scrape sees the final counters).
+func (m *Main) serve(ctx context.Context, log *slog.Logger, met *telemetry.Metrics, r *runner.Runner, store storeadapter.Store) (func(), error) {
+	srv, err := telemetry.Listen(m.HTTP, met)
+	if err != nil {
+		return nil, err
+	}
+	work := store.Queue(m.Queue)
+	srv.Alive = r.LastLoop
+	// The loop's longest wait is IdleMax (or a receive, bounded at 10 s);
+	// twice that plus the bound is a live loop that is merely idle.
+	srv.AliveWindow = 2*cmp.Or(m.Runner.IdleMax, runner.DefaultIdleMax) + 10*time.Second
+	srv.Ready = telemetry.QueueReady(work)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		if err := srv.Serve(); err != nil {
+			log.Error("health and metrics server failed", "err", err)
+		}
+	}()
+	srv.LogListening(log)
+	sctx, stopSampler := context.WithCancel(context.WithoutCancel(ctx))
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		(&telemetry.Sampler{Metrics: met, Work: work, Poison: store.Queue(poison.QueueName(m.Queue)), Interval: m.MetricsSample, Log: log}).Run(sctx)
+	}()
+	return func() {
+		stopSampler()
+		<-sampled
+		if err := srv.Shutdown(); err != nil {
+			log.Warn("health and metrics server did not shut down cleanly", "err", err)
+		}
+		<-served
+	}, nil
 }
 
 // createTimeout bounds the creation of the work queue at start-up.

@@ -226,6 +226,11 @@ type Runner struct {
 	stopReason   string
 	left         int
 	lastActivity time.Time
+	// loop is when the receive loop last completed a receive or a wait
+	// (Unix nanoseconds on the Clock), and slotWait whether it now waits
+	// for a running job to free a slot; see LastLoop.
+	loop     atomic.Int64
+	slotWait atomic.Bool
 }
 
 // New validates cfg and returns a runner.
@@ -256,6 +261,26 @@ func (r *Runner) Running() int {
 	defer r.mu.Unlock()
 	return len(r.held)
 }
+
+// LastLoop returns when the receive loop last showed it is alive: a
+// receive returned (messages, none or an error) or a wait between receives
+// ended. While the loop waits for a running job to free a slot it returns
+// the Clock's now: a loop blocked on its own jobs is alive (their leases
+// are kept separately, and each job has a maximum run time). It is the
+// zero time before Run starts. A health check compares it with a window
+// longer than the longest wait, IdleMax, plus a receive's bound.
+func (r *Runner) LastLoop() time.Time {
+	if r.slotWait.Load() {
+		return r.cfg.Clock.Now()
+	}
+	if n := r.loop.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
+}
+
+// alive records that the loop completed a receive or a wait; see LastLoop.
+func (r *Runner) alive() { r.loop.Store(r.cfg.Clock.Now().UnixNano()) }
 
 // emit hands an event to every observer.
 func (r *Runner) emit(ctx context.Context, e Event) {
@@ -434,6 +459,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	failures := 0              // receives failed in a row
 	var failingSince time.Time // when the first of them started
 	r.touch()
+	r.alive()
 	err := func() error {
 		for stopCtx.Err() == nil {
 			wake := func() {
@@ -488,6 +514,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			rctx, cancel := boundedCtx(receiveTimeout)
 			msgs, err := c.Queue.Receive(rctx, n, c.Visibility)
 			cancel()
+			r.alive()
 			if err != nil {
 				if stopCtx.Err() != nil {
 					return nil
@@ -612,6 +639,8 @@ func (r *Runner) drained(ctx context.Context) (int, bool) {
 
 // waitOne waits for a running message to finish, or for ctx.
 func (r *Runner) waitOne(ctx context.Context, done <-chan struct{}) {
+	r.slotWait.Store(true)
+	defer func() { r.alive(); r.slotWait.Store(false) }()
 	select {
 	case <-done:
 	case <-ctx.Done():
@@ -621,6 +650,7 @@ func (r *Runner) waitOne(ctx context.Context, done <-chan struct{}) {
 // sleep waits d, cut short by ctx or a finished message (which frees a
 // slot but also means the queue may have more).
 func (r *Runner) sleep(ctx context.Context, d time.Duration, done <-chan struct{}) {
+	defer r.alive()
 	select {
 	case <-r.cfg.Clock.After(d):
 	case <-ctx.Done():

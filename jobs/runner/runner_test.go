@@ -1365,3 +1365,50 @@ func TestSetResultLogged(t *testing.T) {
 		t.Errorf("job done lines %v; want one with result, op_id and kind", l)
 	}
 }
+
+// TestLastLoop: LastLoop is zero before Run, follows the idle polls of an
+// empty queue (never older than one IdleMax wait plus the step), and while
+// the loop waits for a running job to free a slot it is the clock's now,
+// however long that job runs.
+func TestLastLoop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
+			<-release
+			return nil
+		})
+		b.cfg.Concurrency, b.cfg.BatchSize, b.cfg.IdleMax = 1, 1, 2*time.Second
+		r, err := runner.New(b.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.LastLoop().IsZero() {
+			t.Fatalf("LastLoop before Run = %v, want zero", r.LastLoop())
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() { errc <- r.Run(ctx) }()
+		for range 20 { // 10 s of idle polls
+			b.clock.Advance(500 * time.Millisecond)
+			synctest.Wait()
+			if age := b.clock.Now().Sub(r.LastLoop()); age > b.cfg.IdleMax+500*time.Millisecond {
+				t.Fatalf("idle loop: LastLoop is %v old, want at most IdleMax (%v) plus the step", age, b.cfg.IdleMax)
+			}
+		}
+		b.send(t, "op-1")
+		b.send(t, "op-2")
+		b.advanceUntil(t, 500*time.Millisecond, time.Minute, func() bool { return r.Running() == 1 })
+		for range 10 { // 10 min with the only slot taken: the loop waits for it
+			b.clock.Advance(time.Minute)
+			synctest.Wait()
+			if got := r.LastLoop(); !got.Equal(b.clock.Now()) {
+				t.Fatalf("waiting for a slot: LastLoop = %v, want now (%v)", got, b.clock.Now())
+			}
+		}
+		close(release)
+		cancel()
+		if err := b.drive(t, errc, time.Second); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

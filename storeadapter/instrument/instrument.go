@@ -54,6 +54,28 @@ const (
 	OpOpen            Op = "Open" // opening the blob; the reading after it is not timed
 )
 
+// Services of an Op, as Service names them.
+const (
+	ServiceTable = "table"
+	ServiceQueue = "queue"
+	ServiceBlob  = "blob"
+)
+
+// services maps each Op to its service; a new Op needs a line here too.
+var services = map[Op]string{
+	OpCreateTable: ServiceTable, OpDeleteTable: ServiceTable, OpListTables: ServiceTable, OpGetEntity: ServiceTable,
+	OpInsertEntity: ServiceTable, OpUpsertEntity: ServiceTable, OpUpdateEntity: ServiceTable, OpDeleteEntity: ServiceTable,
+	OpQuery: ServiceTable, OpTransact: ServiceTable,
+	OpCreateQueue: ServiceQueue, OpDeleteQueue: ServiceQueue, OpSend: ServiceQueue, OpReceive: ServiceQueue, OpUpdate: ServiceQueue,
+	OpDeleteMessage: ServiceQueue, OpPeek: ServiceQueue, OpClear: ServiceQueue, OpApproximateCount: ServiceQueue,
+	OpCreateContainer: ServiceBlob, OpPut: ServiceBlob, OpGet: ServiceBlob, OpProperties: ServiceBlob, OpDeleteBlob: ServiceBlob,
+	OpList: ServiceBlob, OpStageBlock: ServiceBlob, OpCommitBlocks: ServiceBlob, OpOpen: ServiceBlob,
+}
+
+// Service names the storage service an Op calls: "table", "queue" or
+// "blob" ("" for an Op this package does not define).
+func (o Op) Service() string { return services[o] }
+
 // Call describes one storage call: its operation and, where the method has
 // them, what it addresses.
 type Call struct {

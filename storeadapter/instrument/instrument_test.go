@@ -330,3 +330,14 @@ func TestCountsConcurrent(t *testing.T) {
 		t.Errorf("snapshot = %v, want %+v for Send and Receive", snap, want)
 	}
 }
+
+// TestOpService: every Op a method calls names its interface's service.
+func TestOpService(t *testing.T) {
+	want := map[string]string{"Tables": instrument.ServiceTable, "Queue": instrument.ServiceQueue, "Blobs": instrument.ServiceBlob}
+	for _, c := range methodCases() {
+		iface, _, _ := strings.Cut(c.method, ".")
+		if got := c.want.Op.Service(); got != want[iface] {
+			t.Errorf("%s: Op %s Service() = %q, want %q", c.method, c.want.Op, got, want[iface])
+		}
+	}
+}
