@@ -230,8 +230,8 @@ func TestDockerfile(t *testing.T) {
 	if goImage := expand(build.base, df.globalArgs); !strings.HasPrefix(goImage, "golang:1.26") {
 		t.Errorf("build stage base %s = %q, want golang:1.26*", build.base, goImage)
 	}
-	if !strings.Contains(build.from.args, "--platform=$BUILDPLATFORM") {
-		t.Errorf("build stage does not run on $BUILDPLATFORM (cross-compiles instead of emulating): FROM %s", build.from.args)
+	if strings.HasPrefix(build.from.args, "--") {
+		t.Errorf("build stage FROM has a flag, which az acr build's FROM parser refuses (Azure/acr#697): FROM %s", build.from.args)
 	}
 	if base := expand(final.base, df.globalArgs); base != "gcr.io/distroless/static-debian12:nonroot" {
 		t.Errorf("final base %s = %q, want gcr.io/distroless/static-debian12:nonroot", final.base, base)

@@ -4,7 +4,7 @@
 // enqueues the daily purgeday. Deploy into the resource group of the storage
 // account (see the README, "Deploy"):
 //
-//   az deployment group create -g RG -f deploy/containerapps/main.bicep -p main.bicepparam
+//   az deployment group create -g RG -f deploy/containerapps/main.bicep -p deploy/containerapps/main.bicepparam
 //
 // API versions: Microsoft.App/jobs and managedEnvironments at 2026-01-01, the
 // newest stable version in azure-rest-api-specs
@@ -51,9 +51,9 @@ param environmentName string = '${namePrefix}-env'
 @description('Workload profile the jobs run on: Consumption in an environment with workload profiles (the default for new ones); empty for a consumption-only environment.')
 param workloadProfileName string = 'Consumption'
 
-@description('KEDA azure-queue queueLength: the messages one execution is expected to take. The rule starts ceil(messages / queueLength) executions, at most maxExecutions running at once.')
+@description('KEDA azure-queue queueLength: the messages one execution is expected to take; keep it equal to the worker\'s -concurrency (default 16), or executions start that find nothing visible and idle out -drain-quiet. The rule starts ceil(messages / queueLength) executions, at most maxExecutions running at once.')
 @minValue(1)
-param queueLength int = 5
+param queueLength int = 16
 
 @description('KEDA azure-queue queueLengthStrategy: visibleonly counts only visible messages (Peek, up to 32, else all), so messages in flight or waiting out a retry backoff start no execution that would find nothing; all counts every message. Older KEDA ignores it (= all).')
 @allowed([
@@ -168,12 +168,18 @@ resource schedulerSender 'Microsoft.Authorization/roleAssignments@2022-04-01' = 
   }
 }
 
+// ARM checks the scope of a conditional resource even when its condition is
+// false (Azure/bicep#1492): an empty name would make the scope
+// ".../registries/" and fail preflight, so the unused branch gets a
+// placeholder name.
+var registryRef = empty(registryName) ? 'none' : registryName
+
 resource registry 'Microsoft.ContainerRegistry/registries@2023-07-01' existing = if (!empty(registryName)) {
-  name: registryName
+  name: registryRef
 }
 
 resource workerAcrPull 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(registryName)) {
-  name: guid(resourceId('Microsoft.ContainerRegistry/registries', registryName), workerIdentity.id, roles.acrPull)
+  name: guid(resourceId('Microsoft.ContainerRegistry/registries', registryRef), workerIdentity.id, roles.acrPull)
   scope: registry
   properties: {
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.acrPull)
@@ -183,7 +189,7 @@ resource workerAcrPull 'Microsoft.Authorization/roleAssignments@2022-04-01' = if
 }
 
 resource schedulerAcrPull 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(registryName) && !empty(purgePrefix)) {
-  name: guid(resourceId('Microsoft.ContainerRegistry/registries', registryName), '${namePrefix}-scheduler', roles.acrPull)
+  name: guid(resourceId('Microsoft.ContainerRegistry/registries', registryRef), '${namePrefix}-scheduler', roles.acrPull)
   scope: registry
   properties: {
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.acrPull)

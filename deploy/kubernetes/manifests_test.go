@@ -607,6 +607,18 @@ func TestScaledJobVariant(t *testing.T) {
 	if pod.Spec.RestartPolicy != corev1.RestartPolicyNever {
 		t.Errorf("ScaledJob restartPolicy %q, want Never", pod.Spec.RestartPolicy)
 	}
+	// KEDA's CRD requires what batch/v1 marks required without omitempty
+	// (a Job's API defaulting fills onPodConditions' status; a ScaledJob's
+	// jobTargetRef gets none), which strict decoding does not check.
+	if p := jt.PodFailurePolicy; p != nil {
+		for i, r := range p.Rules {
+			for j, pc := range r.OnPodConditions {
+				if pc.Type == "" || pc.Status == "" {
+					t.Errorf("ScaledJob podFailurePolicy.rules[%d].onPodConditions[%d] = %+v: type and status are required by KEDA's CRD", i, j, pc)
+				}
+			}
+		}
+	}
 	grace := shutdownGrace(t, c.Args)
 	tgp := pod.Spec.TerminationGracePeriodSeconds
 	if tgp == nil || time.Duration(*tgp)*time.Second <= grace {
