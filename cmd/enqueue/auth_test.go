@@ -79,15 +79,5 @@ func TestCredentialsNeverPrintedOnSuccess(t *testing.T) {
 // string. The test fails when Azurite is not installed.
 func startAzurite(t *testing.T) string {
 	t.Helper()
-	if azurite.Skipped() {
-		t.Skip("Azurite-backed test skipped: " + azurite.EnvSkip + "=1")
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	in, err := azurite.Start(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(in.Stop)
-	return in.ConnectionString
+	return azurite.ForTest(t).ConnectionString
 }

@@ -68,16 +68,9 @@ func TestCredentialsNeverPrintedOnFailure(t *testing.T) {
 // Azurite with every form it accepts: it runs a purgeday job (a table
 // listing), drains the queue, exits cleanly, and prints no secret.
 func TestCredentialsNeverPrintedOnSuccess(t *testing.T) {
-	if azurite.Skipped() {
-		t.Skip("Azurite-backed test skipped: " + azurite.EnvSkip + "=1")
-	}
+	in := azurite.ForTest(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	in, err := azurite.Start(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(in.Stop)
 	store, err := azstore.NewFromConnectionString(in.ConnectionString, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"testing"
 	"time"
 )
 
@@ -214,4 +215,23 @@ func freePorts(n int) ([]int, error) {
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// ForTest starts an emulator for test t (or takes the external one, as
+// Start does), stops it when t ends, and fails t when Azurite is missing;
+// it skips t only when the caller asked to skip Azurite-backed tests
+// (EnvSkip=1).
+func ForTest(t testing.TB) *Instance {
+	t.Helper()
+	if Skipped() {
+		t.Skip("Azurite-backed test skipped: " + EnvSkip + "=1")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	in, err := Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(in.Stop)
+	return in
 }
