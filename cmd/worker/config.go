@@ -116,7 +116,7 @@ func (m *Main) printConfig(w io.Writer) error {
 		Runner           runnerSection `json:"runner"`
 		catalog.Config
 	}{
-		Account: m.Account.Name,
+		Account: m.Account.DisplayName(),
 		Runner: runnerSection{Queue: m.Queue, Concurrency: r.Concurrency, Batch: r.BatchSize, Visibility: jobs.Duration(r.Visibility),
 			MaxDequeueCount: r.MaxDequeueCount, RetryBase: jobs.Duration(r.RetryBase), RetryMax: jobs.Duration(r.RetryMax),
 			IdleMax: jobs.Duration(r.IdleMax), Drain: r.Drain, DrainQuiet: jobs.Duration(cmp.Or(r.DrainQuiet, 2*r.Visibility)),

@@ -20,6 +20,7 @@ import (
 	"os/signal"
 	"slices"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -301,11 +302,14 @@ func (m *Main) run(ctx context.Context, log *slog.Logger) (err error) {
 	if err != nil {
 		return err
 	}
+	stopServer := func() {}
+	created := make(chan struct{}) // the work queue's creation was tried
 	if m.HTTP != "" {
-		stopServer, err := m.serve(ctx, log, met, r, store)
+		stop, err := m.serve(ctx, log, met, r, store, created)
 		if err != nil {
 			return err
 		}
+		stopServer = sync.OnceFunc(stop)
 		defer stopServer()
 	}
 	log.InfoContext(ctx, "worker starting", "version", version.Get().Version, "commit", version.Get().Commit, "queue", m.Queue, "concurrency", m.Runner.Concurrency, "visibility", m.Runner.Visibility, "drain", m.Runner.Drain)
@@ -319,6 +323,7 @@ func (m *Main) run(ctx context.Context, log *slog.Logger) (err error) {
 	cctx, cancelCreate := context.WithTimeout(ctx, createTimeout)
 	err = store.Queue(m.Queue).Create(cctx)
 	cancelCreate()
+	close(created)
 	switch {
 	case err == nil:
 	case ctx.Err() != nil:
@@ -332,6 +337,9 @@ func (m *Main) run(ctx context.Context, log *slog.Logger) (err error) {
 		return fmt.Errorf("queue %s: %w", m.Queue, err)
 	}
 	err = r.Run(ctx)
+	// The sampler and /readyz call storage too: stopped first, the
+	// summary's metric totals and the instrument's are of the same calls.
+	stopServer()
 	s := r.Stats()
 	attrs := []any{"reason", s.StopReason, "elapsed", time.Since(start).Round(time.Millisecond),
 		"received", s.Received, "succeeded", s.Succeeded, "continued", s.Continued, "retried", s.Retried, "poisoned", s.Poisoned,
@@ -364,19 +372,23 @@ func (m *Main) redact() {
 	}
 }
 
-// serve starts the health and metrics server and the queue sampler; the
-// function returned stops both (the server after the runner has returned,
-// so a last scrape sees the final counters).
-func (m *Main) serve(ctx context.Context, log *slog.Logger, met *telemetry.Metrics, r *runner.Runner, store storeadapter.Store) (func(), error) {
+// serve starts the health and metrics server, and the queue sampler once
+// created is closed (the work queue's creation was tried: a first sample
+// before it would count a failure on every fresh deployment); the function
+// returned stops both. The worker stops them when the runner has returned,
+// before its summary line, which carries the final counters.
+func (m *Main) serve(ctx context.Context, log *slog.Logger, met *telemetry.Metrics, r *runner.Runner, store storeadapter.Store, created <-chan struct{}) (func(), error) {
 	srv, err := telemetry.Listen(m.HTTP, met)
 	if err != nil {
 		return nil, err
 	}
 	work := store.Queue(m.Queue)
 	srv.Alive = r.LastLoop
-	// The loop's longest wait is IdleMax (or a receive, bounded at 10 s);
-	// twice that plus the bound is a live loop that is merely idle.
-	srv.AliveWindow = 2*cmp.Or(m.Runner.IdleMax, runner.DefaultIdleMax) + 10*time.Second
+	// The loop's longest wait is IdleMax, its longest bounded call 30 s
+	// (the work queue's creation at start, a drain's count; a receive is
+	// bounded at 10 s): twice the one plus the other and a margin is a live
+	// loop that is merely idle or waiting on storage.
+	srv.AliveWindow = 2*cmp.Or(m.Runner.IdleMax, runner.DefaultIdleMax) + 40*time.Second
 	srv.Ready = telemetry.QueueReady(work)
 	served := make(chan struct{})
 	go func() {
@@ -390,6 +402,11 @@ func (m *Main) serve(ctx context.Context, log *slog.Logger, met *telemetry.Metri
 	sampled := make(chan struct{})
 	go func() {
 		defer close(sampled)
+		select {
+		case <-created:
+		case <-sctx.Done():
+			return
+		}
 		(&telemetry.Sampler{Metrics: met, Work: work, Poison: store.Queue(poison.QueueName(m.Queue)), Interval: m.MetricsSample, Log: log}).Run(sctx)
 	}()
 	return func() {

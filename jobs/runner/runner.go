@@ -266,11 +266,14 @@ func (r *Runner) Running() int {
 // receive returned (messages, none or an error) or a wait between receives
 // ended. While the loop waits for a running job to free a slot it returns
 // the Clock's now: a loop blocked on its own jobs is alive (their leases
-// are kept separately, and each job has a maximum run time). It is the
-// zero time before Run starts. A health check compares it with a window
+// are kept separately, and each job has a maximum run time) — unless every
+// slot is held by a handler left behind at its maximum run time (it
+// ignored its cancellation and may never return): then the loop is wedged
+// and LastLoop stays at its last sign of life, so a health check fails
+// and the process can be restarted. It is the zero time before Run starts. A health check compares it with a window
 // longer than the longest wait, IdleMax, plus a receive's bound.
 func (r *Runner) LastLoop() time.Time {
-	if r.slotWait.Load() {
+	if r.slotWait.Load() && r.leftBehind.Load() < int64(r.cfg.Concurrency) {
 		return r.cfg.Clock.Now()
 	}
 	if n := r.loop.Load(); n != 0 {

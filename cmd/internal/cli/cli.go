@@ -134,6 +134,9 @@ func (a *Account) Auth() (AuthForm, error) {
 	case cs && name:
 		return "", errors.New("both " + csFlags + " and " + nameFlags + " are set: give one credential form (a connection string names its own account)")
 	case cs:
+		if err := connectionStringForm(a.connectionString()); err != nil {
+			return "", fmt.Errorf("%s: %w", csFlags, err)
+		}
 		return AuthConnectionString, nil
 	case sas && !name:
 		return "", errors.New(sasFlags + " needs " + nameFlags + ", the account the token was made for")
@@ -145,12 +148,52 @@ func (a *Account) Auth() (AuthForm, error) {
 	return "", errors.New("no storage account: set " + csFlags + ", or " + nameFlags + " for DefaultAzureCredential, or " + nameFlags + " with " + sasFlags)
 }
 
+// connectionStringForm refuses a connection string that carries two
+// credential forms, as the flags refuse two: an AccountKey beside a
+// SharedAccessSignature (the SDK would silently take the key), or
+// UseDevelopmentStorage=true beside an account or credential of its own
+// (the emulator would silently stand in for the named account). Values
+// are not repeated.
+func connectionStringForm(cs string) error {
+	has := map[string]bool{}
+	dev := false
+	for part := range strings.SplitSeq(cs, ";") {
+		k, v, _ := strings.Cut(part, "=")
+		k = strings.ToLower(strings.TrimSpace(k))
+		has[k] = true
+		if k == "usedevelopmentstorage" && strings.EqualFold(strings.TrimSpace(v), "true") {
+			dev = true
+		}
+	}
+	switch {
+	case has["accountkey"] && has["sharedaccesssignature"]:
+		return errors.New("holds both AccountKey and SharedAccessSignature: give one credential")
+	case dev && (has["accountname"] || has["accountkey"] || has["sharedaccesssignature"]):
+		return errors.New("holds UseDevelopmentStorage=true and an account or credential too: give one (the emulator's, or the account's)")
+	}
+	return nil
+}
+
+// DisplayName returns the account name for display (-print-config): the
+// name when it is a valid storage account name, else a note, since a
+// credential pasted into the wrong variable must not be repeated.
+func (a *Account) DisplayName() string {
+	if strings.TrimSpace(a.Name) == "" {
+		return ""
+	}
+	if validAccountName(a.Name) != nil {
+		return "(not a storage account name: not shown)"
+	}
+	return a.Name
+}
+
 // Secrets returns every credential value the account holds or the SDK may
 // read from the environment, for a Redactor: the connection strings (flag
 // and environment) with their AccountKey and SharedAccessSignature values
 // and signatures, the SAS tokens and their signatures, and the secrets
 // DefaultAzureCredential reads (AZURE_CLIENT_SECRET,
-// AZURE_CLIENT_CERTIFICATE_PASSWORD).
+// AZURE_CLIENT_CERTIFICATE_PASSWORD, and AZURE_PASSWORD of its
+// username-and-password environment credential).
 func (a *Account) Secrets() []string {
 	var out []string
 	addSAS := func(sas string) {
@@ -174,7 +217,7 @@ func (a *Account) Secrets() []string {
 	for _, sas := range []string{a.SASToken, os.Getenv(EnvSASToken)} {
 		addSAS(strings.TrimSpace(sas))
 	}
-	return append(out, os.Getenv("AZURE_CLIENT_SECRET"), os.Getenv("AZURE_CLIENT_CERTIFICATE_PASSWORD"))
+	return append(out, os.Getenv("AZURE_CLIENT_SECRET"), os.Getenv("AZURE_CLIENT_CERTIFICATE_PASSWORD"), os.Getenv("AZURE_PASSWORD"))
 }
 
 // options returns the SDK client options for Retries.
