@@ -27,7 +27,7 @@ func TestUsernamePasswordRedacted(t *testing.T) {
 func TestConflictingConnectionStringParts(t *testing.T) {
 	t.Setenv(EnvSASToken, "")
 	for name, conn := range map[string]string{
-		"key and SAS": "AccountName=acct;AccountKey=RkFLRS1LRVktMDEyMzQ1Njc4OQ==;SharedAccessSignature=sv=2020-08-04&sig=FAKESIG0123456789",
+		"key and SAS":                    "AccountName=acct;AccountKey=RkFLRS1LRVktMDEyMzQ1Njc4OQ==;SharedAccessSignature=sv=2020-08-04&sig=FAKESIG0123456789",
 		"dev storage and a real account": "UseDevelopmentStorage=true;AccountName=prodacct;AccountKey=RkFLRS1LRVktMDEyMzQ1Njc4OQ==",
 	} {
 		t.Run(name, func(t *testing.T) {
