@@ -172,6 +172,16 @@ type Options struct {
 	Stop func() bool
 }
 
+// CheckPartBytes checks a part size cap: MinMaxPartBytes (1 KiB) to
+// MaxMaxPartBytes (4 GiB). The error names the rule, not the field: the
+// caller prefixes it.
+func CheckPartBytes(n int64) error {
+	if n < MinMaxPartBytes || n > MaxMaxPartBytes {
+		return fmt.Errorf("must be %d-%d bytes (1 KiB-4 GiB), got %d", MinMaxPartBytes, MaxMaxPartBytes, n)
+	}
+	return nil
+}
+
 // ErrStopped is what a *Stopped error is (errors.Is): Options.Stop ended
 // the export before it was done, its progress saved in the checkpoint.
 var ErrStopped = errors.New("tableexport: stopped before the end, progress saved")

@@ -54,8 +54,8 @@ func (c *Config) Validate() error {
 	if d := time.Duration(c.MaxRunTime); d < time.Second || d > 24*time.Hour {
 		return fmt.Errorf("archive.maxRunTime: must be 1s-24h, got %v", d)
 	}
-	if c.MaxPartBytes < tableexport.MinMaxPartBytes || c.MaxPartBytes > tableexport.MaxMaxPartBytes {
-		return fmt.Errorf("archive.maxPartBytes: must be %d-%d bytes (1 KiB-4 GiB), got %d", tableexport.MinMaxPartBytes, tableexport.MaxMaxPartBytes, c.MaxPartBytes)
+	if err := tableexport.CheckPartBytes(c.MaxPartBytes); err != nil {
+		return fmt.Errorf("archive.maxPartBytes: %w", err)
 	}
 	return nil
 }

@@ -45,18 +45,11 @@ func (c *Config) Validate() error {
 	if err := storeadapter.ValidateTableName(c.CheckpointTable); err != nil {
 		return fmt.Errorf("export.checkpointTable: %w", err)
 	}
-	if err := checkPartBytes(c.MaxPartBytes); err != nil {
+	if err := tableexport.CheckPartBytes(c.MaxPartBytes); err != nil {
 		return fmt.Errorf("export.maxPartBytes: %w", err)
 	}
 	if err := jobs.RunLimits("export", &c.TimeBudget, &c.MaxRunTime); err != nil {
 		return err
-	}
-	return nil
-}
-
-func checkPartBytes(n int64) error {
-	if n < tableexport.MinMaxPartBytes || n > tableexport.MaxMaxPartBytes {
-		return fmt.Errorf("must be %d-%d bytes (1 KiB-4 GiB), got %d", tableexport.MinMaxPartBytes, tableexport.MaxMaxPartBytes, n)
 	}
 	return nil
 }

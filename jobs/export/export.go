@@ -52,7 +52,7 @@ func (a Args) Validate() error {
 		return fmt.Errorf("args.to: %w", err)
 	}
 	if a.MaxPartBytes != nil {
-		if err := checkPartBytes(*a.MaxPartBytes); err != nil {
+		if err := tableexport.CheckPartBytes(*a.MaxPartBytes); err != nil {
 			return fmt.Errorf("args.maxPartBytes: %w", err)
 		}
 	}

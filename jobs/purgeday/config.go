@@ -47,8 +47,8 @@ func (c *Config) Validate() error {
 	if err := jobs.RunLimits("purgeday", &c.TimeBudget, &c.MaxRunTime); err != nil {
 		return err
 	}
-	if c.MaxPartBytes < tableexport.MinMaxPartBytes || c.MaxPartBytes > tableexport.MaxMaxPartBytes {
-		return fmt.Errorf("purgeday.maxPartBytes: must be %d-%d bytes (1 KiB-4 GiB), got %d", tableexport.MinMaxPartBytes, tableexport.MaxMaxPartBytes, c.MaxPartBytes)
+	if err := tableexport.CheckPartBytes(c.MaxPartBytes); err != nil {
+		return fmt.Errorf("purgeday.maxPartBytes: %w", err)
 	}
 	return nil
 }
