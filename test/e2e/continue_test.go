@@ -12,11 +12,16 @@ import (
 )
 
 // contMaxPartBytes is the part cap of the continuation tests, the
-// smallest allowed: four of the numbered entities' lines, so 1,500 rows
-// make 375 parts. Azurite on this 2-core machine writes 50-80 parts a
-// second, so an export takes five to eight deliveries of a 1 s budget; a
-// machine twice as fast still needs three.
+// smallest allowed: four of the numbered entities' lines, so 800 rows make
+// 200 parts.
 const contMaxPartBytes = 1 << 10
+
+// contBlobDelay slows every request to the continuation tests' container
+// (a proxy in front of the emulator's blob endpoint): a part takes about
+// five requests (at least two), so an export of 200 parts takes at least
+// 2-5 s however fast the machine: three or more deliveries of a 1 s
+// budget, where two are required.
+const contBlobDelay = 5 * time.Millisecond
 
 // checkContinues checks the "job continues" lines of the workers that ran
 // one export: at least min of them, their markers counting up from 1 with
@@ -52,14 +57,19 @@ func TestExportContinuesWithinBudget(t *testing.T) {
 	tbl, c, ckpt := e.table("Cont"), e.container("cont"), e.table("ContCkpt")
 	q := e.queue("cont")
 	var seeded []storeadapter.Entity
-	for p := range 3 {
-		seeded = append(seeded, numbered(fmt.Sprintf("p%d", p), 500)...)
+	for p := range 2 {
+		seeded = append(seeded, numbered(fmt.Sprintf("p%d", p), 400)...)
 	}
 	e.seed(tbl, seeded)
 	want := e.entities(tbl, storeadapter.Filter{})
 	if err := store.Container(c).Create(e.ctx); err != nil {
 		t.Fatal(err)
 	}
+	// The workers reach blobs through a proxy that slows the container's
+	// requests, so the number of continuations does not depend on the
+	// machine's speed.
+	proxy := startBlobProxy(t, c, c, contBlobDelay)
+	e.environ = childEnvironment(withEndpoint(emulatorConnectionString, "BlobEndpoint", proxy.url))
 	cfg := writeWorkerConfig(t, map[string]any{"export": map[string]any{"checkpointTable": ckpt, "timeBudget": "1s"}})
 
 	opID := "op-cont-" + e.suffix
