@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"path"
 	"strconv"
@@ -40,10 +41,11 @@ func (m *Main) runExport(ctx context.Context, args []string) (string, error) {
 // set, and nothing is sent when they are invalid.
 func (m *Main) exportEnqueue(ctx context.Context, args []string) error {
 	var (
-		c                           common
-		table, pk, rkFrom, rkTo, to string
-		id, maxPart                 string
-		gzip                        bool
+		c           common
+		src         sourceFlags
+		table, to   string
+		id, maxPart string
+		gzip        bool
 	)
 	fs := m.newFlagSet("export",
 		"export -table T [-pk P [-rk-from A] [-rk-to B]] -to container/prefix [-gzip] [-max-part-bytes N] [-id ID] [flags]",
@@ -51,9 +53,7 @@ func (m *Main) exportEnqueue(ctx context.Context, args []string) error {
 			"JSON-lines blobs <prefix>/<table>/YYYY/MM/DD/HHMM/NNNNNN.jsonl and a manifest\n"+
 			"manifest-<op>.json beside them (see 'enqueue export verify'). It prints the op id and the message id.", &c)
 	fs.StringVar(&table, "table", "", "table to export (required)")
-	fs.StringVar(&pk, "pk", "", "PartitionKey of the one partition to export (default: the whole table)")
-	fs.StringVar(&rkFrom, "rk-from", "", "first RowKey of the range (needs -pk)")
-	fs.StringVar(&rkTo, "rk-to", "", "RowKey the range stops before (needs -pk; omit to run to the last row)")
+	src.register(fs, "export")
 	fs.StringVar(&to, "to", "", "target blobs: \"container\" or \"container/prefix\", no . or .. segments (required; the container must exist)")
 	fs.BoolVar(&gzip, "gzip", false, "gzip each part (.jsonl.gz)")
 	fs.StringVar(&maxPart, "max-part-bytes", "", "size cap of a part in uncompressed bytes, 1024-4294967296 (default: the worker's export.maxPartBytes, 64 MiB)")
@@ -63,15 +63,7 @@ func (m *Main) exportEnqueue(ctx context.Context, args []string) error {
 	}
 	set := visited(fs)
 	a := export.Args{Table: table, To: to, Gzip: gzip}
-	if set["pk"] {
-		a.PK = &pk
-	}
-	if set["rk-from"] {
-		a.RKFrom = &rkFrom
-	}
-	if set["rk-to"] {
-		a.RKTo = &rkTo
-	}
+	a.PK, a.RKFrom, a.RKTo = src.given(set)
 	if set["max-part-bytes"] {
 		n, err := strconv.ParseInt(maxPart, 10, 64)
 		if err != nil {
@@ -212,4 +204,32 @@ func (m *Main) printVerify(c *common, container string, rep tableexport.Report) 
 		fmt.Fprintln(m.Stdout, "  "+p)
 	}
 	return nil
+}
+
+// sourceFlags are the -pk, -rk-from and -rk-to flags of a command whose
+// kind takes a tableexport.Source: a table, one partition, or a RowKey
+// range of one.
+type sourceFlags struct{ pk, rkFrom, rkTo string }
+
+// register adds the three flags to fs; verb ("export", "purge") names
+// what the command does with the rows.
+func (s *sourceFlags) register(fs *flag.FlagSet, verb string) {
+	fs.StringVar(&s.pk, "pk", "", "PartitionKey of the one partition to "+verb+" (default: the whole table)")
+	fs.StringVar(&s.rkFrom, "rk-from", "", "first RowKey of the range (needs -pk)")
+	fs.StringVar(&s.rkTo, "rk-to", "", "RowKey the range stops before (needs -pk; omit to run to the last row)")
+}
+
+// given returns the flags that were set (in set, as visited returns it),
+// nil for the others: an empty value given is a bound, not no bound.
+func (s *sourceFlags) given(set map[string]bool) (pk, rkFrom, rkTo *string) {
+	if set["pk"] {
+		pk = &s.pk
+	}
+	if set["rk-from"] {
+		rkFrom = &s.rkFrom
+	}
+	if set["rk-to"] {
+		rkTo = &s.rkTo
+	}
+	return pk, rkFrom, rkTo
 }

@@ -26,9 +26,10 @@ var purgeArgsFlags = strings.NewReplacer(
 // apply one rule set, and nothing is sent when they are invalid.
 func (m *Main) runPurge(ctx context.Context, args []string) error {
 	var (
-		c                              common
-		table, pk, rkFrom, rkTo, older string
-		id                             string
+		c            common
+		src          sourceFlags
+		table, older string
+		id           string
 	)
 	fs := m.newFlagSet("purge",
 		"purge -table T [-pk P [-rk-from A] [-rk-to B]] [-older-than 720h] [-id ID] [flags]",
@@ -37,9 +38,7 @@ func (m *Main) runPurge(ctx context.Context, args []string) error {
 			"before the job's first delivery, in batches of 100, resuming from a checkpoint. It prints the op\n"+
 			"id and the message id. For tables kept one per day, prefer purgeday.", &c)
 	fs.StringVar(&table, "table", "", "table to purge (required)")
-	fs.StringVar(&pk, "pk", "", "PartitionKey of the one partition to purge (default: the whole table)")
-	fs.StringVar(&rkFrom, "rk-from", "", "first RowKey of the range (needs -pk)")
-	fs.StringVar(&rkTo, "rk-to", "", "RowKey the range stops before (needs -pk; omit to run to the last row)")
+	src.register(fs, "purge")
 	fs.StringVar(&older, "older-than", "", "purge only entities whose Timestamp is older than this before the first delivery, such as 720h (default: every entity)")
 	fs.StringVar(&id, "id", "", "operation id, 1-128 characters of A-Za-z0-9._:- (default: generated op-<UTC time>-<random>)")
 	if err := m.parseNoArgs(fs, &c, args); err != nil {
@@ -47,15 +46,7 @@ func (m *Main) runPurge(ctx context.Context, args []string) error {
 	}
 	set := visited(fs)
 	a := purge.Args{Table: table}
-	if set["pk"] {
-		a.PK = &pk
-	}
-	if set["rk-from"] {
-		a.RKFrom = &rkFrom
-	}
-	if set["rk-to"] {
-		a.RKTo = &rkTo
-	}
+	a.PK, a.RKFrom, a.RKTo = src.given(set)
 	if set["older-than"] {
 		d, err := time.ParseDuration(older)
 		if err != nil {
