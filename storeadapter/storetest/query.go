@@ -21,6 +21,7 @@ func queryCases() []testCase {
 		{"RowRangeAndPartition", testRowRange},
 		{"Select", testSelect},
 		{"InvalidQueries", testInvalidQueries},
+		{"ReservedRows", testReservedRows},
 	}
 }
 
