@@ -12,6 +12,7 @@ import (
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/blobsync"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/largeentity"
 )
 
 // blobsyncUsage lists the blobsync subcommands.
@@ -136,7 +137,7 @@ type blobsyncGetJSON struct {
 // blobsyncBlob is one property read back from its blob.
 type blobsyncBlob struct {
 	Property string `json:"property"`
-	blobsync.Ref
+	largeentity.Ref
 }
 
 // blobsyncGet prints an entity with its blob properties read back and
@@ -177,16 +178,16 @@ func (m *Main) blobsyncGet(ctx context.Context, args []string) error {
 		return err
 	}
 	var blobs []blobsyncBlob
-	for _, p := range blobsync.Refs(raw) {
+	for _, p := range largeentity.Refs(raw) {
 		if _, inline := raw.Properties[p]; inline {
 			continue
 		}
-		if ref, ok, err := blobsync.RefOf(raw, p); ok && err == nil {
+		if ref, ok, err := largeentity.RefOf(raw, p); ok && err == nil {
 			blobs = append(blobs, blobsyncBlob{Property: p, Ref: ref})
 		}
 	}
 	slices.SortFunc(blobs, func(a, b blobsyncBlob) int { return strings.Compare(a.Property, b.Property) })
-	e, err := blobsync.Restore(ctx, store, raw)
+	e, err := largeentity.Restore(ctx, store, raw)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/blobsync"
+	"github.com/tablekeeper/tablekeeper/jobs/kit"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
@@ -122,7 +123,7 @@ func TestBlobsyncGet(t *testing.T) {
 	if _, err := b.store.Tables().InsertEntity(ctx, "Employees", want); err != nil {
 		t.Fatal(err)
 	}
-	w, err := blobsync.New(b.store, blobsync.Config{})
+	w, err := blobsync.New(kit.Plain(b.store), blobsync.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/tablekeeper/tablekeeper/jobs/catalog"
 	"github.com/tablekeeper/tablekeeper/jobs/index"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/indexes"
 )
 
 // indexUsage lists the index subcommands.
@@ -81,17 +82,17 @@ func configFlag(fs *flag.FlagSet, path *string, what string) {
 // indexConfig reads and checks the index section of the config file at
 // path. Its errors are usage errors that name -config, the file and, for
 // a bad key, its line:column.
-func indexConfig(path string) (index.Config, error) {
+func indexConfig(path string) (indexes.Config, error) {
 	var f configFile
 	if err := cli.ReadConfigFile(path, &f); err != nil {
-		return index.Config{}, &usageError{err: err}
+		return indexes.Config{}, &usageError{err: err}
 	}
 	cfg := f.Index
 	if err := cfg.Validate(); err != nil {
-		return index.Config{}, usagef("-config %s: %v", path, err)
+		return indexes.Config{}, usagef("-config %s: %v", path, err)
 	}
 	if len(cfg.Tables) == 0 {
-		return index.Config{}, usagef("-config %s: declares no indexes (its \"index\" section has no \"tables\")", path)
+		return indexes.Config{}, usagef("-config %s: declares no indexes (its \"index\" section has no \"tables\")", path)
 	}
 	return cfg, nil
 }
@@ -101,34 +102,34 @@ func indexConfig(path string) (index.Config, error) {
 // openIndex reads the declarations of the -config file (required by
 // cmd), connects, and returns the indexes and the declaration of table's
 // index name.
-func (m *Main) openIndex(c *common, cfgPath, table, name, cmd string) (*index.Indexes, index.Decl, error) {
+func (m *Main) openIndex(c *common, cfgPath, table, name, cmd string) (*indexes.Set, indexes.Decl, error) {
 	cfg, err := requireConfig(cfgPath, cmd)
 	if err != nil {
-		return nil, index.Decl{}, err
+		return nil, indexes.Decl{}, err
 	}
 	store, err := m.connect(c)
 	if err != nil {
-		return nil, index.Decl{}, err
+		return nil, indexes.Decl{}, err
 	}
 	x, err := openIndexes(store, cfg, cfgPath, table)
 	if err != nil {
-		return nil, index.Decl{}, err
+		return nil, indexes.Decl{}, err
 	}
 	d, err := declaration(x, cfgPath, table, name)
 	return x, d, err
 }
 
-func requireConfig(path, cmd string) (index.Config, error) {
+func requireConfig(path, cmd string) (indexes.Config, error) {
 	if path == "" {
-		return index.Config{}, usagef("-config: %s reads the index declarations from the worker's config file: give -config FILE or set $%s", cmd, cli.EnvConfig)
+		return indexes.Config{}, usagef("-config: %s reads the index declarations from the worker's config file: give -config FILE or set $%s", cmd, cli.EnvConfig)
 	}
 	return indexConfig(path)
 }
 
 // openIndexes binds the declarations to the store and checks that table
 // has indexes.
-func openIndexes(store storeadapter.Store, cfg index.Config, path, table string) (*index.Indexes, error) {
-	x, err := index.Open(store, cfg)
+func openIndexes(store storeadapter.Store, cfg indexes.Config, path, table string) (*indexes.Set, error) {
+	x, err := indexes.Open(store, cfg)
 	if err != nil {
 		return nil, usagef("-config %s: %v", path, err)
 	}
@@ -140,7 +141,7 @@ func openIndexes(store storeadapter.Store, cfg index.Config, path, table string)
 
 // declaration returns the resolved declaration of the index -index names
 // (names ignore case).
-func declaration(x *index.Indexes, path, table, name string) (index.Decl, error) {
+func declaration(x *indexes.Set, path, table, name string) (indexes.Decl, error) {
 	d, err := x.Declaration(table, name)
 	if err != nil {
 		return d, usagef("-index: %s has no index %q in -config %s (its indexes: %s)", table, name, path, strings.Join(x.Names(table), ", "))
@@ -221,7 +222,7 @@ func parseValue(typ, s string) (any, error) {
 }
 
 // indexLookup prints the keys (and with -entities the entities) an index
-// lists under a value, through index.Indexes.Lookup: it reads the index,
+// lists under a value, through indexes.Set.Lookup: it reads the index,
 // never scans the table.
 func (m *Main) indexLookup(ctx context.Context, args []string) error {
 	var (
@@ -261,10 +262,10 @@ func (m *Main) indexLookup(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := index.EncodeValue(v); err != nil {
+	if _, err := indexes.EncodeValue(v); err != nil {
 		return usagef("-value: %v", err)
 	}
-	var o index.LookupOptions
+	var o indexes.LookupOptions
 	o.Entities = entities
 	if set["pk"] {
 		if err := storeadapter.ValidateKey("pk", pk); err != nil {
@@ -276,8 +277,8 @@ func (m *Main) indexLookup(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if d.Store == index.StorePartition && o.PK == nil {
-		return usagef("-pk: index %s of %s is kept in each partition (store %q): give the partition to look in", d.Name, table, index.StorePartition)
+	if d.Store == indexes.StorePartition && o.PK == nil {
+		return usagef("-pk: index %s of %s is kept in each partition (store %q): give the partition to look in", d.Name, table, indexes.StorePartition)
 	}
 	matches, err := x.Lookup(ctx, table, d.Name, v, o)
 	if errors.Is(err, storeadapter.ErrInvalidInput) {
@@ -349,7 +350,7 @@ type lookupMatchJSON struct {
 }
 
 // writeLookupJSON writes lookup's result as one JSON document.
-func writeLookupJSON(w io.Writer, table, name, typ, value string, o index.LookupOptions, matches []index.Match) error {
+func writeLookupJSON(w io.Writer, table, name, typ, value string, o indexes.LookupOptions, matches []indexes.Match) error {
 	out := struct {
 		Table   string            `json:"table"`
 		Index   string            `json:"index"`
@@ -448,7 +449,7 @@ func (m *Main) indexReconcile(ctx context.Context, args []string) error {
 			return usagef("%s", indexArgsFlags.Replace(err.Error()))
 		}
 	}
-	var cfg index.Config
+	var cfg indexes.Config
 	if cfgPath != "" {
 		var err error
 		if cfg, err = indexConfig(cfgPath); err != nil {
@@ -548,7 +549,7 @@ func (m *Main) indexRebuild(ctx context.Context, args []string) error {
 	if err != nil {
 		return usagef("%s", indexArgsFlags.Replace(err.Error()))
 	}
-	var cfg index.Config
+	var cfg indexes.Config
 	if cfgPath != "" {
 		if cfg, err = indexConfig(cfgPath); err != nil {
 			return err
@@ -624,15 +625,15 @@ func (m *Main) indexCheck(ctx context.Context, args []string) error {
 // checkOutput prints check's findings as they come, then its summary, or
 // how it failed.
 type checkOutput interface {
-	finding(f index.Finding) error
-	summary(res index.CheckResult) error
+	finding(f indexes.Finding) error
+	summary(res indexes.CheckResult) error
 	fail(err error) error
 }
 
 // checkSummary is the summary of check -o json: CheckResult's counts and
 // their total.
 type checkSummary struct {
-	index.CheckResult
+	indexes.CheckResult
 	Problems int `json:"problems"`
 }
 
@@ -645,7 +646,7 @@ type checkTable struct {
 	rows         int
 }
 
-func (t *checkTable) finding(f index.Finding) error {
+func (t *checkTable) finding(f indexes.Finding) error {
 	if t.rows == 0 {
 		row(t.tw, "PROBLEM", "INDEX", "VALUE", "PK", "RK", "DETAIL")
 	}
@@ -656,7 +657,7 @@ func (t *checkTable) finding(f index.Finding) error {
 	return nil
 }
 
-func (t *checkTable) summary(res index.CheckResult) error {
+func (t *checkTable) summary(res indexes.CheckResult) error {
 	if err := t.tw.Flush(); err != nil {
 		return err
 	}
@@ -716,7 +717,7 @@ func jsonText(s string) string {
 	return t
 }
 
-func (j *checkJSON) finding(f index.Finding) error {
+func (j *checkJSON) finding(f indexes.Finding) error {
 	s, err := indented(f, 2)
 	if err != nil {
 		return err
@@ -743,7 +744,7 @@ func (j *checkJSON) end(key string, v any) error {
 	return j.err
 }
 
-func (j *checkJSON) summary(res index.CheckResult) error {
+func (j *checkJSON) summary(res indexes.CheckResult) error {
 	return j.end("summary", checkSummary{CheckResult: res, Problems: res.Problems()})
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/tablekeeper/tablekeeper/jobs/catalog"
 	"github.com/tablekeeper/tablekeeper/jobs/index"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/indexes"
 )
 
 // employeesConfig is a worker config file with the issue's declarations,
@@ -58,9 +59,9 @@ func writeConfig(t *testing.T, body string) string {
 
 // openIndexesOf opens the index section of a config file body on the
 // bundle's store, as the worker would.
-func (b *bundle) openIndexesOf(body string) *index.Indexes {
+func (b *bundle) openIndexesOf(body string) *indexes.Set {
 	b.t.Helper()
-	x, err := index.Open(b.store, b.openConfig(body))
+	x, err := indexes.Open(b.store, b.openConfig(body))
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -80,7 +81,7 @@ func (b *bundle) put(table string, e storeadapter.Entity) {
 }
 
 // reconcile brings an entity's indexes up to date, as the worker would.
-func reconcile(t *testing.T, x *index.Indexes, table, pk, rk string) {
+func reconcile(t *testing.T, x *indexes.Set, table, pk, rk string) {
 	t.Helper()
 	out, err := x.Reconcile(t.Context(), table, pk, rk)
 	if err != nil || len(out.Conflicts) > 0 || len(out.Unindexable) > 0 {
@@ -90,7 +91,7 @@ func reconcile(t *testing.T, x *index.Indexes, table, pk, rk string) {
 
 // seedEmployees writes the employees, reconciles them, and returns the
 // path of employeesConfig and the indexes.
-func seedEmployees(b *bundle) (string, *index.Indexes) {
+func seedEmployees(b *bundle) (string, *indexes.Set) {
 	b.t.Helper()
 	x := b.openIndexesOf(employeesConfig)
 	for _, e := range employees {
@@ -468,7 +469,7 @@ func TestIndexReconcileOne(t *testing.T) {
 	if err := h.Handle(t.Context(), task); err != nil {
 		t.Fatalf("the worker's handler: %v", err)
 	}
-	ms, err := x.Lookup(t.Context(), "Employees", "lastNameAll", "Brown", index.LookupOptions{})
+	ms, err := x.Lookup(t.Context(), "Employees", "lastNameAll", "Brown", indexes.LookupOptions{})
 	if err != nil || len(ms) != 1 || ms[0].RK != "0005" {
 		t.Errorf("after the reconcile, lastNameAll lists %v under Brown (%v), want Sales/0005", ms, err)
 	}
@@ -486,10 +487,10 @@ func TestIndexReconcileOne(t *testing.T) {
 }
 
 // openConfig decodes the index section of a config file body.
-func (b *bundle) openConfig(body string) index.Config {
+func (b *bundle) openConfig(body string) indexes.Config {
 	b.t.Helper()
 	var f struct {
-		Index index.Config `json:"index"`
+		Index indexes.Config `json:"index"`
 	}
 	if err := json.Unmarshal([]byte(body), &f); err != nil {
 		b.t.Fatal(err)
@@ -667,9 +668,9 @@ func TestIndexRebuild(t *testing.T) {
 // checkDocument is what check -o json prints.
 type checkDocument struct {
 	Table, Index string
-	Findings     []index.Finding
+	Findings     []indexes.Finding
 	Summary      struct {
-		index.CheckResult
+		indexes.CheckResult
 		Problems int
 	}
 	Error string
@@ -732,10 +733,10 @@ func TestIndexCheck(t *testing.T) {
 		if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || r.code != 1 {
 			t.Fatalf("check %s -o json: exit %d, %v\n%s", name, r.code, err, r.stdout)
 		}
-		slices.SortFunc(doc.Findings, func(a, b index.Finding) int { return strings.Compare(a.Problem, b.Problem) })
-		want := []index.Finding{
-			{Index: name, Problem: "missing", Value: newValue, Key: index.Key{PK: "Sales", RK: "0005"}},
-			{Index: name, Problem: "stale", Value: value, Key: index.Key{PK: "Sales", RK: "0003"}, Detail: "the entity does not exist"},
+		slices.SortFunc(doc.Findings, func(a, b indexes.Finding) int { return strings.Compare(a.Problem, b.Problem) })
+		want := []indexes.Finding{
+			{Index: name, Problem: "missing", Value: newValue, Key: indexes.Key{PK: "Sales", RK: "0005"}},
+			{Index: name, Problem: "stale", Value: value, Key: indexes.Key{PK: "Sales", RK: "0003"}, Detail: "the entity does not exist"},
 		}
 		if !slices.Equal(doc.Findings, want) || doc.Summary.Problems != 2 || doc.Summary.Missing != 1 || doc.Summary.Stale != 1 || doc.Error != "" {
 			t.Errorf("check %s -o json: %+v\nwant findings %+v", name, doc, want)

@@ -16,11 +16,11 @@ import (
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/archive"
 	"github.com/tablekeeper/tablekeeper/jobs/catalog"
-	"github.com/tablekeeper/tablekeeper/jobs/index"
 	"github.com/tablekeeper/tablekeeper/jobs/runner"
 	"github.com/tablekeeper/tablekeeper/localstore"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/indexes"
 )
 
 // The demo runs the whole job on localstore, in two parts. Archive: it
@@ -46,10 +46,10 @@ var demoDepartments = []string{"Sales", "Marketing", "Engineering"}
 
 // demoIndexes are the indexes the demo declares on Employees, as a config
 // file's "index" section would.
-var demoIndexes = []index.Decl{
-	{Name: "email", Property: "Email", Kind: index.KindCopy, Store: index.StorePartition, Properties: []string{"FirstName", "LastName", "Email"}},
-	{Name: "lastName", Property: "LastName", Kind: index.KindList, Store: index.StoreTable, Table: "EmployeesByLastName"},
-	{Name: "lastNameRows", Property: "LastName", Kind: index.KindRows, Table: "EmployeesLastNameRows"},
+var demoIndexes = []indexes.Decl{
+	{Name: "email", Property: "Email", Kind: indexes.KindCopy, Store: indexes.StorePartition, Properties: []string{"FirstName", "LastName", "Email"}},
+	{Name: "lastName", Property: "LastName", Kind: indexes.KindList, Store: indexes.StoreTable, Table: "EmployeesByLastName"},
+	{Name: "lastNameRows", Property: "LastName", Kind: indexes.KindRows, Table: "EmployeesLastNameRows"},
 }
 
 // runDemo seeds, enqueues, drains and reports. cfg's runner settings are
@@ -73,7 +73,7 @@ func runDemo(ctx context.Context, out io.Writer, log *slog.Logger, cfg runner.Co
 	if !cli.IsTerminal(out) {
 		log = slog.New(slog.DiscardHandler) // keep piped output to the summary
 	}
-	kinds.Index.Tables = map[string][]index.Decl{demoCurrent: demoIndexes}
+	kinds.Index.Tables = map[string][]indexes.Decl{demoCurrent: demoIndexes}
 	if err := kinds.Validate(); err != nil {
 		return fmt.Errorf("demo: config: %w", err)
 	}
@@ -227,8 +227,8 @@ func printDemo(ctx context.Context, out io.Writer, store *localstore.Store, s ru
 // own rows (membership records and partition indexes).
 func countEntities(ctx context.Context, t storeadapter.Tables, table string) (int, error) {
 	n, tok := 0, ""
-	entities := storeadapter.Or(storeadapter.Compare("RowKey", storeadapter.Lt, index.ReservedPrefix),
-		storeadapter.Compare("RowKey", storeadapter.Ge, index.ReservedPrefix[:len(index.ReservedPrefix)-1]+"/"))
+	entities := storeadapter.Or(storeadapter.Compare("RowKey", storeadapter.Lt, storeadapter.ReservedPrefix),
+		storeadapter.Compare("RowKey", storeadapter.Ge, storeadapter.ReservedPrefix[:len(storeadapter.ReservedPrefix)-1]+"/"))
 	for {
 		p, err := t.Query(ctx, table, storeadapter.Query{Filter: entities, Select: []string{}, Continuation: tok})
 		if err != nil {

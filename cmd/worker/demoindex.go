@@ -20,6 +20,7 @@ import (
 	"github.com/tablekeeper/tablekeeper/localstore"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/indexes"
 )
 
 // demoChange is one change the index part of the demo makes to Employees,
@@ -44,7 +45,7 @@ var demoChanges = []demoChange{
 // its index message, and the same lookups again. Index jobs run one at a
 // time, so that each job's storage calls can be told apart.
 func runIndexDemo(ctx context.Context, out io.Writer, store *localstore.Store, log *slog.Logger, cfg runner.Config, kinds catalog.Config) error {
-	x, err := index.Open(store, kinds.Index) // the lookups read the store directly
+	x, err := indexes.Open(store, kinds.Index) // the lookups read the store directly
 	if err != nil {
 		return err
 	}
@@ -113,11 +114,11 @@ func runIndexDemo(ctx context.Context, out io.Writer, store *localstore.Store, l
 }
 
 // describeDecl says in a few words what an index declaration keeps.
-func describeDecl(d index.Decl) string {
+func describeDecl(d indexes.Decl) string {
 	switch d.Kind {
-	case index.KindCopy:
+	case indexes.KindCopy:
 		return fmt.Sprintf("copy of %s per %s, in the entity's partition", strings.Join(d.Properties, ", "), d.Property)
-	case index.KindList:
+	case indexes.KindList:
 		return fmt.Sprintf("list of the keys per %s, in table %s", d.Property, d.Table)
 	default:
 		return fmt.Sprintf("one row per %s and key, in table %s", d.Property, d.Table)
@@ -126,12 +127,12 @@ func describeDecl(d index.Decl) string {
 
 // printLookups prints who is called Jones (by both LastName indexes) and
 // the email copies of the given addresses in Sales.
-func printLookups(ctx context.Context, out io.Writer, x *index.Indexes, emails ...string) error {
-	list, err := x.Lookup(ctx, demoCurrent, "lastName", "Jones", index.LookupOptions{})
+func printLookups(ctx context.Context, out io.Writer, x *indexes.Set, emails ...string) error {
+	list, err := x.Lookup(ctx, demoCurrent, "lastName", "Jones", indexes.LookupOptions{})
 	if err != nil {
 		return err
 	}
-	rows, err := x.Lookup(ctx, demoCurrent, "lastNameRows", "Jones", index.LookupOptions{})
+	rows, err := x.Lookup(ctx, demoCurrent, "lastNameRows", "Jones", indexes.LookupOptions{})
 	if err != nil {
 		return err
 	}
@@ -142,7 +143,7 @@ func printLookups(ctx context.Context, out io.Writer, x *index.Indexes, emails .
 	fmt.Fprintf(out, "lookup lastName \"Jones\": %s (%s)\n", formatKeys(list), same)
 	sales := "Sales"
 	for _, email := range emails {
-		ms, err := x.Lookup(ctx, demoCurrent, "email", email, index.LookupOptions{PK: &sales, Entities: true})
+		ms, err := x.Lookup(ctx, demoCurrent, "email", email, indexes.LookupOptions{PK: &sales, Entities: true})
 		if err != nil {
 			return err
 		}
@@ -164,7 +165,7 @@ func printLookups(ctx context.Context, out io.Writer, x *index.Indexes, emails .
 }
 
 // formatKeys lists keys grouped by partition: "Sales 000003 000017; ...".
-func formatKeys(ms []index.Match) string {
+func formatKeys(ms []indexes.Match) string {
 	if len(ms) == 0 {
 		return "none"
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/tablekeeper/tablekeeper/idempotent"
 	"github.com/tablekeeper/tablekeeper/idempotent/tableexport"
 	"github.com/tablekeeper/tablekeeper/jobs"
+	"github.com/tablekeeper/tablekeeper/jobs/kit"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
@@ -331,10 +332,11 @@ type Worker struct {
 
 // New returns the archive worker on store, configured by cfg (its defaults
 // filled in); an invalid cfg is an error naming the field.
-func New(store storeadapter.Store, cfg Config) (*Worker, error) {
+func New(d kit.Deps, cfg Config) (*Worker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	store := d.Store
 	return &Worker{store: store, checkpoints: idempotent.Checkpoints{Tables: store.Tables(), Table: cfg.CheckpointTable}, cfg: cfg}, nil
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/tablekeeper/tablekeeper/internal/clock"
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/archive"
+	"github.com/tablekeeper/tablekeeper/jobs/kit"
 	"github.com/tablekeeper/tablekeeper/localstore"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
@@ -76,7 +77,7 @@ func newArchive(t *testing.T) *archiveBundle {
 		}
 	}
 	var err error
-	if b.arch, err = archive.New(b.store, archive.Config{CheckpointTable: "Checkpoints"}); err != nil {
+	if b.arch, err = archive.New(kit.Plain(b.store), archive.Config{CheckpointTable: "Checkpoints"}); err != nil {
 		t.Fatal(err)
 	}
 	return b

@@ -11,6 +11,7 @@ import (
 	"github.com/tablekeeper/tablekeeper/idempotent/tableexport"
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/archive"
+	"github.com/tablekeeper/tablekeeper/jobs/kit"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
 )
@@ -20,7 +21,7 @@ import (
 func (b *archiveBundle) smallParts(t *testing.T) {
 	t.Helper()
 	var err error
-	if b.arch, err = archive.New(b.store, archive.Config{CheckpointTable: "Checkpoints", MaxPartBytes: 1024}); err != nil {
+	if b.arch, err = archive.New(kit.Plain(b.store), archive.Config{CheckpointTable: "Checkpoints", MaxPartBytes: 1024}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/tablekeeper/tablekeeper/internal/clock"
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/archive"
+	"github.com/tablekeeper/tablekeeper/jobs/kit"
 	"github.com/tablekeeper/tablekeeper/localstore"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
@@ -50,7 +51,7 @@ func TestRangeToBlobStaleDeliveryDeletesOnlyListedRows(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	w, err := archive.New(store, archive.Config{CheckpointTable: "Checkpoints"})
+	w, err := archive.New(kit.Plain(store), archive.Config{CheckpointTable: "Checkpoints"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,10 +9,25 @@ import (
 
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/largeentity"
 )
 
 // Kind is the envelope kind of blobsync jobs.
 const Kind = "blobsync"
+
+// Modes (Args.Mode). An offload and an attach leave a reference of their
+// mode (largeentity.Ref.Mode).
+const (
+	ModeOffload   = largeentity.ModeOffload // move a property to a blob blobsync owns
+	ModeAttach    = largeentity.ModeAttach  // link a blob the application uploaded itself
+	ModeReconcile = "reconcile"             // repair drift between a table and a container
+)
+
+// OnMissing values (Args.OnMissing, Config.OnMissing).
+const (
+	OnMissingReport = "report"
+	OnMissingClear  = "clear"
+)
 
 // Args are the arguments of a blobsync job (the README documents them).
 // Mode selects what the job does and which fields it takes:
@@ -76,10 +91,10 @@ func (a Args) Validate() error {
 	}{
 		{"pk", func() error { return storeadapter.ValidateKey("pk", a.PK) }},
 		{"rk", func() error { return storeadapter.ValidateKey("rk", a.RK) }},
-		{"property", func() error { return checkProperty(a.Property) }},
+		{"property", func() error { return largeentity.CheckProperty(a.Property) }},
 		{"container", func() error { return storeadapter.ValidateContainerName(a.Container) }},
 		{"blob", func() error { return storeadapter.ValidateBlobName(a.Blob) }},
-		{"prefix", func() error { _, err := cleanPrefix(a.Prefix); return err }},
+		{"prefix", func() error { _, err := largeentity.CleanPrefix(a.Prefix); return err }},
 		{"grace", func() error {
 			if d := time.Duration(*a.Grace); d < time.Second || d > MaxGrace {
 				return fmt.Errorf("must be 1s-%v (and at least the blobsync maxRunTime), got %v", MaxGrace, d)
@@ -104,8 +119,8 @@ func (a Args) Validate() error {
 	}
 	if a.Mode == ModeReconcile && a.Prefix != "" {
 		// The listed names must fit Azure's limits.
-		p, _ := cleanPrefix(a.Prefix)
-		if err := storeadapter.ValidateBlobName(BlobName(p, a.Table, "p", "r", "P", strings.Repeat("0", 64))); err != nil {
+		p, _ := largeentity.CleanPrefix(a.Prefix)
+		if err := storeadapter.ValidateBlobName(largeentity.BlobName(p, a.Table, "p", "r", "P", strings.Repeat("0", 64))); err != nil {
 			return field("prefix", err)
 		}
 	}
@@ -115,22 +130,22 @@ func (a Args) Validate() error {
 // managedNameFits checks that the longest managed name an offload of
 // (table, pk, rk) could write under prefix fits Azure's blob-name rules:
 // BlobName with property (or, when it is "", a stand-in of
-// MaxPropertyChars characters: an offload without args.property may pick
+// largeentity.MaxPropertyChars characters: an offload without args.property may pick
 // any property name blobsync moves) and a 64-digit SHA-256. Escaping can
 // make a key three times longer, so keys Azure takes in an entity may not
 // fit in a name. The error names args.pk, or args.rk when the row key is
 // what makes the name too long.
 func managedNameFits(prefix, table, pk, rk, property string) error {
 	if property == "" {
-		property = strings.Repeat("x", MaxPropertyChars)
+		property = strings.Repeat("x", largeentity.MaxPropertyChars)
 	}
 	sum := strings.Repeat("0", 64)
-	err := storeadapter.ValidateBlobName(BlobName(prefix, table, pk, rk, property, sum))
+	err := storeadapter.ValidateBlobName(largeentity.BlobName(prefix, table, pk, rk, property, sum))
 	if err == nil {
 		return nil
 	}
 	f := "pk"
-	if storeadapter.ValidateBlobName(BlobName(prefix, table, pk, "r", property, sum)) == nil {
+	if storeadapter.ValidateBlobName(largeentity.BlobName(prefix, table, pk, "r", property, sum)) == nil {
 		f = "rk"
 	}
 	in := ""

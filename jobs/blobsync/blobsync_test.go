@@ -14,6 +14,7 @@ import (
 	"github.com/tablekeeper/tablekeeper/jobs/blobsync"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/largeentity"
 )
 
 // TestOffload offloads a String and a Binary property: the entity holds
@@ -42,13 +43,13 @@ func TestOffload(t *testing.T) {
 			t.Errorf("%s still inline after its offload", p)
 		}
 	}
-	ref, ok, err := blobsync.RefOf(e, "Bio")
+	ref, ok, err := largeentity.RefOf(e, "Bio")
 	if err != nil || !ok {
 		t.Fatalf("TkBlob_Bio: %v, %v", ok, err)
 	}
 	wantName := "Employees/Sales/Jones%2C%20A.%201%2E/Bio/" + ref.SHA256
 	if ref.Name != wantName || ref.Container != "blobs" || ref.Type != "Edm.String" || ref.Mode != "offload" || ref.V != 1 ||
-		ref.ContentType != blobsync.ContentTypeString || ref.Length != int64(len(want.Properties["Bio"].(string))) {
+		ref.ContentType != largeentity.ContentTypeString || ref.Length != int64(len(want.Properties["Bio"].(string))) {
 		t.Errorf("reference %+v, want name %s, Edm.String, offload, %d bytes", ref, wantName, len(want.Properties["Bio"].(string)))
 	}
 	raw := e.Properties["TkBlob_Bio"].(string)
@@ -57,15 +58,15 @@ func TestOffload(t *testing.T) {
 		t.Errorf("TkBlob_Bio is not the compact layout: %.120s", raw)
 	}
 	data, props, err := b.local.Container(container).Get(context.Background(), wantName)
-	if err != nil || string(data) != want.Properties["Bio"] || props.ContentType != blobsync.ContentTypeString {
+	if err != nil || string(data) != want.Properties["Bio"] || props.ContentType != largeentity.ContentTypeString {
 		t.Errorf("blob %s: %d bytes, content type %q, %v", wantName, len(data), props.ContentType, err)
 	}
-	if r, _, _ := blobsync.RefOf(e, "Photo"); r.Type != "Edm.Binary" || r.ContentType != blobsync.ContentTypeBinary {
-		t.Errorf("Photo reference %+v, want Edm.Binary, %s", r, blobsync.ContentTypeBinary)
+	if r, _, _ := largeentity.RefOf(e, "Photo"); r.Type != "Edm.Binary" || r.ContentType != largeentity.ContentTypeBinary {
+		t.Errorf("Photo reference %+v, want Edm.Binary, %s", r, largeentity.ContentTypeBinary)
 	}
 	kept := map[string]any{}
 	for k, v := range e.Properties {
-		if !strings.HasPrefix(k, blobsync.RefPrefix) {
+		if !strings.HasPrefix(k, largeentity.RefPrefix) {
 			kept[k] = v
 		}
 	}
@@ -86,7 +87,7 @@ func TestOffload(t *testing.T) {
 // properties and every String or Binary over offloadOver, to the
 // container and prefix of its config entry.
 func TestOffloadDeclared(t *testing.T) {
-	b := newBundle(t, blobsync.Config{Tables: []blobsync.TableConfig{
+	b := newBundle(t, blobsync.Config{Tables: []largeentity.TableConfig{
 		{Table: "Employees", Container: container, Prefix: "large/v1", Properties: []string{"Photo", "Resume"}, OffloadOver: 1000},
 	}})
 	want := employee("Sales", "1")
@@ -101,7 +102,7 @@ func TestOffloadDeclared(t *testing.T) {
 	if _, ok := e.Properties["Short"]; !ok {
 		t.Error("Short was offloaded")
 	}
-	if r, _, _ := blobsync.RefOf(e, "Notes"); !strings.HasPrefix(r.Name, "large/v1/Employees/Sales/1/Notes/") {
+	if r, _, _ := largeentity.RefOf(e, "Notes"); !strings.HasPrefix(r.Name, "large/v1/Employees/Sales/1/Notes/") {
 		t.Errorf("Notes went to %q, want under the config's prefix", r.Name)
 	}
 	b.assertGet(t, "Sales", "1", want.Properties)
@@ -119,7 +120,7 @@ func TestOffloadAgain(t *testing.T) {
 	b.insert(t, employee("Sales", "1"))
 	args := `{"mode":"offload","table":"Employees","pk":"Sales","rk":"1","property":"Bio","container":"blobs"}`
 	b.mustRun(t, "op-1", args)
-	first, _, _ := blobsync.RefOf(b.entity(t, "Sales", "1"), "Bio")
+	first, _, _ := largeentity.RefOf(b.entity(t, "Sales", "1"), "Bio")
 	b.merge(t, "Sales", "1", map[string]any{"Bio": bio("v2")})
 	b.assertGet(t, "Sales", "1", map[string]any{"Name": "Jones, O'Brien", "Age": int32(40), "Salary": int64(1<<62 + 1),
 		"Hired": employee("", "").Properties["Hired"], "Bio": bio("v2"), "Photo": photo(1)}) // inline wins over the old reference
@@ -135,7 +136,7 @@ func TestOffloadAgain(t *testing.T) {
 	}
 	b.merge(t, "Sales", "1", map[string]any{"Bio": bio("v1")})
 	b.mustRun(t, "op-3", args)
-	if again, _, _ := blobsync.RefOf(b.entity(t, "Sales", "1"), "Bio"); again.Name != first.Name {
+	if again, _, _ := largeentity.RefOf(b.entity(t, "Sales", "1"), "Bio"); again.Name != first.Name {
 		t.Errorf("content v1 went to %s, want its content address %s", again.Name, first.Name)
 	}
 	b.assertGet(t, "Sales", "1", employee("Sales", "1").Properties)
@@ -186,7 +187,7 @@ func TestAttach(t *testing.T) {
 	ctx := context.Background()
 	b.insert(t, employee("Sales", "1"))
 	b.mustRun(t, "op-0", `{"mode":"offload","table":"Employees","pk":"Sales","rk":"1","property":"Photo","container":"blobs"}`)
-	offloaded, _, _ := blobsync.RefOf(b.entity(t, "Sales", "1"), "Photo")
+	offloaded, _, _ := largeentity.RefOf(b.entity(t, "Sales", "1"), "Photo")
 	photos := b.local.Container("photos")
 	if err := photos.Create(ctx); err != nil {
 		t.Fatal(err)
@@ -202,7 +203,7 @@ func TestAttach(t *testing.T) {
 	if _, err := b.local.Container(container).Properties(ctx, offloaded.Name); !errors.Is(err, storeadapter.ErrNotFound) {
 		t.Errorf("offloaded blob: %v, want deleted", err)
 	}
-	ref, _, _ := blobsync.RefOf(b.entity(t, "Sales", "1"), "Photo")
+	ref, _, _ := largeentity.RefOf(b.entity(t, "Sales", "1"), "Photo")
 	if ref.Mode != "attach" || ref.ContentType != "image/jpeg" || ref.Type != "Edm.Binary" || ref.Length != 8 {
 		t.Errorf("reference %+v", ref)
 	}
@@ -217,13 +218,13 @@ func TestAttach(t *testing.T) {
 	if _, err := photos.Put(ctx, "sales/1.jpg", []byte("jpeg two, larger"), storeadapter.PutOptions{ContentType: "image/png"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := blobsync.Get(ctx, b.local, table, "Sales", "1"); !errors.Is(err, blobsync.ErrMismatch) {
+	if _, err := largeentity.Get(ctx, b.local, table, "Sales", "1"); !errors.Is(err, largeentity.ErrMismatch) {
 		t.Errorf("Get after the application overwrote the blob: %v, want ErrMismatch until it is attached again", err)
 	}
 	b.mustRun(t, "op-3", args)
 	want["Photo"] = []byte("jpeg two, larger")
 	b.assertGet(t, "Sales", "1", want)
-	if ref, _, _ := blobsync.RefOf(b.entity(t, "Sales", "1"), "Photo"); ref.ContentType != "image/png" {
+	if ref, _, _ := largeentity.RefOf(b.entity(t, "Sales", "1"), "Photo"); ref.ContentType != "image/png" {
 		t.Errorf("refreshed content type %q, want image/png", ref.ContentType)
 	}
 	if _, err := photos.Properties(ctx, "sales/1.jpg"); err != nil {
@@ -269,7 +270,7 @@ func TestGetDetectsTampering(t *testing.T) {
 	for _, p := range []string{"Text", "Empty", "Bytes", "NoBytes"} {
 		b.mustRun(t, "op-"+p, `{"mode":"offload","table":"Employees","pk":"P","rk":"1","property":"`+p+`","container":"blobs"}`)
 	}
-	got, err := blobsync.Get(ctx, b.local, table, "P", "1")
+	got, err := largeentity.Get(ctx, b.local, table, "P", "1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,19 +284,19 @@ func TestGetDetectsTampering(t *testing.T) {
 		t.Errorf("Get returned %d properties, want 5", len(got.Properties))
 	}
 
-	ref, _, _ := blobsync.RefOf(b.entity(t, "P", "1"), "Text")
+	ref, _, _ := largeentity.RefOf(b.entity(t, "P", "1"), "Text")
 	if _, err := b.local.Container(container).Put(ctx, ref.Name, []byte("😀 non-BMP and ê"), storeadapter.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = blobsync.Get(ctx, b.local, table, "P", "1")
-	var me *blobsync.MismatchError
+	_, err = largeentity.Get(ctx, b.local, table, "P", "1")
+	var me *largeentity.MismatchError
 	if !errors.As(err, &me) || me.Property != "Text" || me.What != "sha256" || !strings.Contains(err.Error(), "property Text") {
 		t.Fatalf("Get of a tampered blob = %v, want a sha256 mismatch naming Text", err)
 	}
 	if err := b.local.Container(container).Delete(ctx, ref.Name, ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err = blobsync.Get(ctx, b.local, table, "P", "1"); !errors.Is(err, storeadapter.ErrNotFound) || !strings.Contains(err.Error(), "property Text") {
+	if _, err = largeentity.Get(ctx, b.local, table, "P", "1"); !errors.Is(err, storeadapter.ErrNotFound) || !strings.Contains(err.Error(), "property Text") {
 		t.Fatalf("Get with a missing blob = %v, want ErrNotFound naming Text", err)
 	}
 }
@@ -371,12 +372,12 @@ func TestConfigValidate(t *testing.T) {
 		{blobsync.Config{OnMissing: "drop"}, "blobsync.onMissing:"},
 		{blobsync.Config{PageSize: 1001}, "blobsync.pageSize: must be 1-1000"},
 		{blobsync.Config{MaxConflicts: 101}, "blobsync.maxConflicts"},
-		{blobsync.Config{Tables: []blobsync.TableConfig{{Table: "T_1", Container: "c1c"}}}, "blobsync.tables[0].table"},
-		{blobsync.Config{Tables: []blobsync.TableConfig{{Table: "Tab", Container: "C"}}}, "blobsync.tables[0].container"},
-		{blobsync.Config{Tables: []blobsync.TableConfig{{Table: "Tab", Container: "ccc"}, {Table: "TAB", Container: "ccc"}}}, "blobsync.tables[1].table: TAB is declared twice"},
-		{blobsync.Config{Tables: []blobsync.TableConfig{{Table: "Tab", Container: "ccc", Prefix: "../x"}}}, "blobsync.tables[0].prefix"},
-		{blobsync.Config{Tables: []blobsync.TableConfig{{Table: "Tab", Container: "ccc", Properties: []string{"A", "TkBlob_A"}}}}, "blobsync.tables[0].properties[1]"},
-		{blobsync.Config{Tables: []blobsync.TableConfig{{Table: "Tab", Container: "ccc", OffloadOver: -1}}}, "blobsync.tables[0].offloadOver"},
+		{blobsync.Config{Tables: []largeentity.TableConfig{{Table: "T_1", Container: "c1c"}}}, "blobsync.tables[0].table"},
+		{blobsync.Config{Tables: []largeentity.TableConfig{{Table: "Tab", Container: "C"}}}, "blobsync.tables[0].container"},
+		{blobsync.Config{Tables: []largeentity.TableConfig{{Table: "Tab", Container: "ccc"}, {Table: "TAB", Container: "ccc"}}}, "blobsync.tables[1].table: TAB is declared twice"},
+		{blobsync.Config{Tables: []largeentity.TableConfig{{Table: "Tab", Container: "ccc", Prefix: "../x"}}}, "blobsync.tables[0].prefix"},
+		{blobsync.Config{Tables: []largeentity.TableConfig{{Table: "Tab", Container: "ccc", Properties: []string{"A", "TkBlob_A"}}}}, "blobsync.tables[0].properties[1]"},
+		{blobsync.Config{Tables: []largeentity.TableConfig{{Table: "Tab", Container: "ccc", OffloadOver: -1}}}, "blobsync.tables[0].offloadOver"},
 	}
 	for _, c := range cases {
 		if err := c.cfg.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
@@ -394,9 +395,9 @@ func TestConfigValidate(t *testing.T) {
 func TestNames(t *testing.T) {
 	sum := strings.Repeat("ab", 32)
 	for _, k := range [][2]string{{"Sales", "1"}, {"..", "a."}, {"é😀 %", "x y"}} {
-		name := blobsync.BlobName("pre/fix", "Employees", k[0], k[1], "Bio", sum)
-		m, ok := blobsync.ParseBlobName("pre/fix", name)
-		if !ok || m != (blobsync.ManagedName{Table: "Employees", PK: k[0], RK: k[1], Property: "Bio", SHA256: sum}) {
+		name := largeentity.BlobName("pre/fix", "Employees", k[0], k[1], "Bio", sum)
+		m, ok := largeentity.ParseBlobName("pre/fix", name)
+		if !ok || m != (largeentity.ManagedName{Table: "Employees", PK: k[0], RK: k[1], Property: "Bio", SHA256: sum}) {
 			t.Errorf("ParseBlobName(%s) = %+v, %v", name, m, ok)
 		}
 	}
@@ -404,17 +405,17 @@ func TestNames(t *testing.T) {
 		"Employees/Sales/1/Bio/" + sum[:63], "Employees/Sales/1/Bio/" + strings.ToUpper(sum), "Employees/Sales/1/" + sum,
 		"Employees/Sales/1/Bio/x/" + sum, "Employees/Sa%6Ces/1/Bio/" + sum, "Employees/Sales/1/9Bio/" + sum, "other/Employees/Sales/1/Bio/" + sum,
 	} {
-		if m, ok := blobsync.ParseBlobName("", name); ok {
+		if m, ok := largeentity.ParseBlobName("", name); ok {
 			t.Errorf("ParseBlobName(%s) = %+v, want not managed", name, m)
 		}
 	}
-	ref := blobsync.Ref{V: 1, Container: "blobs", Name: "a/b", Length: 3, ContentType: "text/plain", SHA256: sum, ETag: `"0x1"`, Type: "Edm.String", Mode: "offload"}
-	if got, err := blobsync.ParseRef(ref.String()); err != nil || got != ref {
+	ref := largeentity.Ref{V: 1, Container: "blobs", Name: "a/b", Length: 3, ContentType: "text/plain", SHA256: sum, ETag: `"0x1"`, Type: "Edm.String", Mode: "offload"}
+	if got, err := largeentity.ParseRef(ref.String()); err != nil || got != ref {
 		t.Errorf("ParseRef(%s) = %+v, %v", ref, got, err)
 	}
 	for _, bad := range []string{`{}`, `{"v":2}`, strings.Replace(ref.String(), `"offload"`, `"copy"`, 1), strings.Replace(ref.String(), `"Edm.String"`, `"Edm.Int32"`, 1),
 		strings.Replace(ref.String(), `"v":1`, `"v":1,"x":1`, 1), ref.String() + "{}", "not json"} {
-		if _, err := blobsync.ParseRef(bad); err == nil {
+		if _, err := largeentity.ParseRef(bad); err == nil {
 			t.Errorf("ParseRef(%s) accepted", bad)
 		}
 	}

@@ -3,11 +3,11 @@ package blobsync
 import (
 	"cmp"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/largeentity"
 )
 
 // Defaults and bounds of Config.
@@ -26,7 +26,7 @@ const (
 type Config struct {
 	// Tables declares, per table, where its offloaded properties go and
 	// which properties an offload without args.property moves.
-	Tables []TableConfig `json:"tables,omitempty"`
+	Tables largeentity.Layout `json:"tables,omitempty"`
 	// Grace is how old a blob in the managed layout must be (by its
 	// LastModified) before reconcile may delete it as an orphan. Default
 	// 24h; at least MaxRunTime (an offload writes its blob before its
@@ -51,27 +51,6 @@ type Config struct {
 	// PageSize is the number of entities reconcile reads per query page
 	// (and checkpoints after). Default and maximum 1000.
 	PageSize int `json:"pageSize,omitempty"`
-}
-
-// TableConfig is the offload declaration of one table.
-type TableConfig struct {
-	// Table is the table's name.
-	Table string `json:"table"`
-	// Container receives the table's offloaded properties (when the
-	// offload's args name no container).
-	Container string `json:"container"`
-	// Prefix, optional, goes before the managed blob names in Container
-	// (and only there): <prefix>/<table>/<pk>/<rk>/<property>/<sha256>.
-	// An offload, attach or reconcile of the table with another container
-	// uses no prefix there (see Config.prefixFor). No "." or ".." segments.
-	Prefix string `json:"prefix,omitempty"`
-	// Properties are offloaded by every offload of the table that names
-	// no property (when the entity has them).
-	Properties []string `json:"properties,omitempty"`
-	// OffloadOver, when above 0, also offloads every String or Binary
-	// property larger than this many bytes (UTF-8 bytes of a string, the
-	// bytes of a binary: what the blob holds).
-	OffloadOver int64 `json:"offloadOver,omitempty"`
 }
 
 // Validate fills the defaults and checks each field, naming it and its
@@ -101,86 +80,10 @@ func (c *Config) Validate() error {
 	if c.PageSize < 1 || c.PageSize > storeadapter.MaxPageSize {
 		return fmt.Errorf("blobsync.pageSize: must be 1-%d, got %d", storeadapter.MaxPageSize, c.PageSize)
 	}
-	seen := map[string]bool{}
-	for i, tc := range c.Tables {
-		at := fmt.Sprintf("blobsync.tables[%d]", i)
-		if err := storeadapter.ValidateTableName(tc.Table); err != nil {
-			return fmt.Errorf("%s.table: %w", at, err)
-		}
-		if low := strings.ToLower(tc.Table); seen[low] {
-			return fmt.Errorf("%s.table: %s is declared twice (table names ignore case)", at, tc.Table)
-		} else {
-			seen[low] = true
-		}
-		if err := storeadapter.ValidateContainerName(tc.Container); err != nil {
-			return fmt.Errorf("%s.container: %w", at, err)
-		}
-		if _, err := cleanPrefix(tc.Prefix); err != nil {
-			return fmt.Errorf("%s.prefix: %w", at, err)
-		}
-		props := map[string]bool{}
-		for j, p := range tc.Properties {
-			if err := checkProperty(p); err != nil {
-				return fmt.Errorf("%s.properties[%d]: %w", at, j, err)
-			}
-			if props[p] {
-				return fmt.Errorf("%s.properties[%d]: %s is listed twice", at, j, p)
-			}
-			props[p] = true
-		}
-		if tc.OffloadOver < 0 {
-			return fmt.Errorf("%s.offloadOver: must be 0 (off) or a number of bytes, got %d", at, tc.OffloadOver)
-		}
+	if err := c.Tables.Validate("blobsync.tables"); err != nil {
+		return err
 	}
 	return nil
-}
-
-// table returns the declaration of a table, nil when it has none.
-func (c *Config) table(name string) *TableConfig {
-	for i := range c.Tables {
-		if strings.EqualFold(c.Tables[i].Table, name) {
-			return &c.Tables[i]
-		}
-	}
-	return nil
-}
-
-// prefixFor is the prefix of the managed names of table in container,
-// the one rule offload, attach and reconcile share: the table's config
-// prefix applies to the table's config container only; any other
-// container (args.container naming another one) holds the table's managed
-// names from its root. A reconcile's args.prefix overrides it for that
-// reconcile.
-func (c *Config) prefixFor(table, container string) string {
-	if tc := c.table(table); tc != nil && tc.Container == container {
-		p, _ := cleanPrefix(tc.Prefix) // validated with the config
-		return p
-	}
-	return ""
-}
-
-// managedIn reports whether name is a managed name in container under
-// any prefix that may be in force there (none, or the prefix of a table
-// declared with that container), and returns that prefix with its slash.
-// attach refuses such names for every table, not only its own: a blob in
-// the managed layout belongs to the entity its name holds.
-func (c *Config) managedIn(container, name string) (string, bool) {
-	prefixes := []string{""}
-	for _, tc := range c.Tables {
-		if tc.Container == container {
-			p, _ := cleanPrefix(tc.Prefix)
-			prefixes = append(prefixes, p)
-		}
-	}
-	for _, p := range prefixes {
-		if _, ok := ParseBlobName(p, name); ok {
-			if p != "" {
-				p += "/"
-			}
-			return p, true
-		}
-	}
-	return "", false
 }
 
 // checkGrace applies the sanity bound of a grace period.

@@ -16,6 +16,7 @@ import (
 	"github.com/tablekeeper/tablekeeper/jobs/blobsync"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/largeentity"
 )
 
 // scenario is one job run against every crash position.
@@ -189,7 +190,7 @@ func reconcileSetup(t *testing.T, b *bundle) {
 	for _, rk := range []string{"1", "2", "5"} {
 		b.mustRun(t, "op-o"+rk, `{"mode":"offload","table":"Employees","pk":"Sales","rk":"`+rk+`","property":"Bio","container":"blobs"}`)
 	}
-	ref2, _, _ := blobsync.RefOf(b.entity(t, "Sales", "2"), "Bio")
+	ref2, _, _ := largeentity.RefOf(b.entity(t, "Sales", "2"), "Bio")
 	if err := blobs.Delete(ctx, ref2.Name, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +201,7 @@ func reconcileSetup(t *testing.T, b *bundle) {
 	if _, err := blobs.Put(ctx, "app/3.bin", []byte("three, new"), storeadapter.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := blobs.Put(ctx, blobsync.BlobName("", table, "Sales", "4", "Bio", strings.Repeat("4", 64)), []byte("crashed offload"), storeadapter.PutOptions{}); err != nil {
+	if _, err := blobs.Put(ctx, largeentity.BlobName("", table, "Sales", "4", "Bio", strings.Repeat("4", 64)), []byte("crashed offload"), storeadapter.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.local.Tables().DeleteEntity(ctx, table, "Sales", "5", storeadapter.ETagAny); err != nil {
@@ -210,7 +211,7 @@ func reconcileSetup(t *testing.T, b *bundle) {
 		t.Fatal(err)
 	}
 	b.clock.Advance(grace + time.Minute)
-	if _, err := blobs.Put(ctx, blobsync.BlobName("", table, "Sales", "1", "Bio", strings.Repeat("1", 64)), []byte("young"), storeadapter.PutOptions{}); err != nil {
+	if _, err := blobs.Put(ctx, largeentity.BlobName("", table, "Sales", "1", "Bio", strings.Repeat("1", 64)), []byte("young"), storeadapter.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -232,8 +233,8 @@ func reconcileCheck(t *testing.T, b *bundle, touched map[string]int32) {
 		}
 		b.assertGet(t, "Sales", rk, want)
 	}
-	young := blobsync.BlobName("", table, "Sales", "1", "Bio", strings.Repeat("1", 64))
-	ref1, _, _ := blobsync.RefOf(b.entity(t, "Sales", "1"), "Bio")
+	young := largeentity.BlobName("", table, "Sales", "1", "Bio", strings.Repeat("1", 64))
+	ref1, _, _ := largeentity.RefOf(b.entity(t, "Sales", "1"), "Bio")
 	want := []string{"Employees/readme.txt", ref1.Name, young, "app/3.bin"}
 	slices.Sort(want)
 	if got := blobNames(b.blobs(t)); !slices.Equal(got, want) {
@@ -286,7 +287,7 @@ func TestReconcileReport(t *testing.T) {
 	if c := res.Reconcile; c.Missing != 1 || c.Cleared != 0 || !strings.Contains(res.String(), "Sales/2 Bio: blob Employees/Sales/2/Bio/") {
 		t.Errorf("result %q", res)
 	}
-	if _, ok, _ := blobsync.RefOf(b.entity(t, "Sales", "2"), "Bio"); !ok {
+	if _, ok, _ := largeentity.RefOf(b.entity(t, "Sales", "2"), "Bio"); !ok {
 		t.Error("the reference to the missing blob was cleared with onMissing report")
 	}
 }
@@ -298,7 +299,7 @@ func TestReconcileCorrupt(t *testing.T) {
 	b.insert(t, employee("Sales", "1"))
 	b.mustRun(t, "op-o", `{"mode":"offload","table":"Employees","pk":"Sales","rk":"1","property":"Bio","container":"blobs"}`)
 	e := b.entity(t, "Sales", "1")
-	ref, _, _ := blobsync.RefOf(e, "Bio")
+	ref, _, _ := largeentity.RefOf(e, "Bio")
 	if _, err := b.local.Container(container).Put(context.Background(), ref.Name, []byte("tampered"), storeadapter.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -375,7 +376,7 @@ func TestReconcileResumes(t *testing.T) {
 // If-Match the ETag they saw, so both fail and the reference resolves.
 func TestDeletesLoseToRewrites(t *testing.T) {
 	const args = `{"mode":"offload","table":"Employees","pk":"Sales","rk":"1","property":"Bio","container":"blobs"}`
-	v1Name := blobsync.BlobName("", table, "Sales", "1", "Bio", digestOf(bio("v1")))
+	v1Name := largeentity.BlobName("", table, "Sales", "1", "Bio", digestOf(bio("v1")))
 	for _, c := range []struct {
 		name  string
 		setup func(t *testing.T, b *bundle)

@@ -6,11 +6,10 @@
 // reconciles a table with its container: references to missing blobs,
 // stale blob metadata and orphaned blobs older than a grace period.
 //
-// An entity whose property P lives in a blob holds, instead of P, the
-// string property TkBlob_<P> (RefPrefix + P) with the compact JSON of a
-// Ref. Get reads an entity back with every such property restored from its
-// blob and checked against its SHA-256.
+// The references, the managed names and the reads that restore an entity
+// (Get, Restore) are the library tablepatterns/largeentity, which
+// applications and other kinds use without this worker.
 //
-// It imports jobs, idempotent and storeadapter only; never the Azure SDK,
-// the runner or another kind.
+// It imports jobs, idempotent, the tablepatterns libraries and
+// storeadapter only; never the Azure SDK, the runner or another kind.
 package blobsync

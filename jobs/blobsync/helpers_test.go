@@ -13,9 +13,11 @@ import (
 	"github.com/tablekeeper/tablekeeper/internal/clock"
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/blobsync"
+	"github.com/tablekeeper/tablekeeper/jobs/kit"
 	"github.com/tablekeeper/tablekeeper/localstore"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/largeentity"
 )
 
 const (
@@ -66,7 +68,7 @@ func newBundle(t *testing.T, cfg blobsync.Config) *bundle {
 	}
 	cfg.CheckpointTable = "Checkpoints"
 	cfg.Grace = jobs.Duration(grace)
-	w, err := blobsync.New(b.store, cfg)
+	w, err := blobsync.New(kit.Plain(b.store), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +194,7 @@ func assertProps(t *testing.T, what string, want, got map[string]any) {
 // assertGet checks that Get restores exactly want.
 func (b *bundle) assertGet(t *testing.T, pk, rk string, want map[string]any) {
 	t.Helper()
-	got, err := blobsync.Get(context.Background(), b.local, table, pk, rk)
+	got, err := largeentity.Get(context.Background(), b.local, table, pk, rk)
 	if err != nil {
 		t.Fatalf("Get %s/%s: %v", pk, rk, err)
 	}
@@ -204,7 +206,7 @@ func (b *bundle) assertGet(t *testing.T, pk, rk string, want map[string]any) {
 func (b *bundle) assertNoOrphans(t *testing.T) {
 	t.Helper()
 	for _, p := range b.blobs(t) {
-		m, ok := blobsync.ParseBlobName("", p.Name)
+		m, ok := largeentity.ParseBlobName("", p.Name)
 		if !ok {
 			continue // not managed (an attached blob of the application)
 		}
@@ -213,7 +215,7 @@ func (b *bundle) assertNoOrphans(t *testing.T) {
 			t.Errorf("orphan %s: its entity is gone", p.Name)
 			continue
 		}
-		ref, ok, err := blobsync.RefOf(e, m.Property)
+		ref, ok, err := largeentity.RefOf(e, m.Property)
 		if err != nil || !ok || ref.Name != p.Name {
 			t.Errorf("orphan %s: the entity's reference is %+v (ok %v, err %v)", p.Name, ref, ok, err)
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/largeentity"
 )
 
 // CheckpointStep names a reconcile's checkpoint (the RowKey under the
@@ -50,9 +51,9 @@ func (w *Worker) reconcile(ctx context.Context, opID string, a Args) (Result, er
 	if err := checkGrace(grace, time.Duration(w.cfg.MaxRunTime)); err != nil {
 		return res, jobs.Permanentf("args.grace: %w", err)
 	}
-	prefix := w.cfg.prefixFor(a.Table, a.Container)
+	prefix := w.cfg.Tables.PrefixFor(a.Table, a.Container)
 	if a.Prefix != "" {
-		prefix, _ = cleanPrefix(a.Prefix) // validated with the args
+		prefix, _ = largeentity.CleanPrefix(a.Prefix) // validated with the args
 	}
 	r := &reconciler{w: w, a: a, c: &res.Reconcile, blobs: w.store.Container(a.Container), prefix: prefix,
 		grace: grace, onMissing: cmp.Or(a.OnMissing, w.cfg.OnMissing)}
@@ -249,11 +250,11 @@ func (c *ReconcileCounts) add(f ReconcileCounts) {
 // blobs and returns the entity as it should be, counting into found.
 func (r *reconciler) check(ctx context.Context, e storeadapter.Entity, found *ReconcileCounts) (next storeadapter.Entity, changed bool, err error) {
 	next = e.Clone()
-	props := Refs(e)
+	props := largeentity.Refs(e)
 	slices.Sort(props)
 	for _, p := range props {
 		where := fmt.Sprintf("%s/%s %s", e.PartitionKey, e.RowKey, p)
-		ref, _, err := RefOf(e, p)
+		ref, _, err := largeentity.RefOf(e, p)
 		if err != nil {
 			found.Invalid++
 			found.problem("%s: %v", where, err)
@@ -271,7 +272,7 @@ func (r *reconciler) check(ctx context.Context, e storeadapter.Entity, found *Re
 		case errors.Is(err, storeadapter.ErrNotFound):
 			found.Missing++
 			if r.onMissing == OnMissingClear {
-				delete(next.Properties, RefPrefix+p)
+				delete(next.Properties, largeentity.RefPrefix+p)
 				found.Cleared++
 				changed = true
 			} else {
@@ -280,26 +281,26 @@ func (r *reconciler) check(ctx context.Context, e storeadapter.Entity, found *Re
 			continue
 		case err != nil:
 			return next, false, fmt.Errorf("blobsync: properties of %s/%s: %w", r.a.Container, ref.Name, err)
-		case sameETag(props.ETag, ref.ETag):
+		case largeentity.SameETag(props.ETag, ref.ETag):
 			continue
 		}
-		h, err := hashBlob(ctx, r.blobs, ref.Name, nil, -1)
+		h, err := largeentity.HashBlob(ctx, r.blobs, ref.Name, nil, -1)
 		switch {
 		case errors.Is(err, storeadapter.ErrNotFound):
 			continue // deleted since its properties were read: the next reconcile sees it missing
 		case err != nil:
 			return next, false, fmt.Errorf("blobsync: read %s/%s: %w", r.a.Container, ref.Name, err)
 		}
-		if ref.Mode == ModeOffload && h.sum != ref.SHA256 {
+		if ref.Mode == ModeOffload && h.Sum != ref.SHA256 {
 			found.Corrupt++
-			found.problem("%s: blob %s holds content of SHA-256 %s, not the offloaded %s", where, ref.Name, h.sum, ref.SHA256)
+			found.problem("%s: blob %s holds content of SHA-256 %s, not the offloaded %s", where, ref.Name, h.Sum, ref.SHA256)
 			continue
 		}
-		ref.ETag, ref.SHA256, ref.Length = h.props.ETag, h.sum, h.length
+		ref.ETag, ref.SHA256, ref.Length = h.Props.ETag, h.Sum, h.Length
 		if ref.Mode == ModeAttach {
-			ref.ContentType = h.props.ContentType
+			ref.ContentType = h.Props.ContentType
 		}
-		next.Properties[RefPrefix+p] = ref.String()
+		next.Properties[largeentity.RefPrefix+p] = ref.String()
 		found.Refreshed++
 		changed = true
 	}
@@ -353,7 +354,7 @@ func (r *reconciler) listPrefix() string {
 // blob collects one listed blob if it is an old orphan.
 func (r *reconciler) blob(ctx context.Context, b storeadapter.BlobProps, now time.Time, cache *entityCache) error {
 	r.c.Blobs++
-	m, ok := ParseBlobName(r.prefix, b.Name)
+	m, ok := largeentity.ParseBlobName(r.prefix, b.Name)
 	if !ok || m.Table != r.a.Table {
 		r.c.Unparsed++
 		return nil
@@ -390,11 +391,11 @@ func (r *reconciler) blob(ctx context.Context, b storeadapter.BlobProps, now tim
 // or any other of its references names it (an attach made before attach
 // refused managed names).
 func names(e storeadapter.Entity, p, container, name string) bool {
-	if ref, has, err := RefOf(e, p); has && (err != nil || ref.Container == container && ref.Name == name) {
+	if ref, has, err := largeentity.RefOf(e, p); has && (err != nil || ref.Container == container && ref.Name == name) {
 		return true
 	}
-	for _, q := range Refs(e) {
-		if ref, has, err := RefOf(e, q); has && err == nil && ref.Container == container && ref.Name == name {
+	for _, q := range largeentity.Refs(e) {
+		if ref, has, err := largeentity.RefOf(e, q); has && err == nil && ref.Container == container && ref.Name == name {
 			return true
 		}
 	}

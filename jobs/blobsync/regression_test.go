@@ -14,8 +14,10 @@ import (
 
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/blobsync"
+	"github.com/tablekeeper/tablekeeper/jobs/kit"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/largeentity"
 )
 
 // wantPermanent fails unless err is permanent and names every want.
@@ -81,7 +83,7 @@ func TestCopiedReferenceBelongsToTheSourceEntity(t *testing.T) {
 	if _, err := tables.InsertEntity(ctx, "Copies", b.entity(t, "Sales", "0001")); err != nil {
 		t.Fatal(err)
 	}
-	restored, err := blobsync.Get(ctx, b.local, table, "Sales", "0002")
+	restored, err := largeentity.Get(ctx, b.local, table, "Sales", "0002")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,10 +101,10 @@ func TestCopiedReferenceBelongsToTheSourceEntity(t *testing.T) {
 	if res.Reconcile.Orphans != 2 {
 		t.Errorf("reconcile: %s, want both source blobs collected", res)
 	}
-	if _, err := blobsync.Get(ctx, b.local, "Copies", "Sales", "0001"); !errors.Is(err, storeadapter.ErrNotFound) {
+	if _, err := largeentity.Get(ctx, b.local, "Copies", "Sales", "0001"); !errors.Is(err, storeadapter.ErrNotFound) {
 		t.Errorf("Get of the copy made with its references: %v, want the blob gone (ErrNotFound), as the README says", err)
 	}
-	got, err := blobsync.Get(ctx, b.local, "Copies", "Sales", "0002")
+	got, err := largeentity.Get(ctx, b.local, "Copies", "Sales", "0002")
 	if err != nil || got.Properties["Bio"] != bio("v1") {
 		t.Errorf("Get of the copy restored and offloaded again: %v, want its Bio", err)
 	}
@@ -111,7 +113,7 @@ func TestCopiedReferenceBelongsToTheSourceEntity(t *testing.T) {
 // Attach must not link a blob of the managed layout: blobsync deletes it
 // when its own entity's property moves on.
 func TestAttachRefusesManagedName(t *testing.T) {
-	b := newBundle(t, blobsync.Config{Tables: []blobsync.TableConfig{{Table: table, Container: "main", Prefix: "px"}}})
+	b := newBundle(t, blobsync.Config{Tables: []largeentity.TableConfig{{Table: table, Container: "main", Prefix: "px"}}})
 	ctx := context.Background()
 	if err := b.local.Container("main").Create(ctx); err != nil {
 		t.Fatal(err)
@@ -119,10 +121,10 @@ func TestAttachRefusesManagedName(t *testing.T) {
 	b.insert(t, employee("Sales", "0001"))
 	for _, c := range []string{container, "main"} {
 		b.mustRun(t, "off-"+c, `{"mode":"offload","table":"Employees","pk":"Sales","rk":"0001","property":"Bio","container":"`+c+`"}`)
-		ref, _, _ := blobsync.RefOf(b.entity(t, "Sales", "0001"), "Bio")
+		ref, _, _ := largeentity.RefOf(b.entity(t, "Sales", "0001"), "Bio")
 		_, err := b.run(t, "att-"+c, `{"mode":"attach","table":"Employees","pk":"Sales","rk":"0001","property":"BioCopy","container":"`+c+`","blob":"`+ref.Name+`"}`)
 		wantPermanent(t, "attach of "+ref.Name, err, "args.blob", ref.Name, "managed")
-		if _, has, _ := blobsync.RefOf(b.entity(t, "Sales", "0001"), "BioCopy"); has {
+		if _, has, _ := largeentity.RefOf(b.entity(t, "Sales", "0001"), "BioCopy"); has {
 			t.Errorf("the refused attach wrote a reference")
 		}
 		b.merge(t, "Sales", "0001", map[string]any{"Bio": bio("v1")})
@@ -167,7 +169,7 @@ func TestOffloadKeysMustFitManagedName(t *testing.T) {
 	}
 
 	// Fits without a prefix, not under the config's 500-character one.
-	b := newBundle(t, blobsync.Config{Tables: []blobsync.TableConfig{{Table: table, Container: container, Prefix: strings.Repeat("x", 500)}}})
+	b := newBundle(t, blobsync.Config{Tables: []largeentity.TableConfig{{Table: table, Container: container, Prefix: strings.Repeat("x", 500)}}})
 	pk := strings.Repeat("a", 500)
 	b.insert(t, storeadapter.Entity{PartitionKey: pk, RowKey: "r", Properties: map[string]any{"Bio": "x"}})
 	a := blobsync.Args{Mode: "offload", Table: table, PK: pk, RK: "r", Property: "Bio"}
@@ -187,7 +189,7 @@ func TestOffloadKeysMustFitManagedName(t *testing.T) {
 // reported (unless another offloaded property makes room); named by
 // args.property it is a permanent error naming it.
 func TestOffloadSkipsReferenceThatWouldPassEntityLimit(t *testing.T) {
-	b := newBundle(t, blobsync.Config{Tables: []blobsync.TableConfig{{Table: table, Container: container, Properties: []string{"Note", "Big"}}}})
+	b := newBundle(t, blobsync.Config{Tables: []largeentity.TableConfig{{Table: table, Container: container, Properties: []string{"Note", "Big"}}}})
 	b.insert(t, nearMiB("r", false))
 	b.insert(t, nearMiB("r2", true))
 
@@ -263,12 +265,12 @@ func TestGetStopsAtReferenceLength(t *testing.T) {
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	_, err := blobsync.Get(ctx, b.local, table, "p", "r")
+	_, err := largeentity.Get(ctx, b.local, table, "p", "r")
 	runtime.ReadMemStats(&after)
 	if grew := after.TotalAlloc - before.TotalAlloc; grew > 1<<20 {
 		t.Errorf("Get allocated %d KiB for a reference of 5 bytes", grew>>10)
 	}
-	var me *blobsync.MismatchError
+	var me *largeentity.MismatchError
 	if !errors.As(err, &me) || me.What != "length" || me.Property != "Photo" || me.Got != "67108864" {
 		t.Errorf("Get = %v, want a length mismatch naming Photo and the blob's size", err)
 	}
@@ -278,7 +280,7 @@ func TestGetStopsAtReferenceLength(t *testing.T) {
 // an offload into another container writes unprefixed names there, which a
 // reconcile of that container lists and collects.
 func TestPrefixAppliesToConfigContainerOnly(t *testing.T) {
-	b := newBundle(t, blobsync.Config{Tables: []blobsync.TableConfig{{Table: table, Container: "main", Prefix: "px"}}})
+	b := newBundle(t, blobsync.Config{Tables: []largeentity.TableConfig{{Table: table, Container: "main", Prefix: "px"}}})
 	ctx := context.Background()
 	if err := b.local.Container("main").Create(ctx); err != nil {
 		t.Fatal(err)
@@ -287,8 +289,8 @@ func TestPrefixAppliesToConfigContainerOnly(t *testing.T) {
 	b.mustRun(t, "off1", `{"mode":"offload","table":"Employees","pk":"Sales","rk":"0001","property":"Bio","container":"blobs"}`)
 	b.mustRun(t, "off2", `{"mode":"offload","table":"Employees","pk":"Sales","rk":"0001","property":"Photo"}`)
 	e := b.entity(t, "Sales", "0001")
-	bioRef, _, _ := blobsync.RefOf(e, "Bio")
-	photoRef, _, _ := blobsync.RefOf(e, "Photo")
+	bioRef, _, _ := largeentity.RefOf(e, "Bio")
+	photoRef, _, _ := largeentity.RefOf(e, "Photo")
 	if !strings.HasPrefix(bioRef.Name, "Employees/") || photoRef.Container != "main" || !strings.HasPrefix(photoRef.Name, "px/Employees/") {
 		t.Fatalf("names %s/%s and %s/%s, want blobs/Employees/… and main/px/Employees/…", bioRef.Container, bioRef.Name, photoRef.Container, photoRef.Name)
 	}
@@ -308,7 +310,7 @@ func TestPrefixAppliesToConfigContainerOnly(t *testing.T) {
 // reference is skipped and reported; the entity's other large properties
 // still move.
 func TestOffloadOverSkipsLongPropertyName(t *testing.T) {
-	b := newBundle(t, blobsync.Config{Tables: []blobsync.TableConfig{{Table: table, Container: container, OffloadOver: 1000}}})
+	b := newBundle(t, blobsync.Config{Tables: []largeentity.TableConfig{{Table: table, Container: container, OffloadOver: 1000}}})
 	long := "L" + strings.Repeat("x", 251)
 	b.insert(t, storeadapter.Entity{PartitionKey: "p", RowKey: "r", Properties: map[string]any{long: strings.Repeat("a", 5000), "Bio": strings.Repeat("b", 5000)}})
 	res, err := b.run(t, "op", `{"mode":"offload","table":"Employees","pk":"p","rk":"r"}`)
@@ -364,7 +366,7 @@ func TestReconcileKeepsBlobWithoutLastModified(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.clock.Advance(2 * grace)
-	w, err := blobsync.New(zeroAges{b.local}, blobsync.Config{CheckpointTable: "Checkpoints", Grace: jobs.Duration(grace)})
+	w, err := blobsync.New(kit.Plain(zeroAges{b.local}), blobsync.Config{CheckpointTable: "Checkpoints", Grace: jobs.Duration(grace)})
 	if err != nil {
 		t.Fatal(err)
 	}

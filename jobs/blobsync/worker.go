@@ -10,7 +10,9 @@ import (
 
 	"github.com/tablekeeper/tablekeeper/idempotent"
 	"github.com/tablekeeper/tablekeeper/jobs"
+	"github.com/tablekeeper/tablekeeper/jobs/kit"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/largeentity"
 )
 
 // Worker keeps entities and their blobs consistent: the large entities
@@ -188,10 +190,11 @@ type Worker struct {
 
 // New returns the blobsync worker on store, configured by cfg (its
 // defaults filled in); an invalid cfg is an error naming the field.
-func New(store storeadapter.Store, cfg Config) (*Worker, error) {
+func New(d kit.Deps, cfg Config) (*Worker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	store := d.Store
 	return &Worker{store: store, checkpoints: idempotent.Checkpoints{Tables: store.Tables(), Table: cfg.CheckpointTable},
 		cfg: cfg, now: time.Now}, nil
 }
@@ -375,7 +378,7 @@ func missingContainer(err error, fieldName, container string) error {
 // offload is the offload mode (see Worker).
 func (w *Worker) offload(ctx context.Context, a Args) (Result, error) {
 	res := Result{Mode: ModeOffload}
-	tc := w.cfg.table(a.Table)
+	tc := w.cfg.Tables.Table(a.Table)
 	container, containerField := a.Container, "args.container"
 	if container == "" && tc != nil {
 		container, containerField = tc.Container, fmt.Sprintf("blobsync.tables[%s].container", tc.Table)
@@ -383,7 +386,7 @@ func (w *Worker) offload(ctx context.Context, a Args) (Result, error) {
 	if container == "" {
 		return res, jobs.Permanentf("args.container: is required: table %s has no blobsync.tables entry", a.Table)
 	}
-	prefix := w.cfg.prefixFor(a.Table, container)
+	prefix := w.cfg.Tables.PrefixFor(a.Table, container)
 	if err := managedNameFits(prefix, a.Table, a.PK, a.RK, a.Property); err != nil {
 		return res, jobs.Permanent(err)
 	}
@@ -406,17 +409,17 @@ func (w *Worker) offload(ctx context.Context, a Args) (Result, error) {
 		// put, with a stand-in for each reference's ETag (the put gives
 		// the real one), so a refused replace leaves no blob behind.
 		next := e.Clone()
-		refs := map[string]Ref{}
+		refs := map[string]largeentity.Ref{}
 		data := map[string][]byte{}
 		for _, p := range props {
 			d, typ := valueBytes(e.Properties[p])
-			sum := digest(d)
-			ctype := ContentTypeBinary
+			sum := largeentity.Digest(d)
+			ctype := largeentity.ContentTypeBinary
 			if typ == storeadapter.EdmString {
-				ctype = ContentTypeString
+				ctype = largeentity.ContentTypeString
 			}
 			data[p] = d
-			refs[p] = Ref{V: RefVersion, Container: container, Name: BlobName(prefix, a.Table, a.PK, a.RK, p, sum), Length: int64(len(d)),
+			refs[p] = largeentity.Ref{V: largeentity.RefVersion, Container: container, Name: largeentity.BlobName(prefix, a.Table, a.PK, a.RK, p, sum), Length: int64(len(d)),
 				ContentType: ctype, SHA256: sum, ETag: etagStandIn, Type: typ.String(), Mode: ModeOffload}
 			setRef(next, p, refs[p])
 		}
@@ -427,7 +430,7 @@ func (w *Worker) offload(ctx context.Context, a Args) (Result, error) {
 		if len(props) == 0 {
 			return res, nil
 		}
-		var previous []Ref
+		var previous []largeentity.Ref
 		kept := 0
 		for _, p := range props {
 			ref := refs[p]
@@ -437,7 +440,7 @@ func (w *Worker) offload(ctx context.Context, a Args) (Result, error) {
 			}
 			ref.ETag = etag
 			setRef(next, p, ref)
-			if old, ok, _ := RefOf(e, p); ok {
+			if old, ok, _ := largeentity.RefOf(e, p); ok {
 				w.sortPrevious(a.Table, a.PK, a.RK, p, old, ref, &previous, &kept)
 			}
 		}
@@ -464,14 +467,14 @@ func (w *Worker) offload(ctx context.Context, a Args) (Result, error) {
 var etagStandIn = `"` + strings.Repeat("0", 62) + `"`
 
 // setRef replaces property p of e by its reference.
-func setRef(e storeadapter.Entity, p string, ref Ref) {
+func setRef(e storeadapter.Entity, p string, ref largeentity.Ref) {
 	delete(e.Properties, p)
-	e.Properties[RefPrefix+p] = ref.String()
+	e.Properties[largeentity.RefPrefix+p] = ref.String()
 }
 
 // offloadField names what chose an offload's properties: args.property,
 // or the table's config entry.
-func offloadField(a Args, tc *TableConfig) string {
+func offloadField(a Args, tc *largeentity.TableConfig) string {
 	if a.Property != "" || tc == nil {
 		return "args.property"
 	}
@@ -487,7 +490,7 @@ func offloadField(a Args, tc *TableConfig) string {
 // whose reference is larger than their value are put back in next,
 // skipped and reported in res.Skipped, and the rest (which only shrink the
 // entity) go on. It returns the properties to offload.
-func fitOffload(a Args, tc *TableConfig, e, next storeadapter.Entity, props []string, res *Result) ([]string, error) {
+func fitOffload(a Args, tc *largeentity.TableConfig, e, next storeadapter.Entity, props []string, res *Result) ([]string, error) {
 	err := storeadapter.ValidateEntity(next)
 	if err == nil {
 		return props, nil
@@ -498,9 +501,9 @@ func fitOffload(a Args, tc *TableConfig, e, next storeadapter.Entity, props []st
 	}
 	var keep []string
 	for _, p := range props {
-		refSize, valSize := propertySize(RefPrefix+p, next.Properties[RefPrefix+p]), propertySize(p, e.Properties[p])
+		refSize, valSize := propertySize(largeentity.RefPrefix+p, next.Properties[largeentity.RefPrefix+p]), propertySize(p, e.Properties[p])
 		if refSize > valSize {
-			delete(next.Properties, RefPrefix+p)
+			delete(next.Properties, largeentity.RefPrefix+p)
 			next.Properties[p] = e.Properties[p]
 			res.Skipped = append(res.Skipped, fmt.Sprintf("%s (its reference, %d bytes, is larger than its value, %d bytes, and the entity would pass %d bytes)",
 				p, refSize, valSize, storeadapter.MaxEntityBytes))
@@ -530,11 +533,11 @@ func propertySize(name string, v any) int {
 // application's, and a reference copied from another entity (the
 // application copied the entity to a new key, or the archive moved it)
 // names that entity's blob, which the other entity may still reference.
-func (w *Worker) sortPrevious(table, pk, rk, p string, old, cur Ref, previous *[]Ref, kept *int) {
+func (w *Worker) sortPrevious(table, pk, rk, p string, old, cur largeentity.Ref, previous *[]largeentity.Ref, kept *int) {
 	if old.Container == cur.Container && old.Name == cur.Name {
 		return // the same blob: nothing was replaced
 	}
-	m, ok := ParseBlobName(w.cfg.prefixFor(table, old.Container), old.Name)
+	m, ok := largeentity.ParseBlobName(w.cfg.Tables.PrefixFor(table, old.Container), old.Name)
 	if old.Mode == ModeOffload && ok && strings.EqualFold(m.Table, table) && m.PK == pk && m.RK == rk && m.Property == p {
 		*previous = append(*previous, old)
 		return
@@ -547,17 +550,17 @@ func (w *Worker) sortPrevious(table, pk, rk, p string, old, cur Ref, previous *[
 // property over offloadOver whose name is too long for a TkBlob_
 // reference is skipped and reported (skipped), not an error: the others
 // still move.
-func pick(e storeadapter.Entity, a Args, tc *TableConfig) (props, skipped []string, err error) {
+func pick(e storeadapter.Entity, a Args, tc *largeentity.TableConfig) (props, skipped []string, err error) {
 	if a.Property != "" {
 		v, ok := e.Properties[a.Property]
 		if !ok {
-			if _, has := e.Properties[RefPrefix+a.Property]; has {
+			if _, has := e.Properties[largeentity.RefPrefix+a.Property]; has {
 				return nil, nil, nil // offloaded already
 			}
 			return nil, nil, jobs.Permanentf("args.property: property %s does not exist in %s %s/%s", a.Property, a.Table, a.PK, a.RK)
 		}
 		if _, ok := movable(v); !ok {
-			return nil, nil, jobs.Permanentf("args.property: %s is %s: only Edm.String and Edm.Binary properties can be offloaded", a.Property, typeName(v))
+			return nil, nil, jobs.Permanentf("args.property: %s is %s: only Edm.String and Edm.Binary properties can be offloaded", a.Property, largeentity.TypeName(v))
 		}
 		return []string{a.Property}, nil, nil
 	}
@@ -572,17 +575,17 @@ func pick(e storeadapter.Entity, a Args, tc *TableConfig) (props, skipped []stri
 		}
 		if _, ok := movable(v); !ok {
 			return nil, nil, jobs.Permanentf("blobsync.tables[%s].properties: %s is %s in %s/%s: only Edm.String and Edm.Binary properties can be offloaded",
-				tc.Table, p, typeName(v), a.PK, a.RK)
+				tc.Table, p, largeentity.TypeName(v), a.PK, a.RK)
 		}
 		out = append(out, p)
 	}
 	if tc.OffloadOver > 0 {
 		for p, v := range e.Properties {
 			n, ok := movable(v)
-			if !ok || n <= tc.OffloadOver || strings.HasPrefix(p, RefPrefix) || slices.Contains(out, p) {
+			if !ok || n <= tc.OffloadOver || strings.HasPrefix(p, largeentity.RefPrefix) || slices.Contains(out, p) {
 				continue
 			}
-			if err := checkProperty(p); err != nil {
+			if err := largeentity.CheckProperty(p); err != nil {
 				skipped = append(skipped, fmt.Sprintf("%s (over offloadOver, but %v)", p, err))
 				continue
 			}
@@ -616,7 +619,7 @@ func valueBytes(v any) ([]byte, storeadapter.EdmType) {
 
 // deletePrevious deletes previous offloaded blobs the entity no longer
 // names, each If-Match the ETag its reference recorded.
-func (w *Worker) deletePrevious(ctx context.Context, res *Result, previous []Ref) error {
+func (w *Worker) deletePrevious(ctx context.Context, res *Result, previous []largeentity.Ref) error {
 	for _, old := range previous {
 		err := w.store.Container(old.Container).Delete(ctx, old.Name, old.ETag)
 		switch {
@@ -634,7 +637,7 @@ func (w *Worker) deletePrevious(ctx context.Context, res *Result, previous []Ref
 // attach is the attach mode (see Worker).
 func (w *Worker) attach(ctx context.Context, a Args) (Result, error) {
 	res := Result{Mode: ModeAttach}
-	if p, ok := w.cfg.managedIn(a.Container, a.Blob); ok {
+	if p, ok := w.cfg.Tables.ManagedIn(a.Container, a.Blob); ok {
 		return res, jobs.Permanentf("args.blob: %s is a name of blobsync's managed layout (%s<table>/<pk>/<rk>/<property>/<sha256>) in container %s: "+
 			"blobsync deletes such blobs when their own entity's property moves on, so they cannot be attached; copy the blob to a name of your own",
 			a.Blob, p, a.Container)
@@ -643,10 +646,10 @@ func (w *Worker) attach(ctx context.Context, a Args) (Result, error) {
 	// previous are the offloaded blobs the entity named before a replace
 	// of this run succeeded; a later round may replace the run's own
 	// reference, so they are kept across rounds.
-	var previous []Ref
+	var previous []largeentity.Ref
 	kept := 0
 	for round := 0; round < w.cfg.MaxConflicts; round++ {
-		h, err := hashBlob(ctx, blobs, a.Blob, nil, -1)
+		h, err := largeentity.HashBlob(ctx, blobs, a.Blob, nil, -1)
 		switch {
 		case errors.Is(err, storeadapter.ErrContainerNotFound):
 			return res, jobs.Permanentf("args.container: container %s does not exist", a.Container)
@@ -659,13 +662,13 @@ func (w *Worker) attach(ctx context.Context, a Args) (Result, error) {
 		if err != nil {
 			return res, err
 		}
-		cur, hasRef, _ := RefOf(e, a.Property)
+		cur, hasRef, _ := largeentity.RefOf(e, a.Property)
 		v, inline := e.Properties[a.Property]
 		if _, ok := movable(v); inline && !ok {
 			return res, jobs.Permanentf("args.property: %s is %s in %s %s/%s: only an Edm.String or Edm.Binary property can be replaced by a blob reference",
-				a.Property, typeName(v), a.Table, a.PK, a.RK)
+				a.Property, largeentity.TypeName(v), a.Table, a.PK, a.RK)
 		}
-		if hasRef && !inline && cur.Container == a.Container && cur.Name == a.Blob && sameETag(cur.ETag, h.props.ETag) && cur.SHA256 == h.sum {
+		if hasRef && !inline && cur.Container == a.Container && cur.Name == a.Blob && largeentity.SameETag(cur.ETag, h.Props.ETag) && cur.SHA256 == h.Sum {
 			res.Already = len(previous) == 0 // else this run attached it in an earlier round
 			if !res.Already {
 				res.Properties = []string{a.Property}
@@ -682,8 +685,8 @@ func (w *Worker) attach(ctx context.Context, a Args) (Result, error) {
 			typ = cur.Type
 		}
 		next := e.Clone()
-		ref := Ref{V: RefVersion, Container: a.Container, Name: a.Blob, Length: h.length,
-			ContentType: h.props.ContentType, SHA256: h.sum, ETag: h.props.ETag, Type: typ, Mode: ModeAttach}
+		ref := largeentity.Ref{V: largeentity.RefVersion, Container: a.Container, Name: a.Blob, Length: h.Length,
+			ContentType: h.Props.ContentType, SHA256: h.Sum, ETag: h.Props.ETag, Type: typ, Mode: ModeAttach}
 		setRef(next, a.Property, ref)
 		if err := storeadapter.ValidateEntity(next); err != nil {
 			return res, jobs.Permanentf("args.property: attaching %s would make entity %s/%s invalid: %w", a.Property, a.PK, a.RK, err)
@@ -703,7 +706,7 @@ func (w *Worker) attach(ctx context.Context, a Args) (Result, error) {
 		if err != nil && !errors.Is(err, storeadapter.ErrNotFound) {
 			return res, fmt.Errorf("blobsync: read %s/%s: %w", a.Container, a.Blob, err)
 		}
-		if err != nil || !sameETag(now.ETag, h.props.ETag) {
+		if err != nil || !largeentity.SameETag(now.ETag, h.Props.ETag) {
 			res.Rounds++ // the blob changed (or went) since it was hashed: again from its current state
 			continue
 		}

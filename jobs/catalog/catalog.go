@@ -8,16 +8,18 @@ import (
 	"github.com/tablekeeper/tablekeeper/jobs/blobsync"
 	"github.com/tablekeeper/tablekeeper/jobs/export"
 	"github.com/tablekeeper/tablekeeper/jobs/index"
+	"github.com/tablekeeper/tablekeeper/jobs/kit"
 	"github.com/tablekeeper/tablekeeper/jobs/purge"
 	"github.com/tablekeeper/tablekeeper/jobs/purgeday"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/indexes"
 )
 
 // kinds is the list of job kinds: one line each, naming the kind's Args
 // type, its section of Config and its worker's constructor.
 var kinds = []kind{
 	define[archive.Args](func(c *Config) *archive.Config { return &c.Archive }, archive.New),
-	define[index.Args](func(c *Config) *index.Config { return &c.Index }, index.New),
+	define[index.Args](func(c *Config) *indexes.Config { return &c.Index }, index.New),
 	define[export.Args](func(c *Config) *export.Config { return &c.Export }, export.New),
 	define[blobsync.Args](func(c *Config) *blobsync.Config { return &c.Blobsync }, blobsync.New),
 	define[purge.Args](func(c *Config) *purge.Config { return &c.Purge }, purge.New),
@@ -30,7 +32,7 @@ type Config struct {
 	// Archive configures the "archive" kind.
 	Archive archive.Config `json:"archive"`
 	// Index declares the indexes the "index" kind keeps.
-	Index index.Config `json:"index"`
+	Index indexes.Config `json:"index"`
 	// Export configures the "export" kind.
 	Export export.Config `json:"export"`
 	// Blobsync configures the "blobsync" kind: offload declarations per
@@ -54,15 +56,35 @@ func (c *Config) Validate() error {
 }
 
 // NewRegistry returns the registry of every kind's worker, each built on
-// store with its section of cfg; argsRef blobs are read from store.
+// store with its section of cfg and the libraries the kinds share (the
+// declared indexes, the offload layout: see kit.Deps); argsRef blobs are
+// read from store.
 func NewRegistry(store storeadapter.Store, cfg Config) (*jobs.Registry, error) {
+	deps, err := Deps(store, cfg)
+	if err != nil {
+		return nil, err
+	}
 	r := jobs.NewRegistry(store.Container)
 	for _, k := range kinds {
-		if err := k.worker(r, store, &cfg); err != nil {
+		if err := k.worker(r, deps, &cfg); err != nil {
 			return nil, err
 		}
 	}
 	return r, nil
+}
+
+// Deps opens the libraries the kinds share from cfg, on store: the
+// indexes of the "index" section and the offload layout of the
+// "blobsync" section. cfg is validated first.
+func Deps(store storeadapter.Store, cfg Config) (kit.Deps, error) {
+	if err := cfg.Validate(); err != nil {
+		return kit.Deps{}, err
+	}
+	set, err := indexes.Open(store, cfg.Index)
+	if err != nil {
+		return kit.Deps{}, err
+	}
+	return kit.Deps{Store: store, Indexes: set, Layout: cfg.Blobsync.Tables}, nil
 }
 
 // ArgsRegistry returns a registry that decodes and validates the messages
@@ -81,7 +103,7 @@ func ArgsRegistry(blobs func(container string) storeadapter.Blobs) *jobs.Registr
 // kind is one entry of the catalog.
 type kind struct {
 	args     func(r *jobs.Registry) error
-	worker   func(r *jobs.Registry, store storeadapter.Store, cfg *Config) error
+	worker   func(r *jobs.Registry, deps kit.Deps, cfg *Config) error
 	validate func(cfg *Config) error
 }
 
@@ -90,11 +112,11 @@ type kind struct {
 func define[T jobs.Args, C any, PC interface {
 	*C
 	Validate() error
-}, W jobs.Worker[T]](section func(*Config) PC, newWorker func(storeadapter.Store, C) (W, error)) kind {
+}, W jobs.Worker[T]](section func(*Config) PC, newWorker func(kit.Deps, C) (W, error)) kind {
 	return kind{
 		args: jobs.RegisterArgs[T],
-		worker: func(r *jobs.Registry, store storeadapter.Store, cfg *Config) error {
-			w, err := newWorker(store, *section(cfg))
+		worker: func(r *jobs.Registry, deps kit.Deps, cfg *Config) error {
+			w, err := newWorker(deps, *section(cfg))
 			if err != nil {
 				return err
 			}

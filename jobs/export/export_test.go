@@ -11,6 +11,7 @@ import (
 	"github.com/tablekeeper/tablekeeper/idempotent/tableexport"
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/export"
+	"github.com/tablekeeper/tablekeeper/jobs/kit"
 	"github.com/tablekeeper/tablekeeper/localstore"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
@@ -75,7 +76,7 @@ func TestExportWork(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	w, err := export.New(store, export.Config{CheckpointTable: "Checkpoints"})
+	w, err := export.New(kit.Plain(store), export.Config{CheckpointTable: "Checkpoints"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +152,7 @@ func TestExportContinues(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	w, err := export.New(store, export.Config{CheckpointTable: "Checkpoints", TimeBudget: jobs.Duration(time.Second), MaxRunTime: jobs.Duration(time.Minute)})
+	w, err := export.New(kit.Plain(store), export.Config{CheckpointTable: "Checkpoints", TimeBudget: jobs.Duration(time.Second), MaxRunTime: jobs.Duration(time.Minute)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tablekeeper/tablekeeper/internal/clock"
 	"github.com/tablekeeper/tablekeeper/jobs"
+	"github.com/tablekeeper/tablekeeper/jobs/kit"
 	"github.com/tablekeeper/tablekeeper/jobs/purge"
 	"github.com/tablekeeper/tablekeeper/localstore"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
@@ -149,7 +150,7 @@ func (b *bundle) keys(t *testing.T) []string {
 func (b *bundle) worker(t *testing.T, cfg purge.Config) *purge.Worker {
 	t.Helper()
 	cfg.CheckpointTable = "Checkpoints"
-	w, err := purge.New(b.store, cfg)
+	w, err := purge.New(kit.Plain(b.store), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

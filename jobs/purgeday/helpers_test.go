@@ -13,6 +13,7 @@ import (
 
 	"github.com/tablekeeper/tablekeeper/idempotent/tableexport"
 	"github.com/tablekeeper/tablekeeper/jobs"
+	"github.com/tablekeeper/tablekeeper/jobs/kit"
 	"github.com/tablekeeper/tablekeeper/localstore"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
@@ -114,7 +115,7 @@ func newBundle(t *testing.T, cfg Config, rowsPerDay int) *bundle {
 		t.Fatal(err)
 	}
 	b.clock.Add(time.Hour)
-	w, err := New(b.store, cfg)
+	w, err := New(kit.Plain(b.store), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package index
+package indexes
 
 import (
 	"context"
@@ -47,7 +47,7 @@ func (r CheckResult) Problems() int { return r.Missing + r.Stale + r.Conflicts +
 // finding. It costs about one read per entity and per entry; memory does
 // not grow with the table. Run on a table being written, it reports the
 // changes not yet reconciled.
-func (x *Indexes) Check(ctx context.Context, table, name string, report func(Finding) error) (CheckResult, error) {
+func (x *Set) Check(ctx context.Context, table, name string, report func(Finding) error) (CheckResult, error) {
 	var res CheckResult
 	ix, err := x.index(table, name)
 	if err != nil {
@@ -113,9 +113,9 @@ func (x *Indexes) Check(ctx context.Context, table, name string, report func(Fin
 }
 
 // checkEntry looks an entity up in the entry of its value.
-func (x *Indexes) checkEntry(ctx context.Context, ix *index, v string, k Key, w want, lists map[string]map[Key]bool) (problem, detail string, err error) {
+func (x *Set) checkEntry(ctx context.Context, ix *index, v string, k Key, w want, lists map[string]map[Key]bool) (problem, detail string, err error) {
 	if ix.Kind == KindCopy {
-		table, pk, rk := ix.table, copyPartition(ix, k.PK), v
+		table, pk, rk := ix.table, copyPartition(ix, k.PK), tableCopyRowKey(v)
 		if ix.partition() {
 			table, pk, rk = ix.source, k.PK, copyRowKey(ix, v)
 		}

@@ -1,14 +1,17 @@
-// Package index is the "index" job kind: secondary indexes and index
-// entities, declared per source table in the worker's config (Config,
-// Decl), kept eventually consistent with the entities they index by a
-// worker that reconciles one entity per message (Worker, Args), rebuilt
-// from the table when needed (Rebuild), read through Lookup and compared
-// with the table by Check. The application writes its entity and enqueues
-// {"table","pk","rk"}; it never writes an index itself.
+// Package indexes is the library of secondary indexes and index entities
+// (the patterns of the Azure table design guide), declared per source
+// table in the worker's config (Config, Decl) and opened on a store as a
+// Set: kept eventually consistent with the entities they index by
+// Reconcile, rebuilt from the table by Rebuild, read through Lookup and
+// Entries and compared with the table by Check. The application writes
+// its entity and has it reconciled (the "index" job kind, package
+// jobs/index, runs Reconcile and Rebuild for queue messages); it never
+// writes an index itself. The kinds that move or delete entities (archive,
+// purge, purgeday) use this library to keep the indexes of what they move
+// or delete consistent.
 //
-// Like every kind it is written against the storeadapter ports and the jobs
-// contract only: it must not import the Azure SDK, the runner or another
-// kind.
+// It is written against the storeadapter ports only: it must not import
+// the Azure SDK, the jobs contract, the runner or any job kind.
 //
 // # Kinds and stores
 //
@@ -41,14 +44,16 @@
 //
 // Membership records ("~tk.m.<rk>", or "~tk.h.<sha256 of rk>" for long
 // RowKeys) and the partition stores' entries live in the source entity's
-// partition, under ReservedPrefix, so that each reconcile changes them in
-// one transaction. Applications must not use RowKeys starting with
-// "~tk." and leave these rows out of their partition scans with the filter
-// RowKey lt '~tk.' or RowKey ge '~tk/'. A copy/table index kept in its
-// source table owns that table's partitions starting with "<name>_".
+// partition, under storeadapter.ReservedPrefix, so that each reconcile
+// changes them in one transaction. Applications must not use RowKeys
+// starting with "~tk." and leave these rows out of their partition scans
+// with storeadapter.ApplicationRows (RowKey lt '~tk.' or RowKey ge
+// '~tk/'). A copy/table index's rows are reserved too ("~tk.t.<value>"),
+// so one kept in its source table is left out of every scan of the
+// application's data by the same rule.
 //
-// Worker's doc comment gives the reconcile's steps and why every crash
-// position and every interleaving of workers converges.
+// Set.Reconcile's doc comment gives the reconcile's steps and why every
+// crash position and every interleaving of workers converges.
 //
 // # Key format
 //
@@ -122,4 +127,4 @@
 // long (Azure's key limit); a longer string or binary cannot be encoded.
 //
 // A property that is missing or null is not indexed: it has no encoding.
-package index
+package indexes

@@ -1,4 +1,4 @@
-package index_test
+package indexes_test
 
 import (
 	"bytes"
@@ -13,9 +13,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/tablekeeper/tablekeeper/jobs/index"
 	"github.com/tablekeeper/tablekeeper/localstore"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/indexes"
 )
 
 // compare orders two values of one EDM type as the encoding must: strings
@@ -80,7 +80,7 @@ func canonical(v any) any {
 // returns the key, or "" when v cannot be encoded because it is too long.
 func checkValue(t *testing.T, v any) string {
 	t.Helper()
-	key, err := index.EncodeValue(v)
+	key, err := indexes.EncodeValue(v)
 	if errors.Is(err, storeadapter.ErrTooLarge) {
 		return ""
 	}
@@ -90,7 +90,7 @@ func checkValue(t *testing.T, v any) string {
 	if err := storeadapter.ValidateKey("key", key); err != nil {
 		t.Fatalf("EncodeValue(%s) = %q, not a valid key: %v", storeadapter.Format(v), key, err)
 	}
-	got, err := index.DecodeValue(key)
+	got, err := indexes.DecodeValue(key)
 	if err != nil {
 		t.Fatalf("DecodeValue(%q) of %s: %v", key, storeadapter.Format(v), err)
 	}
@@ -161,7 +161,7 @@ func TestEncodeValueFormat(t *testing.T) {
 		{"日本\U0001F600\uE000", "S日本\U0001F600\uE000"},
 	}
 	for _, tt := range tests {
-		got, err := index.EncodeValue(tt.v)
+		got, err := indexes.EncodeValue(tt.v)
 		if err != nil || got != tt.want {
 			t.Errorf("EncodeValue(%s) = %q, %v; want %q", storeadapter.Format(tt.v), got, err, tt.want)
 			continue
@@ -231,11 +231,11 @@ func TestEscapeKeyOrder(t *testing.T) {
 	}
 	esc := make([]string, len(strs))
 	for i, s := range strs {
-		esc[i] = index.EscapeKey(s)
+		esc[i] = indexes.EscapeKey(s)
 		if strings.Contains(esc[i], " !") {
 			t.Fatalf("EscapeKey(%q) = %q holds the joiner \" !\"", s, esc[i])
 		}
-		if got, err := index.UnescapeKey(esc[i]); err != nil || got != s {
+		if got, err := indexes.UnescapeKey(esc[i]); err != nil || got != s {
 			t.Fatalf("UnescapeKey(EscapeKey(%q)) = %q, %v", s, got, err)
 		}
 		if strings.HasSuffix(esc[i], " ") || strings.HasSuffix(esc[i], ".") {
@@ -249,7 +249,7 @@ func TestEscapeKeyOrder(t *testing.T) {
 			}
 			// Joined with " !" to a second part, the first part decides.
 			want := cmp.Or(storeadapter.CompareUTF16(strs[i], strs[j]), -1)
-			if got := storeadapter.CompareUTF16(esc[i]+" !"+index.EscapeKey("\x00"), esc[j]+" !"+index.EscapeKey("~")); got != want {
+			if got := storeadapter.CompareUTF16(esc[i]+" !"+indexes.EscapeKey("\x00"), esc[j]+" !"+indexes.EscapeKey("~")); got != want {
 				t.Fatalf("%q and %q joined with \" !\" compare %d, want %d", strs[i], strs[j], got, want)
 			}
 		}
@@ -272,7 +272,7 @@ func TestEncodeValueTooLarge(t *testing.T) {
 		{"256 bytes", make([]byte, 256), false},
 	}
 	for _, tt := range tests {
-		key, err := index.EncodeValue(tt.v)
+		key, err := indexes.EncodeValue(tt.v)
 		switch {
 		case tt.ok && err != nil:
 			t.Errorf("%s: %v", tt.name, err)
@@ -290,7 +290,7 @@ func TestEncodeValueInvalid(t *testing.T) {
 		time.Date(1600, 12, 31, 23, 59, 59, 0, time.UTC), time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC),
 		time.Date(1601, 1, 1, 0, 30, 0, 0, time.FixedZone("", 3600)), // 1600 in UTC
 	} {
-		if key, err := index.EncodeValue(v); !errors.Is(err, storeadapter.ErrInvalidInput) {
+		if key, err := indexes.EncodeValue(v); !errors.Is(err, storeadapter.ErrInvalidInput) {
 			t.Errorf("EncodeValue(%s) = %q, %v; want ErrInvalidInput", storeadapter.Format(v), key, err)
 		}
 	}
@@ -306,7 +306,7 @@ func TestDecodeValueRejects(t *testing.T) {
 		"X0", "XAB", "Xzz",
 		"Sa/b", "Sa b", "Sa.b", "S.", "S.2", "S.2E", "S 2e", "S.2g", "S\x00", "S\u0085", "S~a0", "S[5d", "Sa\xffb", "S 7f",
 	} {
-		if v, err := index.DecodeValue(key); !errors.Is(err, storeadapter.ErrInvalidInput) {
+		if v, err := indexes.DecodeValue(key); !errors.Is(err, storeadapter.ErrInvalidInput) {
 			t.Errorf("DecodeValue(%q) = %s, %v; want ErrInvalidInput", key, storeadapter.Format(v), err)
 		}
 	}
@@ -323,10 +323,10 @@ func TestEscapeKey(t *testing.T) {
 		{"line\r\n", "line 0d 0a"},
 	}
 	for _, tt := range tests {
-		if got := index.EscapeKey(tt.s); got != tt.want {
+		if got := indexes.EscapeKey(tt.s); got != tt.want {
 			t.Errorf("EscapeKey(%q) = %q, want %q", tt.s, got, tt.want)
 		}
-		if got, err := index.UnescapeKey(tt.want); err != nil || got != tt.s {
+		if got, err := indexes.UnescapeKey(tt.want); err != nil || got != tt.s {
 			t.Errorf("UnescapeKey(%q) = %q, %v; want %q", tt.want, got, err, tt.s)
 		}
 	}
@@ -380,7 +380,7 @@ func TestEncodedKeysSortInStore(t *testing.T) {
 		t.Fatalf("query returned %d entities, want %d", len(got), len(byKey))
 	}
 	for i, e := range got {
-		v, err := index.DecodeValue(e.RowKey)
+		v, err := indexes.DecodeValue(e.RowKey)
 		if err != nil || !storeadapter.Equal(v, canonical(e.Properties["V"])) {
 			t.Fatalf("RowKey %q decodes to %s, %v; the entity holds %s", e.RowKey, storeadapter.Format(v), err, storeadapter.Format(e.Properties["V"]))
 		}
@@ -407,7 +407,7 @@ func FuzzEncodeString(f *testing.F) {
 			return
 		}
 		checkPair(t, a, b)
-		if got, err := index.UnescapeKey(index.EscapeKey(a)); err != nil || got != a {
+		if got, err := indexes.UnescapeKey(indexes.EscapeKey(a)); err != nil || got != a {
 			t.Fatalf("UnescapeKey(EscapeKey(%q)) = %q, %v", a, got, err)
 		}
 	})
@@ -465,18 +465,18 @@ func FuzzDecodeValue(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, key string) {
-		v, err := index.DecodeValue(key)
+		v, err := indexes.DecodeValue(key)
 		if err != nil {
 			if !errors.Is(err, storeadapter.ErrInvalidInput) {
 				t.Fatalf("DecodeValue(%q): %v, want ErrInvalidInput", key, err)
 			}
 			return
 		}
-		if again, err := index.EncodeValue(v); err != nil || again != key {
+		if again, err := indexes.EncodeValue(v); err != nil || again != key {
 			t.Fatalf("DecodeValue(%q) = %s, which encodes to %q, %v", key, storeadapter.Format(v), again, err)
 		}
-		if s, err := index.UnescapeKey(key); err == nil && index.EscapeKey(s) != key {
-			t.Fatalf("UnescapeKey(%q) = %q, which escapes to %q", key, s, index.EscapeKey(s))
+		if s, err := indexes.UnescapeKey(key); err == nil && indexes.EscapeKey(s) != key {
+			t.Fatalf("UnescapeKey(%q) = %q, which escapes to %q", key, s, indexes.EscapeKey(s))
 		}
 	})
 }

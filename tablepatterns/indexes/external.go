@@ -1,4 +1,4 @@
-package index
+package indexes
 
 import (
 	"bytes"
@@ -67,7 +67,7 @@ func parseListLine(line string) (pk, rk string, m member, err error) {
 // (with content, for a copy) or as a tombstone, at generation g, unless
 // the entry already holds a generation ≥ g for it. It returns an error
 // wrapping ErrConflict when a copy's value is live for another entity.
-func (x *Indexes) apply(ctx context.Context, ix *index, value, pk, rk string, g int64, live bool, content map[string]any) error {
+func (x *Set) apply(ctx context.Context, ix *index, value, pk, rk string, g int64, live bool, content map[string]any) error {
 	switch {
 	case ix.Kind == KindRows:
 		return x.applyRows(ctx, ix, value, pk, rk, g, live)
@@ -85,7 +85,7 @@ func (x *Indexes) apply(ctx context.Context, ix *index, value, pk, rk string, g 
 // (the entry of a value the key is new to): its first round inserts what
 // modify makes of no entity, without reading, and reads only when the
 // insert finds one.
-func (x *Indexes) cas(ctx context.Context, table, pk, rk string, absent bool, modify func(cur *storeadapter.Entity) (*storeadapter.Entity, error)) error {
+func (x *Set) cas(ctx context.Context, table, pk, rk string, absent bool, modify func(cur *storeadapter.Entity) (*storeadapter.Entity, error)) error {
 	return idempotent.CreateOnMissing(ctx, idempotent.TableCreator(x.tables, table), func(ctx context.Context) error {
 		if absent {
 			e, err := modify(nil)
@@ -102,7 +102,7 @@ func (x *Indexes) cas(ctx context.Context, table, pk, rk string, absent bool, mo
 	})
 }
 
-func (x *Indexes) applyRows(ctx context.Context, ix *index, value, pk, rk string, g int64, live bool) error {
+func (x *Set) applyRows(ctx context.Context, ix *index, value, pk, rk string, g int64, live bool) error {
 	return x.cas(ctx, ix.table, value, memberKey(pk, rk), live, func(cur *storeadapter.Entity) (*storeadapter.Entity, error) {
 		if cur != nil {
 			gen, _ := cur.Properties[propGen].(int64)
@@ -119,14 +119,14 @@ func (x *Indexes) applyRows(ctx context.Context, ix *index, value, pk, rk string
 func copyPartition(ix *index, pk string) string { return ix.Name + "_" + pk }
 
 // applyCopy writes one copy row of a table copy index: PartitionKey
-// "<name>_<pk>", RowKey the encoded value. A live row holds the copied
+// "<name>_<pk>", RowKey "~tk.t." and the encoded value (tableCopyRowKey). A live row holds the copied
 // properties, the owner's RowKey (tkOwner) and its generation (tkGen);
 // tkTombs lists "gen\trk" of keys removed from the value within the grace
 // period, whoever owns it now.
-func (x *Indexes) applyCopy(ctx context.Context, ix *index, value, pk, rk string, g int64, live bool, content map[string]any) error {
+func (x *Set) applyCopy(ctx context.Context, ix *index, value, pk, rk string, g int64, live bool, content map[string]any) error {
 	ppk := copyPartition(ix, pk)
 	var conflict error
-	err := x.cas(ctx, ix.table, ppk, value, live, func(cur *storeadapter.Entity) (*storeadapter.Entity, error) {
+	err := x.cas(ctx, ix.table, ppk, tableCopyRowKey(value), live, func(cur *storeadapter.Entity) (*storeadapter.Entity, error) {
 		conflict = nil
 		owner, ownerGen, tombs := "", int64(0), map[string]int64{}
 		var props map[string]any
@@ -140,7 +140,7 @@ func (x *Indexes) applyCopy(ctx context.Context, ix *index, value, pk, rk string
 			return nil, nil // a later generation was here
 		}
 		x.pruneTombs(tombs)
-		next := &storeadapter.Entity{PartitionKey: ppk, RowKey: value, Properties: map[string]any{}}
+		next := &storeadapter.Entity{PartitionKey: ppk, RowKey: tableCopyRowKey(value), Properties: map[string]any{}}
 		switch {
 		case live && owner != "" && owner != rk:
 			conflict = fmt.Errorf("%w: index %s value %s of %s/%s is held by RowKey %q", ErrConflict, ix.Name, describe(value), pk, rk, owner)
@@ -189,20 +189,20 @@ func formatTombs(tombs map[string]int64) string {
 }
 
 // pruneTombs drops tombstones older than the grace period.
-func (x *Indexes) pruneTombs(tombs map[string]int64) {
+func (x *Set) pruneTombs(tombs map[string]int64) {
 	cut := x.graceCut()
 	maps.DeleteFunc(tombs, func(_ string, gen int64) bool { return gen < cut })
 }
 
 // graceCut is the generation below which tombstones may go: generations
 // are microseconds since 1970 (see nextGen).
-func (x *Indexes) graceCut() int64 {
+func (x *Set) graceCut() int64 {
 	return x.now().Add(-time.Duration(x.cfg.TombstoneGrace)).UnixMicro()
 }
 
 // keepLine reports whether a list line is still needed: not a tombstone
 // past the grace period.
-func (x *Indexes) keepLine(cut int64) func(string) bool {
+func (x *Set) keepLine(cut int64) func(string) bool {
 	return func(line string) bool {
 		_, _, m, err := parseListLine(line)
 		return err != nil || !m.dead || m.gen >= cut
@@ -215,7 +215,7 @@ func tableListPartition(ix *index, value string) string { return ix.Name + "_" +
 // tableListBase is the RowKey base of a table list's parts.
 const tableListBase = "p"
 
-func (x *Indexes) applyTableList(ctx context.Context, ix *index, value, pk, rk string, g int64, live bool) error {
+func (x *Set) applyTableList(ctx context.Context, ix *index, value, pk, rk string, g int64, live bool) error {
 	ppk := tableListPartition(ix, value)
 	key := pk + "\t" + rk
 	for try := 1; ; try++ {
@@ -252,7 +252,7 @@ func lineMember(line string) (member, bool) {
 // blobListName is the blob of a blob list's value.
 func blobListName(ix *index, value string) string { return ix.source + "/" + ix.Name + "/" + value }
 
-func (x *Indexes) applyBlob(ctx context.Context, ix *index, value, pk, rk string, g int64, live bool) error {
+func (x *Set) applyBlob(ctx context.Context, ix *index, value, pk, rk string, g int64, live bool) error {
 	c := x.store.Container(ix.Container)
 	name := blobListName(ix, value)
 	key := pk + "\t" + rk

@@ -1,4 +1,4 @@
-package index
+package indexes
 
 import (
 	"context"
@@ -35,7 +35,7 @@ type fixture struct {
 	ctx   context.Context
 	raw   *localstore.Store
 	store *instrument.Store
-	x     *Indexes
+	x     *Set
 	calls *instrument.Counts
 	fault func(ctx context.Context, c instrument.Call) error
 }
@@ -109,7 +109,7 @@ func (f *fixture) truth() map[string]map[string][]Key {
 		out[ix.Name] = map[string][]Key{}
 	}
 	err := queryAll(f.ctx, f.raw.Tables(), employees, storeadapter.Query{}, func(e storeadapter.Entity) error {
-		if strings.HasPrefix(e.RowKey, ReservedPrefix) || !ti.dataPartition(e.PartitionKey) {
+		if storeadapter.IsReserved(e.RowKey) {
 			return nil
 		}
 		for _, ix := range ti.indexes {
@@ -187,7 +187,7 @@ func summarize(m map[string][]Key) string {
 	return b.String()
 }
 
-func lookupKeys(t *testing.T, x *Indexes, name string, value any, pk *string) []Key {
+func lookupKeys(t *testing.T, x *Set, name string, value any, pk *string) []Key {
 	t.Helper()
 	ms, err := x.Lookup(context.Background(), employees, name, value, LookupOptions{PK: pk})
 	if err != nil {

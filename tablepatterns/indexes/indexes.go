@@ -1,4 +1,4 @@
-package index
+package indexes
 
 import (
 	"context"
@@ -14,10 +14,10 @@ import (
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
-// Indexes are the declared indexes of a config, bound to a store: the Go
+// Set is the declared indexes of a config, bound to a store: the Go
 // API of the index kind (reconcile, rebuild, lookup, check), which the
 // worker and the CLI both use.
-type Indexes struct {
+type Set struct {
 	store  storeadapter.Store
 	tables storeadapter.Tables
 	cfg    Config
@@ -28,7 +28,7 @@ type Indexes struct {
 
 // Open validates cfg (filling its defaults) and binds its indexes to
 // store.
-func Open(store storeadapter.Store, cfg Config) (*Indexes, error) {
+func Open(store storeadapter.Store, cfg Config) (*Set, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -36,11 +36,17 @@ func Open(store storeadapter.Store, cfg Config) (*Indexes, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Indexes{store: store, tables: store.Tables(), cfg: cfg, byName: byName, now: time.Now}, nil
+	return &Set{store: store, tables: store.Tables(), cfg: cfg, byName: byName, now: time.Now}, nil
+}
+
+// Declared reports whether a source table has declared indexes. A nil
+// Set has none.
+func (x *Set) Declared(table string) bool {
+	return x != nil && x.byName[strings.ToLower(table)] != nil
 }
 
 // Tables returns the source tables that have indexes, as declared.
-func (x *Indexes) Tables() []string {
+func (x *Set) Tables() []string {
 	var out []string
 	for _, ti := range x.byName {
 		out = append(out, ti.source)
@@ -51,7 +57,7 @@ func (x *Indexes) Tables() []string {
 
 // Names returns the names of a source table's indexes, in declaration
 // order (nil when the table has none).
-func (x *Indexes) Names(table string) []string {
+func (x *Set) Names(table string) []string {
 	ti := x.byName[strings.ToLower(table)]
 	if ti == nil {
 		return nil
@@ -65,7 +71,7 @@ func (x *Indexes) Names(table string) []string {
 
 // Declaration returns the resolved declaration of an index: Store and
 // Table are filled in as the index uses them.
-func (x *Indexes) Declaration(table, name string) (Decl, error) {
+func (x *Set) Declaration(table, name string) (Decl, error) {
 	ix, err := x.index(table, name)
 	if err != nil {
 		return Decl{}, err
@@ -76,7 +82,7 @@ func (x *Indexes) Declaration(table, name string) (Decl, error) {
 }
 
 // indexes returns the indexes of a source table.
-func (x *Indexes) indexes(table string) (*tableIndexes, error) {
+func (x *Set) indexes(table string) (*tableIndexes, error) {
 	ti := x.byName[strings.ToLower(table)]
 	if ti == nil {
 		return nil, fmt.Errorf("index: table %s: no index is declared for it in this config (declared: %v): %w",
@@ -86,7 +92,7 @@ func (x *Indexes) indexes(table string) (*tableIndexes, error) {
 }
 
 // index returns one index of a source table.
-func (x *Indexes) index(table, name string) (*index, error) {
+func (x *Set) index(table, name string) (*index, error) {
 	ti, err := x.indexes(table)
 	if err != nil {
 		return nil, err
@@ -164,7 +170,7 @@ func fitsIndex(ix *index, pk, rk, value string) error {
 	case ix.Kind == KindRows:
 		keys = []string{value, memberKey(pk, rk)}
 	case ix.Kind == KindCopy:
-		keys = []string{copyPartition(ix, pk), value}
+		keys = []string{copyPartition(ix, pk), tableCopyRowKey(value)}
 	case ix.Store == StoreBlob:
 		if err := storeadapter.ValidateBlobName(blobListName(ix, value)); err != nil {
 			return fmt.Errorf("its blob name: %w", err)
@@ -207,7 +213,7 @@ func queryAll(ctx context.Context, t storeadapter.Tables, table string, q storea
 
 // pause waits before another round after a write lost to another worker:
 // about 20 ms, doubling, drawn from [0.5, 1.5) of that.
-func (x *Indexes) pause(ctx context.Context, round int) error {
+func (x *Set) pause(ctx context.Context, round int) error {
 	return idempotent.Sleep(ctx, time.Duration(float64(idempotent.DefaultCASPause<<min(round-1, 8))*(0.5+rand.Float64())))
 }
 

@@ -1,4 +1,4 @@
-package index
+package indexes
 
 import (
 	"crypto/sha256"
@@ -13,21 +13,15 @@ import (
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
-// ReservedPrefix starts the RowKey of every row the index kind keeps in a
-// data partition: membership records and the entries of partition-store
-// indexes. Applications must not use RowKeys that start with it (a
-// reconcile of such a key is refused) and can leave these rows out of
-// their own partition scans with
-//
-//	RowKey lt '~tk.' or RowKey ge '~tk/'
-const ReservedPrefix = "~tk."
-
-// Row key prefixes under ReservedPrefix.
+// Row key prefixes of the rows this package keeps, all under
+// storeadapter.ReservedPrefix (a reconcile of an entity whose RowKey
+// starts with it is refused).
 const (
-	memberPrefix     = ReservedPrefix + "m." // membership record of an entity: + its RowKey
-	memberHashPrefix = ReservedPrefix + "h." // ... of an entity whose RowKey is too long: + SHA-256
-	copyPrefix       = ReservedPrefix + "c." // partition copy: + name + "_" + encoded value
-	listPrefix       = ReservedPrefix + "l." // partition list part: + name + "_" + encoded value + " !" + part
+	memberPrefix     = storeadapter.ReservedPrefix + "m." // membership record of an entity: + its RowKey
+	memberHashPrefix = storeadapter.ReservedPrefix + "h." // ... of an entity whose RowKey is too long: + SHA-256
+	copyPrefix       = storeadapter.ReservedPrefix + "c." // partition copy: + name + "_" + encoded value
+	listPrefix       = storeadapter.ReservedPrefix + "l." // partition list part: + name + "_" + encoded value + " !" + part
+	tableCopyPrefix  = storeadapter.ReservedPrefix + "t." // table copy, in partition "<name>_<pk>": + encoded value
 )
 
 // Bookkeeping properties of index entities. Copies hold the source
@@ -72,18 +66,6 @@ func (ti *tableIndexes) lookup(name string) *index {
 	return nil
 }
 
-// dataPartition reports whether pk is a partition of entities rather than
-// one of the "<name>_<pk>" partitions a copy index keeps in its source
-// table.
-func (ti *tableIndexes) dataPartition(pk string) bool {
-	for _, ix := range ti.indexes {
-		if ix.Kind == KindCopy && ix.Store == StoreTable && strings.EqualFold(ix.table, ti.source) && strings.HasPrefix(pk, ix.Name+"_") {
-			return false
-		}
-	}
-	return true
-}
-
 // memberRowKey is the RowKey of an entity's membership record.
 func memberRowKey(rk string) string {
 	if k := memberPrefix + rk; storeadapter.UTF16Len(k) <= storeadapter.MaxKeyChars {
@@ -95,6 +77,10 @@ func memberRowKey(rk string) string {
 
 // copyRowKey is the RowKey of a partition copy for an encoded value.
 func copyRowKey(ix *index, value string) string { return copyPrefix + ix.Name + "_" + value }
+
+// tableCopyRowKey is the RowKey of a table copy for an encoded value (its
+// PartitionKey is copyPartition's).
+func tableCopyRowKey(value string) string { return tableCopyPrefix + value }
 
 // listBase is the part of a partition list's RowKeys that every part of a
 // value shares; listPartKey adds the part number.
@@ -124,7 +110,7 @@ func fitsKey(s string) bool { return storeadapter.ValidateKey("key", s) == nil }
 // membership is an entity's membership record: what its indexes hold.
 //
 //	property     type    meaning
-//	Gen          Int64   the generation of the last registration (see Worker)
+//	Gen          Int64   the generation of the last registration (see Set.Reconcile)
 //	A_<index>    String  the applied state: the encoded value the entity is
 //	                     indexed under ("" or absent: none); for a copy,
 //	                     the value, "#" and a hash of the copied properties

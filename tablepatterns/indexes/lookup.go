@@ -1,4 +1,4 @@
-package index
+package indexes
 
 import (
 	"context"
@@ -47,7 +47,7 @@ type LookupOptions struct {
 // []byte: the property's type), in key order, reading the index only: a
 // partition copy or the table copy of one partition is one point read, a
 // list one range query (or one blob), a rows index one partition query.
-func (x *Indexes) Lookup(ctx context.Context, table, name string, value any, o LookupOptions) ([]Match, error) {
+func (x *Set) Lookup(ctx context.Context, table, name string, value any, o LookupOptions) ([]Match, error) {
 	ix, err := x.index(table, name)
 	if err != nil {
 		return nil, err
@@ -75,10 +75,9 @@ func (x *Indexes) Lookup(ctx context.Context, table, name string, value any, o L
 			add(Key{*o.PK, owner}, row)
 		}
 	case ix.Kind == KindCopy:
-		f := storeadapter.And(storeadapter.Compare("PartitionKey", storeadapter.Ge, ix.Name+"_"),
-			storeadapter.Compare("PartitionKey", storeadapter.Lt, ix.Name+"`"), storeadapter.Compare("RowKey", storeadapter.Eq, v))
+		f := storeadapter.And(storeadapter.KeyPrefix("PartitionKey", ix.Name+"_"), storeadapter.Compare("RowKey", storeadapter.Eq, tableCopyRowKey(v)))
 		if o.PK != nil {
-			f = storeadapter.And(storeadapter.PartitionEquals(copyPartition(ix, *o.PK)), storeadapter.Compare("RowKey", storeadapter.Eq, v))
+			f = storeadapter.And(storeadapter.PartitionEquals(copyPartition(ix, *o.PK)), storeadapter.Compare("RowKey", storeadapter.Eq, tableCopyRowKey(v)))
 		}
 		err := queryAll(ctx, x.tables, ix.table, storeadapter.Query{Filter: f}, func(e storeadapter.Entity) error {
 			if owner, _ := propString(&e, propOwner); owner != "" {
@@ -147,7 +146,7 @@ func (x *Indexes) Lookup(ctx context.Context, table, name string, value any, o L
 }
 
 // listLines reads the member lines of a table or blob list.
-func (x *Indexes) listLines(ctx context.Context, ix *index, v string) ([]string, error) {
+func (x *Set) listLines(ctx context.Context, ix *index, v string) ([]string, error) {
 	if ix.Store == StoreBlob {
 		lines, _, err := readBlobList(ctx, x.store.Container(ix.Container), blobListName(ix, v))
 		if idempotent.Missing(err) {
@@ -198,7 +197,7 @@ type Entry struct {
 // Entries visits every entry of an index (live ones only), page by page:
 // memory does not grow with the index. For the partition stores it scans
 // the source table's reserved rows.
-func (x *Indexes) Entries(ctx context.Context, table, name string, visit func(Entry) error) error {
+func (x *Set) Entries(ctx context.Context, table, name string, visit func(Entry) error) error {
 	ix, err := x.index(table, name)
 	if err != nil {
 		return err
@@ -216,7 +215,7 @@ func (x *Indexes) Entries(ctx context.Context, table, name string, visit func(En
 // calls page with the token of the next page after each page ("" after
 // the last). With pk, the partition stores and a table copy read that
 // partition's entries only (the others visit every entry).
-func (x *Indexes) scanEntries(ctx context.Context, ix *index, pk *string, token string, visit func(Entry) error, page func(next string) error) error {
+func (x *Set) scanEntries(ctx context.Context, ix *index, pk *string, token string, visit func(Entry) error, page func(next string) error) error {
 	entry := func(value string, k Key, m member) error {
 		v, err := DecodeValue(value)
 		if err != nil {
@@ -240,16 +239,19 @@ func (x *Indexes) scanEntries(ctx context.Context, ix *index, pk *string, token 
 			prefix = listPrefix
 		}
 		prefix += ix.Name + "_"
-		q.Filter = storeadapter.And(storeadapter.Compare("RowKey", storeadapter.Ge, prefix), storeadapter.Compare("RowKey", storeadapter.Lt, prefix[:len(prefix)-1]+"`"))
+		q.Filter = storeadapter.KeyPrefix("RowKey", prefix)
 		if pk != nil {
 			q.Filter = storeadapter.And(storeadapter.PartitionEquals(*pk), q.Filter)
 		}
+	case ix.Kind == KindCopy:
+		prefix = ix.Name + "_"
+		q.Filter = storeadapter.And(storeadapter.KeyPrefix("PartitionKey", prefix), storeadapter.KeyPrefix("RowKey", tableCopyPrefix))
+		if pk != nil {
+			q.Filter = storeadapter.And(storeadapter.PartitionEquals(copyPartition(ix, *pk)), storeadapter.KeyPrefix("RowKey", tableCopyPrefix))
+		}
 	case ix.Kind != KindRows:
 		prefix = ix.Name + "_"
-		q.Filter = storeadapter.And(storeadapter.Compare("PartitionKey", storeadapter.Ge, prefix), storeadapter.Compare("PartitionKey", storeadapter.Lt, ix.Name+"`"))
-		if pk != nil && ix.Kind == KindCopy {
-			q.Filter = storeadapter.PartitionEquals(copyPartition(ix, *pk))
-		}
+		q.Filter = storeadapter.KeyPrefix("PartitionKey", prefix)
 	}
 	err := paginate(token, func(token string) (string, error) {
 		q.Continuation = token
@@ -278,7 +280,7 @@ func nilPage(page func(string) error) error {
 }
 
 // visitRow visits the entries of one index row.
-func (x *Indexes) visitRow(ix *index, prefix string, e storeadapter.Entity, entry func(string, Key, member) error) error {
+func (x *Set) visitRow(ix *index, prefix string, e storeadapter.Entity, entry func(string, Key, member) error) error {
 	switch {
 	case ix.Kind == KindRows:
 		pk, rk, err := splitMemberKey(e.RowKey)
@@ -292,15 +294,15 @@ func (x *Indexes) visitRow(ix *index, prefix string, e storeadapter.Entity, entr
 		owner, _ := propString(&e, propOwner)
 		return entry(strings.TrimPrefix(e.RowKey, prefix), Key{e.PartitionKey, owner}, member{})
 	case ix.Kind == KindCopy:
-		pk := strings.TrimPrefix(e.PartitionKey, prefix)
+		pk, value := strings.TrimPrefix(e.PartitionKey, prefix), strings.TrimPrefix(e.RowKey, tableCopyPrefix)
 		if owner, _ := propString(&e, propOwner); owner != "" {
 			gen, _ := e.Properties[propGen].(int64)
-			if err := entry(e.RowKey, Key{pk, owner}, member{gen: gen}); err != nil {
+			if err := entry(value, Key{pk, owner}, member{gen: gen}); err != nil {
 				return err
 			}
 		}
 		for rk, gen := range parseTombs(e.Properties[propTombs]) {
-			if err := entry(e.RowKey, Key{pk, rk}, member{gen: gen, dead: true}); err != nil {
+			if err := entry(value, Key{pk, rk}, member{gen: gen, dead: true}); err != nil {
 				return err
 			}
 		}
@@ -354,7 +356,7 @@ func partLines(e storeadapter.Entity) []string {
 
 // scanBlobs visits the entries of a blob list index, a listing page at a
 // time.
-func (x *Indexes) scanBlobs(ctx context.Context, ix *index, marker string, entry func(string, Key, member) error, page func(string) error) error {
+func (x *Set) scanBlobs(ctx context.Context, ix *index, marker string, entry func(string, Key, member) error, page func(string) error) error {
 	c := x.store.Container(ix.Container)
 	prefix := blobListName(ix, "")
 	err := paginate(marker, func(marker string) (string, error) {

@@ -1,4 +1,4 @@
-package index
+package indexes
 
 import (
 	"context"
@@ -65,7 +65,7 @@ const (
 // indexes, saving its position after each page in cp under opID, so a
 // rebuild that stops resumes there when run again with the same opID;
 // memory does not grow with the table.
-func (x *Indexes) Rebuild(ctx context.Context, table string, pk *string, cp idempotent.Checkpoints, opID string) (RebuildResult, error) {
+func (x *Set) Rebuild(ctx context.Context, table string, pk *string, cp idempotent.Checkpoints, opID string) (RebuildResult, error) {
 	ti, err := x.indexes(table)
 	if err != nil {
 		return RebuildResult{}, err
@@ -73,7 +73,7 @@ func (x *Indexes) Rebuild(ctx context.Context, table string, pk *string, cp idem
 	return x.rebuild(ctx, ti, pk, cp, opID)
 }
 
-func (x *Indexes) rebuild(ctx context.Context, ti *tableIndexes, pk *string, cp idempotent.Checkpoints, opID string) (RebuildResult, error) {
+func (x *Set) rebuild(ctx context.Context, ti *tableIndexes, pk *string, cp idempotent.Checkpoints, opID string) (RebuildResult, error) {
 	var res RebuildResult
 	count := func(out Outcome, err error) error {
 		switch {
@@ -191,14 +191,12 @@ func sweepSteps(ti *tableIndexes) []string {
 // partitions).
 func rebuildTarget(ti *tableIndexes, e storeadapter.Entity) (rk string, force, ok bool) {
 	switch {
-	case !ti.dataPartition(e.PartitionKey):
-		return "", false, false
 	case strings.HasPrefix(e.RowKey, memberPrefix):
 		return strings.TrimPrefix(e.RowKey, memberPrefix), false, true
 	case strings.HasPrefix(e.RowKey, memberHashPrefix):
 		rk, ok := e.Properties["Key"].(string)
 		return rk, false, ok
-	case strings.HasPrefix(e.RowKey, ReservedPrefix):
+	case storeadapter.IsReserved(e.RowKey):
 		return "", false, false
 	}
 	return e.RowKey, true, true
@@ -207,7 +205,7 @@ func rebuildTarget(ti *tableIndexes, e storeadapter.Entity) (rk string, force, o
 // resume runs one checkpointed step: run gets the saved token ("" at the
 // start) and a save function to call after each page with the next
 // token ("" at the end). A finished step is skipped.
-func (x *Indexes) resume(ctx context.Context, cp idempotent.Checkpoints, opID, step string, run func(token string, save func(string) error) error) error {
+func (x *Set) resume(ctx context.Context, cp idempotent.Checkpoints, opID, step string, run func(token string, save func(string) error) error) error {
 	saved, err := cp.Load(ctx, opID, step)
 	if err != nil || saved == tokenFinished {
 		return err
@@ -223,7 +221,7 @@ func (x *Indexes) resume(ctx context.Context, cp idempotent.Checkpoints, opID, s
 // prune deletes an expired tombstone of a rows index (If-Match, so a
 // concurrent write wins); the other stores prune tombstones when they
 // next write the entry.
-func (x *Indexes) prune(ctx context.Context, ix *index, en Entry) (int, error) {
+func (x *Set) prune(ctx context.Context, ix *index, en Entry) (int, error) {
 	if ix.Kind != KindRows || en.Gen >= x.graceCut() {
 		return 0, nil
 	}
@@ -245,7 +243,7 @@ func (x *Indexes) prune(ctx context.Context, ix *index, en Entry) (int, error) {
 // the tombstone grace period: by then no tombstone can outrank the
 // generation a re-created entity starts with (the clock), so the record
 // is no longer needed. It is If-Match, so a concurrent reconcile wins.
-func (x *Indexes) dropMembership(ctx context.Context, ti *tableIndexes, pk, rk string) error {
+func (x *Set) dropMembership(ctx context.Context, ti *tableIndexes, pk, rk string) error {
 	e, rec, err := x.readEntity(ctx, ti.source, pk, rk)
 	if err != nil || e != nil || rec == nil {
 		return err

@@ -1,11 +1,10 @@
-package index
+package indexes
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/tablekeeper/tablekeeper/idempotent"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
@@ -27,8 +26,77 @@ type Outcome struct {
 // Reconcile brings every index of a source table's entity up to date with
 // the entity as it is now (a missing entity is removed from them). Run it
 // after every write of an indexed entity, in any order and as often as
-// wanted: see Worker for why any interleaving converges.
-func (x *Indexes) Reconcile(ctx context.Context, table, pk, rk string) (Outcome, error) {
+// wanted, and after every move or delete of one: the index kind's worker
+// runs it for each message, and the kinds that move or delete entities
+// (archive, purge) run it for the entities they remove.
+//
+// # Steps, crash positions and concurrent workers
+//
+// The source entity is the truth; its membership record (RowKey
+// storeadapter.ReservedPrefix+"m."+rk, in the entity's partition) says, per index, what
+// was applied (A_<index>) and, for the table, rows and blob stores, which
+// values are still to be settled (S_<index>) at generation Gen. A
+// reconcile:
+//
+//  1. reads its record, then the entity (in that order: see the end);
+//  2. computes each index's value from the entity; if every index's
+//     applied state matches and nothing is pending, stops (two reads);
+//  3. registers: writes the record with a new generation (greater than
+//     the last and than the clock in microseconds), the new applied
+//     states and, per table/rows/blob index, the pending values: those
+//     pending before, the old value and the new. The write is If-Match of
+//     the record read in 1 (an insert when there was none), in one
+//     transaction with every partition-store change: a partition copy
+//     moved to its new RowKey (deleted and inserted on the ETags read), the
+//     entity's RowKey moved between partition lists. A lost
+//     compare-and-swap restarts at 1;
+//  4. settles each pending value of the table, rows and blob indexes at
+//     the registered generation: live for the new value, a tombstone for
+//     the others (see apply: an entry changes only for a higher
+//     generation);
+//  5. clears the settled values from the record, If-Match of its
+//     registration. When a later generation registered meanwhile, it
+//     carries the values on and settles them too; the record then only
+//     loses the values this generation tombstoned that no later one made
+//     the index's value (see clear), so it stays small however long the
+//     reconciles of one entity overlap.
+//
+// Why it converges. Registrations are serialised by the record's ETag and
+// each reads the entity after reading the record, so a higher generation
+// always saw an equal or newer version of the entity: the last
+// registration after the application's last write saw the truth. A
+// partition store changes atomically with its registration, so it always
+// matches the record. The pending values of a registration include those
+// of every earlier one that was not settled, so the last generation
+// writes every entry any earlier one may still write, and an entry keeps
+// the highest generation's write whatever order the requests arrive in: a
+// reconcile that read an older version can never overwrite a newer one.
+//
+// Crash positions: before 3 nothing was written; after 3 the record holds
+// pending values, so any later reconcile (the redelivered message, or
+// another) settles them at that generation (4 and 5 are idempotent: an
+// entry that already holds the generation is left alone); after 4 the
+// entries are right and only the record's pending values remain, cleared
+// by the next reconcile at the cost of rewriting nothing. Two workers
+// reconciling one entity: one wins the registration, the other restarts
+// and either sees nothing to do or registers a later generation; two
+// workers settling one generation write the same entries. Two workers
+// changing one shared entry (a list, a copy row): every write is
+// If-Match of the ETag read, retried on a loss.
+//
+// A copy whose value another entity holds is never overwritten: the
+// reconcile finishes the other indexes and fails with ErrConflict (retried,
+// and reported in the failure record and by Check); nothing re-enqueues
+// the entity when the holder moves on, so after its retries are spent it
+// waits for its next write, an "enqueue index reconcile" or a rebuild. A
+// value that cannot be indexed (too long for a key, or partition copies
+// that together exceed one transaction) is removed from that index and
+// the job fails permanently, naming it.
+//
+// A membership record read after the entity could pair an old version
+// of the entity with a newer record, and register it above the newer
+// version: the record is read first.
+func (x *Set) Reconcile(ctx context.Context, table, pk, rk string) (Outcome, error) {
 	ti, err := x.indexes(table)
 	if err != nil {
 		return Outcome{}, err
@@ -38,22 +106,33 @@ func (x *Indexes) Reconcile(ctx context.Context, table, pk, rk string) (Outcome,
 
 // checkKeys refuses keys that are the index kind's own rows.
 func checkKeys(ti *tableIndexes, pk, rk string) error {
-	if strings.HasPrefix(rk, ReservedPrefix) {
-		return fmt.Errorf("index: rk %q starts with %q, which is reserved for the index kind's own rows: %w",
-			storeadapter.Truncate(rk, 60), ReservedPrefix, storeadapter.ErrInvalidInput)
-	}
-	if !ti.dataPartition(pk) {
-		return fmt.Errorf("index: pk %q is a partition of a copy index kept in table %s (\"<index>_<pk>\"), not of entities: %w",
-			storeadapter.Truncate(pk, 60), ti.source, storeadapter.ErrInvalidInput)
+	if storeadapter.IsReserved(rk) {
+		return fmt.Errorf("index: rk %q starts with %q, which is reserved for tablekeeper's own rows: %w",
+			storeadapter.Truncate(rk, 60), storeadapter.ReservedPrefix, storeadapter.ErrInvalidInput)
 	}
 	return nil
+}
+
+// String summarises an outcome for a job's result.
+func (o Outcome) String() string {
+	s := "indexes unchanged"
+	if o.Changed {
+		s = "indexes updated"
+	}
+	if n := len(o.Conflicts); n > 0 {
+		s += fmt.Sprintf(", %d conflict(s)", n)
+	}
+	if n := len(o.Unindexable); n > 0 {
+		s += fmt.Sprintf(", %d value(s) cannot be indexed", n)
+	}
+	return s
 }
 
 // reconcile is Reconcile; force re-registers and rewrites every index
 // whatever the membership record says (rebuild), and extra names values,
 // per index, that the entity must be removed from unless it has them
 // (rebuild's sweep of stale entries).
-func (x *Indexes) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string, force bool, extra map[string][]string) (Outcome, error) {
+func (x *Set) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string, force bool, extra map[string][]string) (Outcome, error) {
 	if err := checkKeys(ti, pk, rk); err != nil {
 		return Outcome{}, err
 	}
@@ -150,7 +229,7 @@ func (x *Indexes) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string
 // settle applies the pending values of the table, rows and blob indexes
 // at the record's generation, then clears them from the record.
 // etag is the record's ETag after the registration, "" when unknown.
-func (x *Indexes) settle(ctx context.Context, ti *tableIndexes, pk, rk string, m membership, etag string, wants map[string]want, out *Outcome) error {
+func (x *Set) settle(ctx context.Context, ti *tableIndexes, pk, rk string, m membership, etag string, wants map[string]want, out *Outcome) error {
 	tombstoned := map[string][]string{} // per settled index, the values written as tombstones
 	for _, ix := range ti.indexes {
 		values := m.pending[ix.Name]
@@ -195,7 +274,7 @@ func (x *Indexes) settle(ctx context.Context, ti *tableIndexes, pk, rk string, m
 // of an older generation loses to gen's tombstone, and no later one
 // writes it live. Removing those keeps the record small however long the
 // reconciles of an entity overlap. If-Match, a few rounds.
-func (x *Indexes) clear(ctx context.Context, table, pk, rk string, m membership, etag string, tombstoned map[string][]string) error {
+func (x *Set) clear(ctx context.Context, table, pk, rk string, m membership, etag string, tombstoned map[string][]string) error {
 	cur := m // the record as registered, when etag is its ETag
 	for round := 1; ; round++ {
 		if etag == "" {
@@ -240,7 +319,7 @@ func recordOp(m membership, next storeadapter.Entity) storeadapter.TableOp {
 // with the partition indexes' ops, in one transaction, or alone when there
 // are none. It returns the record's new ETag when it learns it ("" after a
 // transaction, whose answer does not carry it).
-func (x *Indexes) commit(ctx context.Context, table string, record storeadapter.TableOp, ops []storeadapter.TableOp) (string, error) {
+func (x *Set) commit(ctx context.Context, table string, record storeadapter.TableOp, ops []storeadapter.TableOp) (string, error) {
 	switch {
 	case len(ops) > 0:
 		return "", x.tables.Transact(ctx, table, append([]storeadapter.TableOp{record}, ops...))
@@ -254,7 +333,7 @@ func (x *Indexes) commit(ctx context.Context, table string, record storeadapter.
 // the operations that leave the entity in the entry of w's value only,
 // and the state to record. A copy whose value another entity holds is not
 // written: the state is then "" and the error wraps ErrConflict.
-func (x *Indexes) partitionOps(ctx context.Context, ix *index, pk, rk string, values []string, w want) (string, []storeadapter.TableOp, error) {
+func (x *Set) partitionOps(ctx context.Context, ix *index, pk, rk string, values []string, w want) (string, []storeadapter.TableOp, error) {
 	target, state := stateValue(w.state), w.state
 	var ops []storeadapter.TableOp
 	var problem error // a list at its limit (wraps ErrTooLarge) or a copy conflict (ErrConflict)
@@ -307,10 +386,10 @@ func (x *Indexes) partitionOps(ctx context.Context, ix *index, pk, rk string, va
 
 // readEntity reads an entity's membership record and then the entity
 // (nil when missing; a missing table holds neither). The order is the
-// convergence argument's (see Worker): the entity must be read after the
+// convergence argument's (see Reconcile): the entity must be read after the
 // record, so that a registration that wins the record's If-Match always
 // saw a version of the entity at least as new as every earlier one did.
-func (x *Indexes) readEntity(ctx context.Context, table, pk, rk string) (e, rec *storeadapter.Entity, err error) {
+func (x *Set) readEntity(ctx context.Context, table, pk, rk string) (e, rec *storeadapter.Entity, err error) {
 	if rec, err = getOptional(ctx, x.tables, table, pk, memberRowKey(rk)); err != nil {
 		return nil, nil, err
 	}

@@ -1,4 +1,4 @@
-package index
+package indexes
 
 import (
 	"context"
@@ -368,7 +368,7 @@ func TestSpillOverAtRealSize(t *testing.T) {
 	f.assertTruth()
 }
 
-func mustIndex(t *testing.T, x *Indexes, name string) *index {
+func mustIndex(t *testing.T, x *Set, name string) *index {
 	ix, err := x.index(employees, name)
 	if err != nil {
 		t.Fatal(err)
@@ -399,7 +399,7 @@ func TestRebuild(t *testing.T) {
 	for _, tb := range []string{"EmployeesByEmail", "EmployeesByLastName", "EmployeesLastNameRows"} {
 		wipe(tb, all)
 	}
-	wipe(employees, func(e storeadapter.Entity) bool { return strings.HasPrefix(e.RowKey, ReservedPrefix) })
+	wipe(employees, func(e storeadapter.Entity) bool { return storeadapter.IsReserved(e.RowKey) })
 	page, _ := f.raw.Container("employee-index").List(f.ctx, "", "")
 	for _, b := range page.Blobs {
 		_ = f.raw.Container("employee-index").Delete(f.ctx, b.Name, "")
@@ -488,29 +488,6 @@ func TestConfigValidate(t *testing.T) {
 	good := sixIndexes()
 	if err := good.Validate(); err != nil {
 		t.Errorf("the issue's declarations: %v", err)
-	}
-}
-
-func TestArgsValidate(t *testing.T) {
-	for _, tc := range []struct {
-		a    Args
-		want string
-	}{
-		{Args{Table: "T"}, "args.table"},
-		{Args{Table: "Tab", RK: ptr("r")}, "args.pk: is required"},
-		{Args{Table: "Tab", PK: ptr("p")}, "args.rk: is required"},
-		{Args{Table: "Tab", PK: ptr("p"), RK: ptr(ReservedPrefix + "m.x")}, "reserved"},
-		{Args{Table: "Tab", Rebuild: true, RK: ptr("r")}, "args.rk: a rebuild"},
-		{Args{Table: "Tab", PK: ptr("p/q"), RK: ptr("r")}, "args.pk"},
-	} {
-		if err := tc.a.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%+v: %v, want %q", tc.a, err, tc.want)
-		}
-	}
-	for _, a := range []Args{{Table: "Tab", PK: ptr("p"), RK: ptr("r")}, {Table: "Tab", Rebuild: true}, {Table: "Tab", Rebuild: true, PK: ptr("p")}} {
-		if err := a.Validate(); err != nil {
-			t.Errorf("%+v: %v", a, err)
-		}
 	}
 }
 

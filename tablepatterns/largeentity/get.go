@@ -1,4 +1,4 @@
-package blobsync
+package largeentity
 
 import (
 	"bytes"
@@ -45,11 +45,11 @@ func (e *MismatchError) Unwrap() error { return ErrMismatch }
 func Get(ctx context.Context, store storeadapter.Store, table, pk, rk string) (storeadapter.Entity, error) {
 	e, err := store.Tables().GetEntity(ctx, table, pk, rk)
 	if err != nil {
-		return e, fmt.Errorf("blobsync: get %s %s/%s: %w", table, pk, rk, err)
+		return e, fmt.Errorf("largeentity: get %s %s/%s: %w", table, pk, rk, err)
 	}
 	e, err = Restore(ctx, store, e)
 	if err != nil {
-		return e, fmt.Errorf("blobsync: %s %s/%s: %w", table, pk, rk, err)
+		return e, fmt.Errorf("largeentity: %s %s/%s: %w", table, pk, rk, err)
 	}
 	return e, nil
 }
@@ -88,7 +88,7 @@ func Read(ctx context.Context, store storeadapter.Store, p string, ref Ref) (any
 	// The size Open reports is compared with the reference before any
 	// byte is read, and the read stops one byte past ref.Length: a blob
 	// swapped for a larger one costs no more than the reference's length.
-	h, err := hashBlob(ctx, store.Container(ref.Container), ref.Name, &buf, ref.Length)
+	h, err := HashBlob(ctx, store.Container(ref.Container), ref.Name, &buf, ref.Length)
 	if err != nil {
 		return nil, fmt.Errorf("property %s: blob %s/%s: %w", p, ref.Container, ref.Name, err)
 	}
@@ -96,14 +96,14 @@ func Read(ctx context.Context, store storeadapter.Store, p string, ref Ref) (any
 		return &MismatchError{Property: p, Container: ref.Container, Name: ref.Name, What: what, Want: want, Got: got}
 	}
 	switch {
-	case h.length != ref.Length:
-		got := fmt.Sprint(h.length)
-		if h.sum == "" && h.length == ref.Length+1 {
+	case h.Length != ref.Length:
+		got := fmt.Sprint(h.Length)
+		if h.Sum == "" && h.Length == ref.Length+1 {
 			got = "more than " + fmt.Sprint(ref.Length) // the read stopped there
 		}
 		return nil, mismatch("length", fmt.Sprint(ref.Length), got)
-	case h.sum != ref.SHA256:
-		return nil, mismatch("sha256", ref.SHA256, h.sum)
+	case h.Sum != ref.SHA256:
+		return nil, mismatch("sha256", ref.SHA256, h.Sum)
 	case ref.Type == storeadapter.EdmString.String():
 		if !utf8.Valid(buf.Bytes()) {
 			return nil, mismatch("utf-8", "valid UTF-8 text (Edm.String)", "not UTF-8")

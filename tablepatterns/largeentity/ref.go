@@ -1,4 +1,4 @@
-package blobsync
+package largeentity
 
 import (
 	"context"
@@ -24,17 +24,10 @@ const MaxPropertyChars = storeadapter.MaxPropertyNameChars - len(RefPrefix)
 // RefVersion is the layout version of a Ref (its "v").
 const RefVersion = 1
 
-// Modes (Args.Mode, Ref.Mode).
+// Modes of a reference (Ref.Mode): who owns the blob.
 const (
-	ModeOffload   = "offload"   // a property moved to a blob blobsync owns
-	ModeAttach    = "attach"    // a blob the application uploaded itself
-	ModeReconcile = "reconcile" // repair drift between a table and a container
-)
-
-// OnMissing values (Args.OnMissing, Config.OnMissing).
-const (
-	OnMissingReport = "report"
-	OnMissingClear  = "clear"
+	ModeOffload = "offload" // a property moved to a blob blobsync owns
+	ModeAttach  = "attach"  // a blob the application uploaded itself
 )
 
 // Content types of offloaded properties.
@@ -112,7 +105,7 @@ func RefOf(e storeadapter.Entity, p string) (r Ref, ok bool, err error) {
 	}
 	s, isString := v.(string)
 	if !isString {
-		return Ref{}, true, fmt.Errorf("property %s%s: is %s, want a String reference", RefPrefix, p, typeName(v))
+		return Ref{}, true, fmt.Errorf("property %s%s: is %s, want a String reference", RefPrefix, p, TypeName(v))
 	}
 	r, err = ParseRef(s)
 	if err != nil {
@@ -176,17 +169,17 @@ func ParseBlobName(prefix, name string) (m ManagedName, ok bool) {
 		return ManagedName{}, false
 	}
 	m.Table, m.Property, m.SHA256 = segs[0], segs[3], segs[4]
-	if storeadapter.ValidateTableName(m.Table) != nil || checkProperty(m.Property) != nil || !isSHA256(m.SHA256) ||
+	if storeadapter.ValidateTableName(m.Table) != nil || CheckProperty(m.Property) != nil || !isSHA256(m.SHA256) ||
 		storeadapter.ValidateKey("pk", m.PK) != nil || storeadapter.ValidateKey("rk", m.RK) != nil {
 		return ManagedName{}, false
 	}
 	return m, true
 }
 
-// checkProperty checks the name of a property blobsync moves: a valid
+// CheckProperty checks the name of a property blobsync moves: a valid
 // property name of at most MaxPropertyChars that is not itself a
 // reference.
-func checkProperty(p string) error {
+func CheckProperty(p string) error {
 	if err := storeadapter.ValidatePropertyName(p); err != nil {
 		return err
 	}
@@ -199,9 +192,9 @@ func checkProperty(p string) error {
 	return nil
 }
 
-// cleanPrefix checks a blob name prefix (no "." or ".." segments, no
+// CleanPrefix checks a blob name prefix (no "." or ".." segments, no
 // backslash) and trims its slashes.
-func cleanPrefix(prefix string) (string, error) {
+func CleanPrefix(prefix string) (string, error) {
 	if strings.Contains(prefix, `\`) {
 		return "", fmt.Errorf("%q must not contain \\ (Azure reads it as /)", prefix)
 	}
@@ -234,39 +227,42 @@ func isSHA256(s string) bool {
 	return true
 }
 
-// typeName names the EDM type of a property value.
-func typeName(v any) string {
+// TypeName names the EDM type of a property value.
+func TypeName(v any) string {
 	if t, ok := storeadapter.TypeOf(v); ok {
 		return t.String()
 	}
 	return fmt.Sprintf("%T", v)
 }
 
-// sameETag reports whether two ETags are equal, with or without quotes.
-func sameETag(a, b string) bool { return strings.Trim(a, `"`) == strings.Trim(b, `"`) }
+// SameETag reports whether two ETags are equal, with or without quotes.
+func SameETag(a, b string) bool { return strings.Trim(a, `"`) == strings.Trim(b, `"`) }
 
-// hashed is a blob's content as read: its digest and length.
-type hashed struct {
-	sum    string
-	length int64
-	props  storeadapter.BlobProps
+// Hashed is a blob's content as read: its digest and length.
+type Hashed struct {
+	// Sum is the lower-case hex SHA-256 ("" when the read stopped at its
+	// limit), Length the bytes read (or the size Open reported).
+	Sum    string
+	Length int64
+	// Props are the properties Open gave: the ETag the content belongs to.
+	Props storeadapter.BlobProps
 }
 
-// hashBlob streams a blob and returns its SHA-256 and length, with the
+// HashBlob streams a blob and returns its SHA-256 and length, with the
 // properties Open gave (the ETag the content belongs to). keep, when not
 // nil, receives the content as it streams. limit, when not negative, is
 // the most bytes the caller wants: a blob whose size (as Open reports it)
 // is over limit is not read at all, and at most limit+1 bytes are read
 // whatever the size said, so a blob swapped for a larger one never costs
 // more; the returned length then exceeds limit and sum is empty.
-func hashBlob(ctx context.Context, b storeadapter.Blobs, name string, keep io.Writer, limit int64) (hashed, error) {
+func HashBlob(ctx context.Context, b storeadapter.Blobs, name string, keep io.Writer, limit int64) (Hashed, error) {
 	r, props, err := b.Open(ctx, name)
 	if err != nil {
-		return hashed{}, err
+		return Hashed{}, err
 	}
 	defer r.Close()
 	if limit >= 0 && props.Size > limit {
-		return hashed{length: props.Size, props: props}, nil
+		return Hashed{Length: props.Size, Props: props}, nil
 	}
 	h := sha256.New()
 	w := io.Writer(h)
@@ -279,16 +275,16 @@ func hashBlob(ctx context.Context, b storeadapter.Blobs, name string, keep io.Wr
 	}
 	n, err := io.Copy(w, src)
 	if err != nil {
-		return hashed{}, fmt.Errorf("read blob %s: %w", name, err)
+		return Hashed{}, fmt.Errorf("read blob %s: %w", name, err)
 	}
 	if limit >= 0 && n > limit {
-		return hashed{length: n, props: props}, nil
+		return Hashed{Length: n, Props: props}, nil
 	}
-	return hashed{sum: hex.EncodeToString(h.Sum(nil)), length: n, props: props}, nil
+	return Hashed{Sum: hex.EncodeToString(h.Sum(nil)), Length: n, Props: props}, nil
 }
 
-// digest returns the lower-case hex SHA-256 of data.
-func digest(data []byte) string {
+// Digest returns the lower-case hex SHA-256 of data.
+func Digest(data []byte) string {
 	s := sha256.Sum256(data)
 	return hex.EncodeToString(s[:])
 }

@@ -9,8 +9,10 @@ import (
 
 	"github.com/tablekeeper/tablekeeper/idempotent"
 	"github.com/tablekeeper/tablekeeper/jobs/blobsync"
+	"github.com/tablekeeper/tablekeeper/jobs/kit"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/largeentity"
 )
 
 // blobsyncRuns measures the storage calls of the blobsync kind on one
@@ -29,7 +31,7 @@ func (b bench) blobsyncRuns(ctx context.Context, title string, store storeadapte
 	table, container := "BenchBlobsync"+suffix, "bench-blobsync-"+suffix
 	calls := &instrument.Counts{}
 	st := instrumented(store, latency, calls)
-	w, err := blobsync.New(st, blobsync.Config{CheckpointTable: "BenchCheckpoints" + suffix, Tables: []blobsync.TableConfig{
+	w, err := blobsync.New(kit.Plain(st), blobsync.Config{CheckpointTable: "BenchCheckpoints" + suffix, Tables: largeentity.Layout{
 		{Table: table, Container: container, Properties: []string{"Photo", "Resume"}}}})
 	if err != nil {
 		return err

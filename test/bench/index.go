@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/tablekeeper/tablekeeper/idempotent"
-	"github.com/tablekeeper/tablekeeper/jobs/index"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/indexes"
 )
 
 // ixCombo is one kind of index: its kind and its store.
@@ -25,19 +25,19 @@ type ixCombo struct{ kind, store string }
 
 // ixCombos are the six combinations the index kind supports.
 var ixCombos = []ixCombo{
-	{index.KindCopy, index.StorePartition},
-	{index.KindCopy, index.StoreTable},
-	{index.KindList, index.StorePartition},
-	{index.KindList, index.StoreTable},
-	{index.KindList, index.StoreBlob},
-	{index.KindRows, index.StoreTable},
+	{indexes.KindCopy, indexes.StorePartition},
+	{indexes.KindCopy, indexes.StoreTable},
+	{indexes.KindList, indexes.StorePartition},
+	{indexes.KindList, indexes.StoreTable},
+	{indexes.KindList, indexes.StoreBlob},
+	{indexes.KindRows, indexes.StoreTable},
 }
 
 func (c ixCombo) String() string { return c.kind + "/" + c.store }
 
 // aimed reports whether the issue's aims (unchanged ≤ 2 calls, changed
 // ≤ 5) are set for this store: the partition and rows stores.
-func (c ixCombo) aimed() bool { return c.store == index.StorePartition || c.kind == index.KindRows }
+func (c ixCombo) aimed() bool { return c.store == indexes.StorePartition || c.kind == indexes.KindRows }
 
 // Aims of the issue for the partition and rows stores, in calls per
 // reconcile.
@@ -58,14 +58,14 @@ const (
 // and the same index rows.
 type ixSetup struct {
 	combo       ixCombo
-	x           *index.Indexes // on the instrumented store
+	x           *indexes.Set // on the instrumented store
 	src, direct ixNames
 	indexCalls  *instrument.Counts
 	directCalls *instrument.Counts
 	indexStore  storeadapter.Store // instrumented, counted in indexCalls
 	directStore storeadapter.Store // instrumented, counted in directCalls
 	raw         storeadapter.Store // not counted: seeding and renames
-	rawX        *index.Indexes     // on raw: builds the direct table's index rows
+	rawX        *indexes.Set       // on raw: builds the direct table's index rows
 }
 
 // ixNames are a source table's names.
@@ -125,25 +125,25 @@ func (b bench) ixSetup(ctx context.Context, c ixCombo, raw storeadapter.Store, l
 		indexCalls: &instrument.Counts{}, directCalls: &instrument.Counts{}}
 	s.indexStore = instrumented(raw, latency, s.indexCalls)
 	s.directStore = instrumented(raw, latency, s.directCalls)
-	decl := func(n ixNames) index.Decl {
-		d := index.Decl{Name: ixName, Property: ixProperty, Kind: c.kind, Store: c.store}
+	decl := func(n ixNames) indexes.Decl {
+		d := indexes.Decl{Name: ixName, Property: ixProperty, Kind: c.kind, Store: c.store}
 		switch {
-		case c.store == index.StoreBlob:
+		case c.store == indexes.StoreBlob:
 			d.Container = n.container
-		case c.store == index.StoreTable:
+		case c.store == indexes.StoreTable:
 			d.Table = n.ixTable
 		}
-		if c.kind == index.KindRows {
+		if c.kind == indexes.KindRows {
 			d.Store = ""
 		}
 		return d
 	}
-	cfg := index.Config{Tables: map[string][]index.Decl{s.src.table: {decl(s.src)}, s.direct.table: {decl(s.direct)}}}
+	cfg := indexes.Config{Tables: map[string][]indexes.Decl{s.src.table: {decl(s.src)}, s.direct.table: {decl(s.direct)}}}
 	var err error
-	if s.x, err = index.Open(s.indexStore, cfg); err != nil {
+	if s.x, err = indexes.Open(s.indexStore, cfg); err != nil {
 		return nil, err
 	}
-	if s.rawX, err = index.Open(raw, cfg); err != nil {
+	if s.rawX, err = indexes.Open(raw, cfg); err != nil {
 		return nil, err
 	}
 	for _, n := range []ixNames{s.src, s.direct} {
@@ -279,7 +279,7 @@ func (s *ixSetup) check(ctx context.Context, n int) error {
 	for _, i := range []int{0, n / 2, n - 1} {
 		pk := ixPK(i)
 		for _, renamed := range []bool{false, true} {
-			ms, err := s.rawX.Lookup(ctx, s.src.table, ixName, ixValue(i, renamed), index.LookupOptions{PK: &pk})
+			ms, err := s.rawX.Lookup(ctx, s.src.table, ixName, ixValue(i, renamed), indexes.LookupOptions{PK: &pk})
 			if err != nil {
 				return err
 			}
@@ -367,7 +367,7 @@ func opsLine(s instrument.Snapshot, n int) string {
 
 // direct makes, on the direct table, the storage calls a reconcile makes,
 // in the same order and with the same conditions, without the index
-// logic: it knows the index's layout (jobs/index layout.go) and that the
+// logic: it knows the index's layout (tablepatterns/indexes layout.go) and that the
 // entity was renamed from ixValue(i, false) to ixValue(i, true), and
 // writes what it read back with the change, fenced by the ETags it read.
 // A row the layout says must exist and does not is an error, so a change
@@ -380,7 +380,7 @@ type direct struct {
 // read is a reconcile's first step: the membership record, then the
 // entity (in this order: see the index kind's Worker).
 func (d direct) read(ctx context.Context, i int) (e, rec storeadapter.Entity, err error) {
-	if rec, err = d.t.GetEntity(ctx, d.s.direct.table, ixPK(i), index.ReservedPrefix+"m."+ixRK(i)); err != nil {
+	if rec, err = d.t.GetEntity(ctx, d.s.direct.table, ixPK(i), storeadapter.ReservedPrefix+"m."+ixRK(i)); err != nil {
 		return e, rec, err
 	}
 	e, err = d.t.GetEntity(ctx, d.s.direct.table, ixPK(i), ixRK(i))
@@ -394,23 +394,23 @@ func (d direct) changed(ctx context.Context, i int) error {
 	if err != nil {
 		return err
 	}
-	encOld, err := index.EncodeValue(ixValue(i, false))
+	encOld, err := indexes.EncodeValue(ixValue(i, false))
 	if err != nil {
 		return err
 	}
-	encNew, err := index.EncodeValue(e.Properties[ixProperty])
+	encNew, err := indexes.EncodeValue(e.Properties[ixProperty])
 	if err != nil {
 		return err
 	}
 	state := "A_" + ixName
 	c := d.s.combo
-	if c.store == index.StorePartition {
+	if c.store == indexes.StorePartition {
 		// Read both entries, then one transaction: the record and the
 		// entries of the old and the new value.
 		rec.Properties[state] = encNew
 		ops := []storeadapter.TableOp{{Action: storeadapter.TxUpdateReplace, Entity: rec, IfMatch: rec.ETag}}
-		if c.kind == index.KindCopy {
-			key := func(v string) string { return index.ReservedPrefix + "c." + ixName + "_" + v }
+		if c.kind == indexes.KindCopy {
+			key := func(v string) string { return storeadapter.ReservedPrefix + "c." + ixName + "_" + v }
 			old, err := d.t.GetEntity(ctx, table, pk, key(encOld))
 			if err != nil {
 				return fmt.Errorf("old copy: %w", err)
@@ -423,7 +423,7 @@ func (d direct) changed(ctx context.Context, i int) error {
 			ops = append(ops, storeadapter.TableOp{Action: storeadapter.TxDelete, Entity: storeadapter.Entity{PartitionKey: pk, RowKey: old.RowKey}, IfMatch: old.ETag},
 				storeadapter.TableOp{Action: storeadapter.TxInsert, Entity: cp})
 		} else {
-			base := func(v string) string { return index.ReservedPrefix + "l." + ixName + "_" + v + " !" }
+			base := func(v string) string { return storeadapter.ReservedPrefix + "l." + ixName + "_" + v + " !" }
 			parts := func(v string) ([]storeadapter.Entity, error) {
 				f := storeadapter.And(storeadapter.PartitionEquals(pk), storeadapter.Compare("RowKey", storeadapter.Ge, base(v)+"0000"),
 					storeadapter.Compare("RowKey", storeadapter.Lt, base(v)+":"))
@@ -487,8 +487,8 @@ func (d direct) settle(ctx context.Context, i int, e storeadapter.Entity, v stri
 		return &got, err
 	}
 	switch {
-	case s.combo.kind == index.KindRows:
-		key := index.EscapeKey(pk) + " !" + index.EscapeKey(rk)
+	case s.combo.kind == indexes.KindRows:
+		key := indexes.EscapeKey(pk) + " !" + indexes.EscapeKey(rk)
 		next := storeadapter.Entity{PartitionKey: v, RowKey: key, Properties: map[string]any{"tkGen": gen, "tkDead": !live}}
 		if live { // the new value's entry: inserted without a read
 			_, err := d.t.InsertEntity(ctx, s.direct.ixTable, next)
@@ -499,7 +499,7 @@ func (d direct) settle(ctx context.Context, i int, e storeadapter.Entity, v stri
 			return fmt.Errorf("entry: %v (found: %v)", err, cur != nil)
 		}
 		return upsert(s.direct.ixTable, cur, next)
-	case s.combo.kind == index.KindCopy:
+	case s.combo.kind == indexes.KindCopy:
 		cpk := ixName + "_" + pk
 		if live { // the new value's copy: inserted without a read
 			next := storeadapter.Entity{PartitionKey: cpk, RowKey: v, Properties: e.Clone().Properties}
@@ -513,7 +513,7 @@ func (d direct) settle(ctx context.Context, i int, e storeadapter.Entity, v stri
 		}
 		next := storeadapter.Entity{PartitionKey: cpk, RowKey: v, Properties: map[string]any{"tkTombs": strconv.FormatInt(gen, 10) + "\t" + rk}}
 		return upsert(s.direct.ixTable, cur, next)
-	case s.combo.store == index.StoreBlob:
+	case s.combo.store == indexes.StoreBlob:
 		c := s.directStore.Container(s.direct.container)
 		name := s.direct.table + "/" + ixName + "/" + v
 		_, props, err := c.Get(ctx, name)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tablekeeper/tablekeeper/idempotent"
 	"github.com/tablekeeper/tablekeeper/jobs"
+	"github.com/tablekeeper/tablekeeper/jobs/kit"
 	"github.com/tablekeeper/tablekeeper/jobs/purge"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
@@ -63,7 +64,7 @@ func (b bench) purgeRuns(ctx context.Context, title string, store storeadapter.S
 
 		// (2) The purge kind's handler.
 		purgeOnce := func(st storeadapter.Store, table string) (string, error) {
-			w, err := purge.New(st, purge.Config{CheckpointTable: ckpt})
+			w, err := purge.New(kit.Plain(st), purge.Config{CheckpointTable: ckpt})
 			if err != nil {
 				return "", err
 			}

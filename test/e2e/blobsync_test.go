@@ -23,6 +23,7 @@ import (
 	"github.com/tablekeeper/tablekeeper/jobs/blobsync"
 	"github.com/tablekeeper/tablekeeper/jobs/export"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/largeentity"
 )
 
 // bsGrace is the blobsync tests' maxRunTime and grace period: short, so
@@ -100,7 +101,7 @@ func sha(data []byte) string {
 // again, and deletes entities. Offloads are enqueued for every entity, some
 // twice, all shuffled; attaches for blobs the application uploaded itself
 // (outside the managed layout, whose names attach refuses). After the drain every entity holds its
-// references and blobsync.Get gives back exactly what the application
+// references and largeentity.Get gives back exactly what the application
 // last wrote, with every merge it made; once the grace period has passed a
 // reconcile leaves no blob in the managed layout that its entity does not
 // reference (so the deleted entities' blobs and the replaced Docs are
@@ -245,15 +246,15 @@ func TestBlobsyncConvergesWithKilledWorkers(t *testing.T) {
 	managed := 0
 	for _, b := range e.listBlobs(c, "managed/") {
 		managed++
-		m, ok := blobsync.ParseBlobName("managed", b.Name)
+		m, ok := largeentity.ParseBlobName("managed", b.Name)
 		if !ok {
 			t.Errorf("blob %s under the managed prefix does not parse", b.Name)
 			continue
 		}
 		en, err := store.Tables().GetEntity(e.ctx, tbl, m.PK, m.RK)
-		var ref blobsync.Ref
+		var ref largeentity.Ref
 		if err == nil {
-			ref, _, _ = blobsync.RefOf(en, m.Property)
+			ref, _, _ = largeentity.RefOf(en, m.Property)
 		}
 		if ref.Name != b.Name && b.LastModified.Before(reconciled.Add(-bsGrace)) {
 			t.Errorf("blob %s (last modified %v) is an orphan older than the grace period: entity %s/%s (read: %v) references %q",
@@ -321,7 +322,7 @@ func checkBlobsyncEntity(t *testing.T, e *env, tbl, c string, x *bsEntity, recon
 		want["Count"], want["Note"] = raw.Properties["Count"], raw.Properties["Note"]
 	}
 	for _, p := range refs {
-		ref, ok, err := blobsync.RefOf(raw, p)
+		ref, ok, err := largeentity.RefOf(raw, p)
 		_, inline := raw.Properties[p]
 		switch {
 		case err != nil || !ok || inline:
@@ -350,11 +351,11 @@ func checkBlobsyncEntity(t *testing.T, e *env, tbl, c string, x *bsEntity, recon
 		inline = append(inline, "Data")
 	}
 	for _, p := range inline {
-		if _, ok := raw.Properties[blobsync.RefPrefix+p]; ok {
+		if _, ok := raw.Properties[largeentity.RefPrefix+p]; ok {
 			t.Errorf("%s: %s was offloaded", x.key(), p)
 		}
 	}
-	got, err := blobsync.Get(e.ctx, store, tbl, x.pk, x.rk)
+	got, err := largeentity.Get(e.ctx, store, tbl, x.pk, x.rk)
 	if err != nil {
 		t.Errorf("Get %s: %v", x.key(), err)
 		return

@@ -14,12 +14,12 @@ import (
 	"time"
 
 	"github.com/tablekeeper/tablekeeper/jobs/catalog"
-	"github.com/tablekeeper/tablekeeper/jobs/index"
 	"github.com/tablekeeper/tablekeeper/jobs/runner"
 	"github.com/tablekeeper/tablekeeper/localstore"
 	"github.com/tablekeeper/tablekeeper/poison"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/indexes"
 )
 
 // TestIndexConvergesOnLocalstore is TestIndexConvergesWithKilledWorkers on
@@ -66,7 +66,7 @@ func localConvergence(t *testing.T, w indexWorkload) {
 	if err := base.Queue(q).Create(ctx); err != nil {
 		t.Fatal(err)
 	}
-	x, err := index.Open(base, cfg)
+	x, err := indexes.Open(base, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,10 +139,10 @@ func localConvergence(t *testing.T, w indexWorkload) {
 	// Membership records are keyed "~tk.m." + RowKey, or "~tk.h." + a
 	// hash of a long RowKey.
 	members := storeadapter.Or(
-		storeadapter.And(storeadapter.Compare("RowKey", storeadapter.Ge, index.ReservedPrefix+"h."),
-			storeadapter.Compare("RowKey", storeadapter.Lt, index.ReservedPrefix+"h/")),
-		storeadapter.And(storeadapter.Compare("RowKey", storeadapter.Ge, index.ReservedPrefix+"m."),
-			storeadapter.Compare("RowKey", storeadapter.Lt, index.ReservedPrefix+"m/")))
+		storeadapter.And(storeadapter.Compare("RowKey", storeadapter.Ge, storeadapter.ReservedPrefix+"h."),
+			storeadapter.Compare("RowKey", storeadapter.Lt, storeadapter.ReservedPrefix+"h/")),
+		storeadapter.And(storeadapter.Compare("RowKey", storeadapter.Ge, storeadapter.ReservedPrefix+"m."),
+			storeadapter.Compare("RowKey", storeadapter.Lt, storeadapter.ReservedPrefix+"m/")))
 	deadline := time.Now().Add(60 * time.Second)
 	for crashed := false; ; {
 		n := f.count()
@@ -173,13 +173,13 @@ func localConvergence(t *testing.T, w indexWorkload) {
 
 // checkSpilled fails the test unless some list, in the partition and in
 // the table, has more than one part: more list entities than values.
-func checkSpilled(ctx context.Context, t *testing.T, tables storeadapter.Tables, x *index.Indexes, names indexNames) {
+func checkSpilled(ctx context.Context, t *testing.T, tables storeadapter.Tables, x *indexes.Set, names indexNames) {
 	t.Helper()
 	// A partition list has entities per partition and value, a table
 	// list per value.
 	values := func(name string, perPartition bool) int {
 		seen := map[string]bool{}
-		err := x.Entries(ctx, names.Source, name, func(en index.Entry) error {
+		err := x.Entries(ctx, names.Source, name, func(en indexes.Entry) error {
 			if perPartition {
 				seen[en.PK+"\t"+en.Encoded] = true
 			} else {
@@ -192,8 +192,8 @@ func checkSpilled(ctx context.Context, t *testing.T, tables storeadapter.Tables,
 		}
 		return len(seen)
 	}
-	lists := storeadapter.And(storeadapter.Compare("RowKey", storeadapter.Ge, index.ReservedPrefix+"l."),
-		storeadapter.Compare("RowKey", storeadapter.Lt, index.ReservedPrefix+"l/"))
+	lists := storeadapter.And(storeadapter.Compare("RowKey", storeadapter.Ge, storeadapter.ReservedPrefix+"l."),
+		storeadapter.Compare("RowKey", storeadapter.Lt, storeadapter.ReservedPrefix+"l/"))
 	inPartitions, inTable := countRows(ctx, t, tables, names.Source, lists), countRows(ctx, t, tables, names.ByLastName, storeadapter.Filter{})
 	t.Logf("list entities: %d in the partitions, %d in table %s", inPartitions, inTable, names.ByLastName)
 	if n := values("lastName", true); inPartitions <= n {
@@ -249,7 +249,7 @@ type localRunner struct {
 
 // newLocalFleet returns a fleet with no runner yet. Its runners are
 // stopped when the test ends, so none logs after it.
-func newLocalFleet(ctx context.Context, t *testing.T, base storeadapter.Store, queue string, cfg index.Config, seed uint64) *localFleet {
+func newLocalFleet(ctx context.Context, t *testing.T, base storeadapter.Store, queue string, cfg indexes.Config, seed uint64) *localFleet {
 	f := &localFleet{ctx: ctx, t: t, base: base, queue: queue, kinds: catalog.Config{Index: cfg}, rng: rand.New(rand.NewPCG(seed, 5))}
 	t.Cleanup(f.stop)
 	return f
@@ -554,7 +554,7 @@ func TestIndexReconcileThatReadAnOldEntityLosesToALaterOne(t *testing.T) {
 	)
 	slow := instrument.Wrap(base, instrument.Options{
 		Fault: func(ctx context.Context, c instrument.Call) error {
-			if c.Op != instrument.OpGetEntity || c.RowKey != index.ReservedPrefix+"m."+rk {
+			if c.Op != instrument.OpGetEntity || c.RowKey != storeadapter.ReservedPrefix+"m."+rk {
 				return nil
 			}
 			held := false
@@ -575,11 +575,11 @@ func TestIndexReconcileThatReadAnOldEntityLosesToALaterOne(t *testing.T) {
 			}
 		})},
 	})
-	x1, err := index.Open(slow, cfg)
+	x1, err := indexes.Open(slow, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	x2, err := index.Open(base, cfg)
+	x2, err := indexes.Open(base, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -681,7 +681,7 @@ func TestIndexEntityRewrittenWhileItsReconcileSettles(t *testing.T) {
 			}
 			return nil
 		}})
-		x, err := index.Open(st, cfg)
+		x, err := indexes.Open(st, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -706,7 +706,7 @@ func TestIndexEntityRewrittenWhileItsReconcileSettles(t *testing.T) {
 	if err := <-prev.done; err != nil {
 		t.Fatalf("reconcile %d: %v", writes-1, err)
 	}
-	x, err := index.Open(base, cfg)
+	x, err := indexes.Open(base, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

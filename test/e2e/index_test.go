@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tablekeeper/tablekeeper/jobs/index"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/indexes"
 )
 
 // envIndexSeed, when set, replays the convergence tests' random choices
@@ -72,7 +72,7 @@ func TestIndexConvergesWithKilledWorkers(t *testing.T) {
 	if err := store.Queue(q).Create(e.ctx); err != nil {
 		t.Fatal(err)
 	}
-	x, err := index.Open(store, cfg)
+	x, err := indexes.Open(store, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

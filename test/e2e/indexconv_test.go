@@ -25,6 +25,7 @@ import (
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/index"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/indexes"
 )
 
 // indexNames are the tables and the container of one test's indexes.
@@ -36,15 +37,15 @@ type indexNames struct {
 // copy by Email in the entity's partition and in a table of its own, and
 // the list of keys by LastName in the partition, in a table, in a blob
 // container and as one row per entity.
-func indexConfig(n indexNames) index.Config {
-	return index.Config{
-		Tables: map[string][]index.Decl{n.Source: {
-			{Name: "email", Property: "Email", Kind: index.KindCopy, Store: index.StorePartition},
-			{Name: "emailAll", Property: "Email", Kind: index.KindCopy, Store: index.StoreTable, Table: n.ByEmail},
-			{Name: "lastName", Property: "LastName", Kind: index.KindList, Store: index.StorePartition},
-			{Name: "lastNameAll", Property: "LastName", Kind: index.KindList, Store: index.StoreTable, Table: n.ByLastName},
-			{Name: "lastNameBlob", Property: "LastName", Kind: index.KindList, Store: index.StoreBlob, Container: n.Container},
-			{Name: "lastNameRows", Property: "LastName", Kind: index.KindRows, Table: n.LastNameRows},
+func indexConfig(n indexNames) indexes.Config {
+	return indexes.Config{
+		Tables: map[string][]indexes.Decl{n.Source: {
+			{Name: "email", Property: "Email", Kind: indexes.KindCopy, Store: indexes.StorePartition},
+			{Name: "emailAll", Property: "Email", Kind: indexes.KindCopy, Store: indexes.StoreTable, Table: n.ByEmail},
+			{Name: "lastName", Property: "LastName", Kind: indexes.KindList, Store: indexes.StorePartition},
+			{Name: "lastNameAll", Property: "LastName", Kind: indexes.KindList, Store: indexes.StoreTable, Table: n.ByLastName},
+			{Name: "lastNameBlob", Property: "LastName", Kind: indexes.KindList, Store: indexes.StoreBlob, Container: n.Container},
+			{Name: "lastNameRows", Property: "LastName", Kind: indexes.KindRows, Table: n.LastNameRows},
 		}},
 		CheckpointTable: n.Checkpoints,
 		// Twenty lists shared by three busy workers: let a compare-and-swap
@@ -471,12 +472,12 @@ func convergence(ctx context.Context, t testing.TB, st storeadapter.Store, queue
 
 // indexTruth is what an index must hold: encoded value -> the keys of the
 // entities with that value.
-type indexTruth map[string]map[index.Key]bool
+type indexTruth map[string]map[indexes.Key]bool
 
 // sourceEntities returns the application's entities of a table (not the
 // index kind's reserved rows), by key.
-func sourceEntities(ctx context.Context, tables storeadapter.Tables, table string) (map[index.Key]storeadapter.Entity, error) {
-	out := map[index.Key]storeadapter.Entity{}
+func sourceEntities(ctx context.Context, tables storeadapter.Tables, table string) (map[indexes.Key]storeadapter.Entity, error) {
+	out := map[indexes.Key]storeadapter.Entity{}
 	q := storeadapter.Query{}
 	for {
 		page, err := tables.Query(ctx, table, q)
@@ -484,8 +485,8 @@ func sourceEntities(ctx context.Context, tables storeadapter.Tables, table strin
 			return nil, fmt.Errorf("query %s: %w", table, err)
 		}
 		for _, e := range page.Entities {
-			if !strings.HasPrefix(e.RowKey, index.ReservedPrefix) {
-				out[index.Key{PK: e.PartitionKey, RK: e.RowKey}] = e
+			if !strings.HasPrefix(e.RowKey, storeadapter.ReservedPrefix) {
+				out[indexes.Key{PK: e.PartitionKey, RK: e.RowKey}] = e
 			}
 		}
 		if page.Next == "" {
@@ -501,7 +502,7 @@ func sourceEntities(ctx context.Context, tables storeadapter.Tables, table strin
 // entity's properties (those the declaration names, or all). It reports
 // every difference (the first few of each index in detail) and returns
 // whether there was none.
-func compareIndexes(ctx context.Context, t testing.TB, tables storeadapter.Tables, x *index.Indexes, table string) bool {
+func compareIndexes(ctx context.Context, t testing.TB, tables storeadapter.Tables, x *indexes.Set, table string) bool {
 	t.Helper()
 	entities, err := sourceEntities(ctx, tables, table)
 	if err != nil {
@@ -519,26 +520,26 @@ func compareIndexes(ctx context.Context, t testing.TB, tables storeadapter.Table
 			if !has || v == nil {
 				continue
 			}
-			enc, err := index.EncodeValue(v)
+			enc, err := indexes.EncodeValue(v)
 			if err != nil {
 				t.Fatalf("encode %s of %s/%s: %v", d.Property, k.PK, k.RK, err)
 			}
 			if want[enc] == nil {
-				want[enc] = map[index.Key]bool{}
+				want[enc] = map[indexes.Key]bool{}
 			}
 			want[enc][k] = true
 		}
 		got, dups := indexTruth{}, 0
-		err = x.Entries(ctx, table, name, func(en index.Entry) error {
+		err = x.Entries(ctx, table, name, func(en indexes.Entry) error {
 			if got[en.Encoded] == nil {
-				got[en.Encoded] = map[index.Key]bool{}
+				got[en.Encoded] = map[indexes.Key]bool{}
 			}
 			if got[en.Encoded][en.Key] {
 				dups++
 				t.Errorf("index %s lists %s/%s twice under %s", name, en.PK, en.RK, en.Encoded)
 			}
 			got[en.Encoded][en.Key] = true
-			if back, err := index.EncodeValue(en.Value); err != nil || back != en.Encoded {
+			if back, err := indexes.EncodeValue(en.Value); err != nil || back != en.Encoded {
 				t.Errorf("index %s: entry %s/%s: Value %s does not encode to its Encoded %q", name, en.PK, en.RK, storeadapter.Format(en.Value), en.Encoded)
 			}
 			return nil
@@ -563,7 +564,7 @@ func compareIndexes(ctx context.Context, t testing.TB, tables storeadapter.Table
 		} else {
 			t.Logf("index %s (%s/%s): %d entries under %d values, as in the table", name, d.Kind, d.Store, entries, len(got))
 		}
-		if d.Kind == index.KindCopy && !compareCopies(ctx, t, x, table, d, entities) {
+		if d.Kind == indexes.KindCopy && !compareCopies(ctx, t, x, table, d, entities) {
 			ok = false
 		}
 	}
@@ -586,16 +587,16 @@ func diffTruth(a, b indexTruth) []string {
 
 // compareCopies looks up every indexed entity in a copy index and checks
 // that the copy holds exactly the entity's properties.
-func compareCopies(ctx context.Context, t testing.TB, x *index.Indexes, table string, d index.Decl, entities map[index.Key]storeadapter.Entity) bool {
+func compareCopies(ctx context.Context, t testing.TB, x *indexes.Set, table string, d indexes.Decl, entities map[indexes.Key]storeadapter.Entity) bool {
 	t.Helper()
 	bad := 0
-	for _, k := range slices.SortedFunc(maps.Keys(entities), func(a, b index.Key) int { return cmp.Or(cmp.Compare(a.PK, b.PK), cmp.Compare(a.RK, b.RK)) }) {
+	for _, k := range slices.SortedFunc(maps.Keys(entities), func(a, b indexes.Key) int { return cmp.Or(cmp.Compare(a.PK, b.PK), cmp.Compare(a.RK, b.RK)) }) {
 		e := entities[k]
 		v, has := e.Properties[d.Property]
 		if !has || v == nil {
 			continue
 		}
-		ms, err := x.Lookup(ctx, table, d.Name, v, index.LookupOptions{PK: &k.PK, Entities: true})
+		ms, err := x.Lookup(ctx, table, d.Name, v, indexes.LookupOptions{PK: &k.PK, Entities: true})
 		if err != nil {
 			t.Fatalf("index %s: lookup %s: %v", d.Name, storeadapter.Format(v), err)
 		}
@@ -628,11 +629,11 @@ func compareCopies(ctx context.Context, t testing.TB, x *index.Indexes, table st
 
 // checkIndexes runs Check on every index of table and reports each
 // finding; it returns whether there was none.
-func checkIndexes(ctx context.Context, t testing.TB, x *index.Indexes, table string) bool {
+func checkIndexes(ctx context.Context, t testing.TB, x *indexes.Set, table string) bool {
 	t.Helper()
 	ok := true
 	for _, name := range x.Names(table) {
-		res, err := x.Check(ctx, table, name, func(f index.Finding) error {
+		res, err := x.Check(ctx, table, name, func(f indexes.Finding) error {
 			t.Errorf("check %s: %s %s %s/%s %s", name, f.Problem, f.Value, f.PK, f.RK, f.Detail)
 			return nil
 		})
@@ -650,7 +651,7 @@ func checkIndexes(ctx context.Context, t testing.TB, x *index.Indexes, table str
 // index tables, the blob container (through drop, which the ports do not
 // offer) and the reserved rows of the source table (membership records,
 // partition indexes).
-func wipeIndexes(ctx context.Context, st storeadapter.Store, x *index.Indexes, table string, drop func(ctx context.Context, container string) error) error {
+func wipeIndexes(ctx context.Context, st storeadapter.Store, x *indexes.Set, table string, drop func(ctx context.Context, container string) error) error {
 	tables := st.Tables()
 	for _, name := range x.Names(table) {
 		d, err := x.Declaration(table, name)
@@ -668,8 +669,8 @@ func wipeIndexes(ctx context.Context, st storeadapter.Store, x *index.Indexes, t
 			}
 		}
 	}
-	reserved := storeadapter.And(storeadapter.Compare("RowKey", storeadapter.Ge, index.ReservedPrefix),
-		storeadapter.Compare("RowKey", storeadapter.Lt, index.ReservedPrefix[:len(index.ReservedPrefix)-1]+"/"))
+	reserved := storeadapter.And(storeadapter.Compare("RowKey", storeadapter.Ge, storeadapter.ReservedPrefix),
+		storeadapter.Compare("RowKey", storeadapter.Lt, storeadapter.ReservedPrefix[:len(storeadapter.ReservedPrefix)-1]+"/"))
 	byPK := map[string][]storeadapter.TableOp{}
 	q := storeadapter.Query{Filter: reserved, Select: []string{"RowKey"}}
 	for {
