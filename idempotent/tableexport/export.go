@@ -79,9 +79,12 @@ func (s Source) bounds() (from, to string) {
 	return from, to
 }
 
-// Filter selects the source's rows strictly after the key after (nil:
-// from the start), built with storeadapter's filter functions only. The
-// purge kind scans its source with it too.
+// Filter selects the source's application rows strictly after the key
+// after (nil: from the start), built with storeadapter's filter functions
+// only. tablekeeper's reserved rows (storeadapter.ReservedPrefix: index
+// entries, membership records, outbox rows) are never part of a source:
+// the service leaves them out (storeadapter.ApplicationRows). The purge
+// kind scans its source with it too.
 func (s Source) Filter(after *Key) storeadapter.Filter {
 	var fs []storeadapter.Filter
 	from, to := s.bounds()
@@ -102,7 +105,7 @@ func (s Source) Filter(after *Key) storeadapter.Filter {
 		fs = append(fs, storeadapter.Or(storeadapter.Compare("PartitionKey", storeadapter.Gt, after.PK),
 			storeadapter.And(storeadapter.PartitionEquals(after.PK), storeadapter.Compare("RowKey", storeadapter.Gt, after.RK))))
 	}
-	return storeadapter.And(fs...)
+	return storeadapter.ApplicationRows(storeadapter.And(fs...))
 }
 
 // Key is an entity's keys.

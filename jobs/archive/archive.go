@@ -99,6 +99,8 @@ func (a Args) validateRows() error {
 	switch {
 	case a.RK != nil && ranged:
 		return errors.New("args.rk: give rk for one entity or rkFrom/rkTo for a range, not both")
+	case a.RK != nil && storeadapter.IsReserved(*a.RK):
+		return fmt.Errorf("args.rk: must not start with %q, which is reserved for tablekeeper's own rows", storeadapter.ReservedPrefix)
 	case a.RK != nil:
 		return fieldErr("rk", storeadapter.ValidateKey("rk", *a.RK))
 	case !ranged:
@@ -468,7 +470,7 @@ func (m *mover) rangeMove(ctx context.Context, opID string) error {
 		return fmt.Errorf("archive: %w", err)
 	}
 	from, to := m.args.rowRange()
-	q := storeadapter.Query{Filter: storeadapter.RowRange(m.pk, from, to)}
+	q := storeadapter.Query{Filter: storeadapter.ApplicationRows(storeadapter.RowRange(m.pk, from, to))}
 	var unsettled []string
 	for {
 		q.Continuation = tok
@@ -914,7 +916,7 @@ func (m *mover) exportRange(ctx context.Context, opID string) error {
 	}
 	m.manifest = &man
 	from, to := m.args.rowRange()
-	page, err := m.w.store.Tables().Query(ctx, m.args.Table, storeadapter.Query{Filter: storeadapter.RowRange(m.pk, from, to), Top: 11, Select: []string{"RowKey"}})
+	page, err := m.w.store.Tables().Query(ctx, m.args.Table, storeadapter.Query{Filter: storeadapter.ApplicationRows(storeadapter.RowRange(m.pk, from, to)), Top: 11, Select: []string{"RowKey"}})
 	if err != nil {
 		return fmt.Errorf("archive: query %s: %w", m.args.Table, err)
 	}

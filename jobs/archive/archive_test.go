@@ -324,6 +324,7 @@ func TestArchiveArgs(t *testing.T) {
 		{`{"table":"Employees","to":"Archive","pk":"a/b","rk":"b"}`, "args.pk:"},
 		{`{"table":"Employees","to":"Archive","pk":"a","rk":"` + strings.Repeat("x", 513) + `"}`, "at most 512"},
 		{`{"table":"Employees","to":"Archive","pk":"a","rk":"b","rkFrom":"a"}`, "not both"},
+		{`{"table":"Employees","to":"Archive","pk":"a","rk":"~tk.m.b"}`, `args.rk: must not start with "~tk.", which is reserved for tablekeeper's own rows`},
 		{`{"table":"Employees","to":"Archive","pk":"a"}`, `args.rk: is required, or args.rkFrom and/or args.rkTo for a range ("rkFrom":"" moves the whole partition)`},
 		{`{"table":"Employees","to":"Archive","pk":"a","rkFrom":"m","rkTo":"c"}`, "args.rkTo: must be greater"},
 		// Azure orders keys by UTF-16 code units: U+1F600 (a surrogate

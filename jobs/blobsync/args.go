@@ -90,7 +90,12 @@ func (a Args) Validate() error {
 		err   func() error
 	}{
 		{"pk", func() error { return storeadapter.ValidateKey("pk", a.PK) }},
-		{"rk", func() error { return storeadapter.ValidateKey("rk", a.RK) }},
+		{"rk", func() error {
+			if storeadapter.IsReserved(a.RK) {
+				return fmt.Errorf("must not start with %q, which is reserved for tablekeeper's own rows", storeadapter.ReservedPrefix)
+			}
+			return storeadapter.ValidateKey("rk", a.RK)
+		}},
 		{"property", func() error { return largeentity.CheckProperty(a.Property) }},
 		{"container", func() error { return storeadapter.ValidateContainerName(a.Container) }},
 		{"blob", func() error { return storeadapter.ValidateBlobName(a.Blob) }},

@@ -311,6 +311,7 @@ func TestBadArgs(t *testing.T) {
 		{`{"mode":"offload","table":"Employees","rk":"b"}`, "args.pk: is required with mode offload"},
 		{`{"mode":"offload","table":"Employees","pk":"a"}`, "args.rk: is required with mode offload"},
 		{`{"mode":"offload","table":"Employees","pk":"a/b","rk":"b"}`, "args.pk:"},
+		{`{"mode":"offload","table":"Employees","pk":"a","rk":"~tk.o.x"}`, `args.rk: must not start with "~tk.", which is reserved`},
 		{`{"mode":"offload","table":"Employees","pk":"a","rk":"b","property":"9lives"}`, "args.property:"},
 		{`{"mode":"offload","table":"Employees","pk":"a","rk":"b","property":"` + strings.Repeat("p", 249) + `"}`, "args.property: must be at most 248 characters"},
 		{`{"mode":"offload","table":"Employees","pk":"a","rk":"b","property":"TkBlob_X"}`, "args.property: \"TkBlob_X\" must not start with TkBlob_"},

@@ -151,9 +151,9 @@ func (c *ReconcileCounts) problem(format string, args ...any) {
 // elsewhere (an archive) never owned the blobs (see README).
 func (r *reconciler) table(ctx context.Context, opID, token string) error {
 	t := r.w.store.Tables()
-	q := storeadapter.Query{Top: r.w.cfg.PageSize, Continuation: token}
+	q := storeadapter.Query{Top: r.w.cfg.PageSize, Continuation: token, Filter: storeadapter.ApplicationRows(storeadapter.Filter{})}
 	if r.a.PK != "" {
-		q.Filter = storeadapter.PartitionEquals(r.a.PK)
+		q.Filter = storeadapter.ApplicationRows(storeadapter.PartitionEquals(r.a.PK))
 	}
 	for {
 		pageToken := q.Continuation

@@ -404,8 +404,8 @@ func raced(err error) bool {
 // that still match the purge's filter, keys and ETags only, by RowKey.
 func (p *purger) matching(ctx context.Context, ops []storeadapter.TableOp) (map[string]storeadapter.Entity, error) {
 	lo, hi := ops[0].Entity.RowKey, ops[len(ops)-1].Entity.RowKey // Batches keeps key order
-	f := storeadapter.And(storeadapter.PartitionEquals(ops[0].Entity.PartitionKey),
-		storeadapter.Compare("RowKey", storeadapter.Ge, lo), storeadapter.Compare("RowKey", storeadapter.Le, hi))
+	f := storeadapter.ApplicationRows(storeadapter.And(storeadapter.PartitionEquals(ops[0].Entity.PartitionKey),
+		storeadapter.Compare("RowKey", storeadapter.Ge, lo), storeadapter.Compare("RowKey", storeadapter.Le, hi)))
 	if p.st.Cutoff != nil {
 		f = storeadapter.And(f, storeadapter.Compare("Timestamp", storeadapter.Lt, *p.st.Cutoff))
 	}

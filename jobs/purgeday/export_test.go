@@ -220,3 +220,34 @@ func TestBudget(t *testing.T) {
 		})
 	}
 }
+
+// TestLateReservedRow: a row of tablekeeper's own (an index reconcile's
+// membership record, a producer's outbox row) written to an expired day
+// after its export began is not application data: it is neither exported
+// nor a late write, and the day is deleted.
+func TestLateReservedRow(t *testing.T) {
+	b := newBundle(t, smallParts, 12)
+	day := expired()[2]
+	b.setFault(func(_ int, c instrument.Call) error {
+		if c.Op == instrument.OpDeleteTable && c.Name == day {
+			return storeadapter.ErrUnavailable
+		}
+		return nil
+	})
+	if _, err := b.run(t, "op-r", exportArgs); !errors.Is(err, storeadapter.ErrUnavailable) {
+		t.Fatalf("first delivery: %v", err)
+	}
+	b.setFault(nil)
+	b.clock.Add(time.Minute)
+	record := storeadapter.Entity{PartitionKey: "user0", RowKey: storeadapter.ReservedPrefix + "m.late"}
+	if _, err := b.raw.Tables().UpsertEntity(context.Background(), day, record, storeadapter.Merge); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.run(t, "op-r", exportArgs); err != nil {
+		t.Fatalf("redelivery after a reserved row was written: %v, want the day deleted", err)
+	}
+	b.wantTables(t, expired()...)
+	if m, ok := b.manifest(t, "op-r", day); !ok || m.Entities != 12 {
+		t.Errorf("the export of %s: %v, %d entities; want the 12 application rows", day, ok, m.Entities)
+	}
+}

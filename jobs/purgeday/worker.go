@@ -218,7 +218,7 @@ func (w *Worker) writtenSince(ctx context.Context, table string, m tableexport.M
 	if err != nil {
 		return false, fmt.Errorf("purgeday: the manifest %s/%s has no start time: %q", m.Container, m.Name, m.Started)
 	}
-	q := storeadapter.Query{Filter: storeadapter.Compare("Timestamp", storeadapter.Ge, started.Add(-LateWriteSlack)),
+	q := storeadapter.Query{Filter: storeadapter.ApplicationRows(storeadapter.Compare("Timestamp", storeadapter.Ge, started.Add(-LateWriteSlack))),
 		Select: []string{"PartitionKey"}}
 	recent := map[[2]string]string{} // keys -> ETag
 	for pages := 0; ; pages++ {

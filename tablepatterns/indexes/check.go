@@ -53,7 +53,6 @@ func (x *Set) Check(ctx context.Context, table, name string, report func(Finding
 	if err != nil {
 		return res, err
 	}
-	ti, _ := x.indexes(table)
 	find := func(problem, value string, k Key, detail string) error {
 		switch problem {
 		case ProblemMissing:
@@ -68,10 +67,7 @@ func (x *Set) Check(ctx context.Context, table, name string, report func(Finding
 		return report(Finding{Index: ix.Name, Problem: problem, Value: value, Key: k, Detail: detail})
 	}
 	lists := map[string]map[Key]bool{} // a few lists' live members, by value
-	err = queryAll(ctx, x.tables, table, storeadapter.Query{}, func(e storeadapter.Entity) error {
-		if _, force, ok := rebuildTarget(ti, e); !ok || !force {
-			return nil
-		}
+	err = queryAll(ctx, x.tables, table, storeadapter.Query{Filter: storeadapter.ApplicationRows(storeadapter.Filter{})}, func(e storeadapter.Entity) error {
 		res.Entities++
 		w := wantOf(ix, &e)
 		k := Key{e.PartitionKey, e.RowKey}
