@@ -31,4 +31,3 @@ func TestArgsValidate(t *testing.T) {
 		}
 	}
 }
-
