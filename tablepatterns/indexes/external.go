@@ -63,21 +63,70 @@ func parseListLine(line string) (pk, rk string, m member, err error) {
 	return f[0], f[1], m, err
 }
 
-// apply makes one entry of an external index hold key (pk, rk) live
-// (with content, for a copy) or as a tombstone, at generation g, unless
-// the entry already holds a generation ≥ g for it. It returns an error
-// wrapping ErrConflict when a copy's value is live for another entity.
-func (x *Set) apply(ctx context.Context, ix *index, value, pk, rk string, g int64, live bool, content map[string]any) error {
-	switch {
-	case ix.Kind == KindRows:
-		return x.applyRows(ctx, ix, value, pk, rk, g, live)
-	case ix.Kind == KindCopy:
-		return x.applyCopy(ctx, ix, value, pk, rk, g, live, content)
-	case ix.Store == StoreBlob:
-		return x.applyBlob(ctx, ix, value, pk, rk, g, live)
-	default:
-		return x.applyTableList(ctx, ix, value, pk, rk, g, live)
+// write is one key's write to an external index: its entry of value made
+// to hold the key live (with content, for a copy) or as a tombstone, at
+// generation gen, unless the entry already holds a generation ≥ gen for
+// that key.
+type write struct {
+	value   string
+	pk, rk  string
+	gen     int64
+	live    bool
+	content map[string]any
+}
+
+// applyAll makes the entries of an external index hold the writes, as
+// few calls as the store allows: the writes to one entry (a list's value,
+// a rows index's value partition, a table copy's source partition) share
+// one read and one write. It returns, per write, ErrConflict (a copy's
+// value live for another entity) or ErrTooLarge (a list at its limit)
+// when that write could not be made; any other error ends it.
+func (x *Set) applyAll(ctx context.Context, ix *index, ws []write) ([]error, error) {
+	errs := make([]error, len(ws))
+	groups := map[string][]int{} // entry group -> indexes in ws, in order
+	var order []string
+	for i, w := range ws {
+		g := w.value
+		if ix.Kind == KindCopy {
+			g = w.pk
+		}
+		if _, ok := groups[g]; !ok {
+			order = append(order, g)
+		}
+		groups[g] = append(groups[g], i)
 	}
+	for _, g := range order {
+		idx := groups[g]
+		group := make([]write, len(idx))
+		for j, i := range idx {
+			group[j] = ws[i]
+		}
+		var gerrs []error
+		var err error
+		switch {
+		case ix.Kind == KindRows:
+			err = x.applyRows(ctx, ix, g, group)
+		case ix.Kind == KindCopy:
+			gerrs, err = x.applyCopies(ctx, ix, g, group)
+		case ix.Store == StoreBlob:
+			err = x.applyBlob(ctx, ix, g, group)
+		default:
+			err = x.applyTableList(ctx, ix, g, group)
+		}
+		if errors.Is(err, storeadapter.ErrTooLarge) {
+			for _, i := range idx {
+				errs[i] = err
+			}
+			continue
+		}
+		if err != nil {
+			return errs, err
+		}
+		for j, e := range gerrs {
+			errs[idx[j]] = e
+		}
+	}
+	return errs, nil
 }
 
 // cas runs idempotent.UpdateCAS on an index table (created when missing),
@@ -102,69 +151,250 @@ func (x *Set) cas(ctx context.Context, table, pk, rk string, absent bool, modify
 	})
 }
 
-func (x *Set) applyRows(ctx context.Context, ix *index, value, pk, rk string, g int64, live bool) error {
-	return x.cas(ctx, ix.table, value, memberKey(pk, rk), live, func(cur *storeadapter.Entity) (*storeadapter.Entity, error) {
-		if cur != nil {
-			gen, _ := cur.Properties[propGen].(int64)
-			if gen >= g {
-				return nil, nil
-			}
+// applyRows writes the entries of one value of a rows index (one row
+// per key in the value's partition). One write goes by compare-and-swap,
+// inserting first when it is live (the common case: a key new to the
+// value); several share one range read of their rows and transactions of
+// up to 100 writes, each If-Match the row read (an insert where there was
+// none), and go one by one when a transaction loses to another writer.
+func (x *Set) applyRows(ctx context.Context, ix *index, value string, ws []write) error {
+	if len(ws) > 1 {
+		err := x.applyRowsBatch(ctx, ix, value, ws)
+		if err == nil || !idempotent.Lost(err) {
+			return err
 		}
-		return &storeadapter.Entity{PartitionKey: value, RowKey: memberKey(pk, rk), Properties: map[string]any{propGen: g, propDead: !live}}, nil
+	}
+	for _, w := range ws {
+		err := x.cas(ctx, ix.table, value, memberKey(w.pk, w.rk), w.live, func(cur *storeadapter.Entity) (*storeadapter.Entity, error) {
+			return rowsEntry(cur, w), nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rowsEntry is the row a write makes of cur (nil: none), nil when cur
+// already holds a generation ≥ the write's.
+func rowsEntry(cur *storeadapter.Entity, w write) *storeadapter.Entity {
+	if cur != nil {
+		if gen, _ := cur.Properties[propGen].(int64); gen >= w.gen {
+			return nil
+		}
+	}
+	return &storeadapter.Entity{PartitionKey: w.value, RowKey: memberKey(w.pk, w.rk), Properties: map[string]any{propGen: w.gen, propDead: !w.live}}
+}
+
+// applyRowsBatch is applyRows for several writes: one range query of the
+// writes' rows, then transactions.
+func (x *Set) applyRowsBatch(ctx context.Context, ix *index, value string, ws []write) error {
+	lo, hi := memberKey(ws[0].pk, ws[0].rk), memberKey(ws[0].pk, ws[0].rk)
+	for _, w := range ws[1:] {
+		k := memberKey(w.pk, w.rk)
+		lo, hi = minUTF16(lo, k), maxUTF16(hi, k)
+	}
+	rows := map[string]*storeadapter.Entity{}
+	f := storeadapter.And(storeadapter.PartitionEquals(value), storeadapter.Compare("RowKey", storeadapter.Ge, lo), storeadapter.Compare("RowKey", storeadapter.Le, hi))
+	err := queryAll(ctx, x.tables, ix.table, storeadapter.Query{Filter: f}, func(e storeadapter.Entity) error {
+		rows[e.RowKey] = &e
+		return nil
 	})
+	if err != nil && !idempotent.Missing(err) {
+		return err
+	}
+	var ops []storeadapter.TableOp
+	for _, w := range ws {
+		cur := rows[memberKey(w.pk, w.rk)]
+		next := rowsEntry(cur, w)
+		switch {
+		case next == nil:
+		case cur == nil:
+			ops = append(ops, storeadapter.TableOp{Action: storeadapter.TxInsert, Entity: *next})
+		default:
+			ops = append(ops, storeadapter.TableOp{Action: storeadapter.TxUpdateReplace, Entity: *next, IfMatch: cur.ETag})
+		}
+		rows[memberKey(w.pk, w.rk)] = nil // a key written twice in one batch: the first write decides
+	}
+	return x.transactAll(ctx, ix.table, ops)
+}
+
+// transactAll writes ops in as few transactions as Azure's limits allow
+// (idempotent.Batches), creating the table on first use.
+func (x *Set) transactAll(ctx context.Context, table string, ops []storeadapter.TableOp) error {
+	for _, batch := range idempotent.Batches(ops) {
+		if err := idempotent.Transact(ctx, x.tables, table, batch); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func minUTF16(a, b string) string {
+	if storeadapter.LessUTF16(b, a) {
+		return b
+	}
+	return a
+}
+
+func maxUTF16(a, b string) string {
+	if storeadapter.LessUTF16(a, b) {
+		return b
+	}
+	return a
 }
 
 // copyPartition is the PartitionKey of a table copy of an entity of
 // partition pk.
 func copyPartition(ix *index, pk string) string { return ix.Name + "_" + pk }
 
-// applyCopy writes one copy row of a table copy index: PartitionKey
-// "<name>_<pk>", RowKey "~tk.t." and the encoded value (tableCopyRowKey). A live row holds the copied
-// properties, the owner's RowKey (tkOwner) and its generation (tkGen);
-// tkTombs lists "gen\trk" of keys removed from the value within the grace
-// period, whoever owns it now.
-func (x *Set) applyCopy(ctx context.Context, ix *index, value, pk, rk string, g int64, live bool, content map[string]any) error {
+// applyCopies writes the copy rows of a table copy index for writes of
+// keys of source partition pk: PartitionKey "<name>_<pk>", RowKey
+// "~tk.t." and the encoded value (tableCopyRowKey). A live row holds the
+// copied properties, the owner's RowKey (tkOwner) and its generation
+// (tkGen); tkTombs lists "gen\trk" of keys removed from the value within
+// the grace period, whoever owns it now. One write goes by
+// compare-and-swap (inserting first when live); several share reads of
+// their rows (up to 14 values a query) and transactions, and go one by
+// one when a transaction loses to another writer. It returns, per write,
+// the conflict when the value is live for another entity.
+func (x *Set) applyCopies(ctx context.Context, ix *index, pk string, ws []write) ([]error, error) {
+	errs := make([]error, len(ws))
+	if len(ws) > 1 {
+		err := x.applyCopiesBatch(ctx, ix, pk, ws, errs)
+		if err == nil || !idempotent.Lost(err) {
+			return errs, err
+		}
+	}
 	ppk := copyPartition(ix, pk)
-	var conflict error
-	err := x.cas(ctx, ix.table, ppk, tableCopyRowKey(value), live, func(cur *storeadapter.Entity) (*storeadapter.Entity, error) {
-		conflict = nil
-		owner, ownerGen, tombs := "", int64(0), map[string]int64{}
-		var props map[string]any
-		if cur != nil {
-			owner, _ = cur.Properties[propOwner].(string)
-			ownerGen, _ = cur.Properties[propGen].(int64)
-			tombs = parseTombs(cur.Properties[propTombs])
-			props = cur.Properties
+	for i, w := range ws {
+		errs[i] = nil
+		err := x.cas(ctx, ix.table, ppk, tableCopyRowKey(w.value), w.live, func(cur *storeadapter.Entity) (*storeadapter.Entity, error) {
+			next, conflict := x.copyEntry(ix, cur, w)
+			errs[i] = conflict
+			return next, nil
+		})
+		if err != nil {
+			return errs, err
 		}
-		if tombs[rk] >= g || owner == rk && ownerGen >= g {
-			return nil, nil // a later generation was here
-		}
-		x.pruneTombs(tombs)
-		next := &storeadapter.Entity{PartitionKey: ppk, RowKey: tableCopyRowKey(value), Properties: map[string]any{}}
-		switch {
-		case live && owner != "" && owner != rk:
-			conflict = fmt.Errorf("%w: index %s value %s of %s/%s is held by RowKey %q", ErrConflict, ix.Name, describe(value), pk, rk, owner)
-			return nil, nil
-		case live:
-			maps.Copy(next.Properties, content)
-			next.Properties[propOwner], next.Properties[propGen] = rk, g
-			delete(tombs, rk)
-		default:
-			if owner != "" && owner != rk { // keep the other owner's copy
-				for k, v := range props {
-					if k != propTombs {
-						next.Properties[k] = v
-					}
+	}
+	return errs, nil
+}
+
+// copyEntry is the copy row a write makes of cur (nil: none): nil when a
+// later generation was there, or, with the conflict, when the value is
+// live for another entity.
+func (x *Set) copyEntry(ix *index, cur *storeadapter.Entity, w write) (*storeadapter.Entity, error) {
+	owner, ownerGen, tombs := "", int64(0), map[string]int64{}
+	var props map[string]any
+	if cur != nil {
+		owner, _ = cur.Properties[propOwner].(string)
+		ownerGen, _ = cur.Properties[propGen].(int64)
+		tombs = parseTombs(cur.Properties[propTombs])
+		props = cur.Properties
+	}
+	if tombs[w.rk] >= w.gen || owner == w.rk && ownerGen >= w.gen {
+		return nil, nil // a later generation was here
+	}
+	x.pruneTombs(tombs)
+	next := &storeadapter.Entity{PartitionKey: copyPartition(ix, w.pk), RowKey: tableCopyRowKey(w.value), Properties: map[string]any{}}
+	switch {
+	case w.live && owner != "" && owner != w.rk:
+		return nil, fmt.Errorf("%w: index %s value %s of %s/%s is held by RowKey %q", ErrConflict, ix.Name, describe(w.value), w.pk, w.rk, owner)
+	case w.live:
+		maps.Copy(next.Properties, w.content)
+		next.Properties[propOwner], next.Properties[propGen] = w.rk, w.gen
+		delete(tombs, w.rk)
+	default:
+		if owner != "" && owner != w.rk { // keep the other owner's copy
+			for k, v := range props {
+				if k != propTombs {
+					next.Properties[k] = v
 				}
 			}
-			tombs[rk] = g
 		}
-		if len(tombs) > 0 {
-			next.Properties[propTombs] = formatTombs(tombs)
+		tombs[w.rk] = w.gen
+	}
+	if len(tombs) > 0 {
+		next.Properties[propTombs] = formatTombs(tombs)
+	}
+	return next, nil
+}
+
+// applyCopiesBatch is applyCopies for several writes: the rows of their
+// values read up to 14 a query, the writes applied in order (two writes to
+// one value make one op), then transactions.
+func (x *Set) applyCopiesBatch(ctx context.Context, ix *index, pk string, ws []write, errs []error) error {
+	ppk := copyPartition(ix, pk)
+	var keys []string
+	for _, w := range ws {
+		keys = append(keys, tableCopyRowKey(w.value))
+	}
+	rows, err := x.readRows(ctx, ix.table, ppk, keys)
+	if err != nil {
+		return err
+	}
+	type row struct {
+		read *storeadapter.Entity // as read (nil: none)
+		cur  *storeadapter.Entity // after the writes so far
+	}
+	state := map[string]*row{}
+	var order []string
+	for i, w := range ws {
+		k := tableCopyRowKey(w.value)
+		r := state[k]
+		if r == nil {
+			r = &row{read: rows[k], cur: rows[k]}
+			state[k] = r
+			order = append(order, k)
 		}
-		return next, nil
-	})
-	return errors.Join(err, conflict)
+		next, conflict := x.copyEntry(ix, r.cur, w)
+		errs[i] = conflict
+		if next != nil {
+			next.ETag = ""
+			r.cur = next
+		}
+	}
+	var ops []storeadapter.TableOp
+	for _, k := range order {
+		r := state[k]
+		switch {
+		case r.cur == r.read:
+		case r.read == nil:
+			ops = append(ops, storeadapter.TableOp{Action: storeadapter.TxInsert, Entity: *r.cur})
+		default:
+			ops = append(ops, storeadapter.TableOp{Action: storeadapter.TxUpdateReplace, Entity: *r.cur, IfMatch: r.read.ETag})
+		}
+	}
+	return x.transactAll(ctx, ix.table, ops)
+}
+
+// readRows reads the rows of one partition with the given RowKeys (up to
+// 14 a query: Azure allows 15 comparisons in a filter), by RowKey; a
+// missing table holds none.
+func (x *Set) readRows(ctx context.Context, table, pk string, rks []string) (map[string]*storeadapter.Entity, error) {
+	rows := map[string]*storeadapter.Entity{}
+	rks = slices.Compact(slices.Sorted(slices.Values(rks)))
+	const perQuery = storeadapter.MaxFilterComparisons - 1
+	for len(rks) > 0 {
+		n := min(len(rks), perQuery)
+		var eqs []storeadapter.Filter
+		for _, rk := range rks[:n] {
+			eqs = append(eqs, storeadapter.Compare("RowKey", storeadapter.Eq, rk))
+		}
+		rks = rks[n:]
+		err := queryAll(ctx, x.tables, table, storeadapter.Query{Filter: storeadapter.And(storeadapter.PartitionEquals(pk), storeadapter.Or(eqs...))}, func(e storeadapter.Entity) error {
+			rows[e.RowKey] = &e
+			return nil
+		})
+		if idempotent.Missing(err) {
+			return rows, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return rows, nil
 }
 
 // parseTombs reads a tkTombs property.
@@ -215,22 +445,31 @@ func tableListPartition(ix *index, value string) string { return ix.Name + "_" +
 // tableListBase is the RowKey base of a table list's parts.
 const tableListBase = "p"
 
-func (x *Set) applyTableList(ctx context.Context, ix *index, value, pk, rk string, g int64, live bool) error {
+// applyTableList writes the lines of writes to one value's table list:
+// one read of its parts and one transaction, again while it loses to
+// another writer.
+func (x *Set) applyTableList(ctx context.Context, ix *index, value string, ws []write) error {
 	ppk := tableListPartition(ix, value)
-	key := pk + "\t" + rk
 	for try := 1; ; try++ {
 		l, err := readList(ctx, x.tables, ix.table, ppk, tableListBase)
 		if err != nil {
 			return err
 		}
-		if cur, ok := lineMember(l.line(key)); ok && !newer(&cur, g) {
-			return nil
-		}
-		if err := l.set(key, listLine(pk, rk, member{gen: g, dead: !live})); err != nil {
-			return err
+		for _, w := range ws {
+			key := w.pk + "\t" + w.rk
+			if cur, ok := lineMember(l.line(key)); ok && !newer(&cur, w.gen) {
+				continue
+			}
+			if err := l.set(key, listLine(w.pk, w.rk, member{gen: w.gen, dead: !w.live})); err != nil {
+				return err
+			}
 		}
 		l.prune(x.keepLine(x.graceCut()))
-		err = idempotent.Transact(ctx, x.tables, ix.table, l.ops(true))
+		ops := l.ops(true)
+		if len(ops) == 0 {
+			return nil
+		}
+		err = idempotent.Transact(ctx, x.tables, ix.table, ops)
 		if err == nil || !idempotent.Lost(err) || try >= x.cfg.MaxConflicts {
 			return err
 		}
@@ -252,24 +491,33 @@ func lineMember(line string) (member, bool) {
 // blobListName is the blob of a blob list's value.
 func blobListName(ix *index, value string) string { return ix.source + "/" + ix.Name + "/" + value }
 
-func (x *Set) applyBlob(ctx context.Context, ix *index, value, pk, rk string, g int64, live bool) error {
+// applyBlob writes the lines of writes to one value's blob list: one get
+// and one put If-Match, again while it loses to another writer.
+func (x *Set) applyBlob(ctx context.Context, ix *index, value string, ws []write) error {
 	c := x.store.Container(ix.Container)
 	name := blobListName(ix, value)
-	key := pk + "\t" + rk
 	for try := 1; ; try++ {
 		lines, etag, err := readBlobList(ctx, c, name)
 		if err != nil {
 			return err
 		}
-		i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, key+"\t") })
-		if i >= 0 {
-			if cur, ok := lineMember(lines[i]); ok && !newer(&cur, g) {
-				return nil
+		changed := false
+		for _, w := range ws {
+			key := w.pk + "\t" + w.rk
+			i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, key+"\t") })
+			if i >= 0 {
+				if cur, ok := lineMember(lines[i]); ok && !newer(&cur, w.gen) {
+					continue
+				}
+				lines = slices.Delete(lines, i, i+1)
 			}
-			lines = slices.Delete(lines, i, i+1)
+			lines, changed = append(lines, listLine(w.pk, w.rk, member{gen: w.gen, dead: !w.live})), true
+		}
+		if !changed {
+			return nil
 		}
 		keep := x.keepLine(x.graceCut())
-		lines = slices.DeleteFunc(append(lines, listLine(pk, rk, member{gen: g, dead: !live})), func(l string) bool { return !keep(l) })
+		lines = slices.DeleteFunc(lines, func(l string) bool { return !keep(l) })
 		slices.Sort(lines)
 		o := storeadapter.PutOptions{ContentType: "text/plain; charset=utf-8", IfMatch: etag, IfNoneMatchAny: etag == ""}
 		err = idempotent.CreateOnMissing(ctx, c.Create, func(ctx context.Context) error {

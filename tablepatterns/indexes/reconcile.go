@@ -236,24 +236,12 @@ func (x *Set) settle(ctx context.Context, ti *tableIndexes, pk, rk string, m mem
 		if ix.partition() || len(values) == 0 {
 			continue
 		}
-		target := stateValue(m.applied[ix.Name])
-		ok, dead := true, []string{}
-		for _, p := range values {
-			err := x.apply(ctx, ix, p.value, pk, rk, m.gen, p.value == target, wants[ix.Name].content)
-			switch {
-			case errors.Is(err, ErrConflict):
-				out.Conflicts = append(out.Conflicts, err)
-				ok = false
-			case errors.Is(err, storeadapter.ErrTooLarge): // a list at its limit: the other values and indexes go on
-				out.Unindexable = append(out.Unindexable, fmt.Errorf("index %s value %s: %w", ix.Name, describe(p.value), err))
-				ok = false
-			case err != nil:
-				return fmt.Errorf("index: %s %s/%s: index %s value %s: %w", ti.source, pk, rk, ix.Name, describe(p.value), err)
-			case p.value != target:
-				dead = append(dead, p.value)
-			}
+		ws := pendingWrites(ix, pk, rk, m, wants[ix.Name].content)
+		errs, err := x.applyAll(ctx, ix, ws)
+		if err != nil {
+			return fmt.Errorf("index: %s %s/%s: index %s: %w", ti.source, pk, rk, ix.Name, err)
 		}
-		if ok {
+		if dead, ok := settled(ix, ws, errs, out); ok {
 			tombstoned[ix.Name] = dead
 		}
 	}
@@ -262,6 +250,43 @@ func (x *Set) settle(ctx context.Context, ti *tableIndexes, pk, rk string, m mem
 	}
 	out.Changed = true
 	return x.clear(ctx, ti.source, pk, rk, m, etag, tombstoned)
+}
+
+// pendingWrites are the writes that settle a record's pending values of
+// one external index at its generation: live for the applied value (with
+// content, for a copy), tombstones for the others.
+func pendingWrites(ix *index, pk, rk string, m membership, content map[string]any) []write {
+	target := stateValue(m.applied[ix.Name])
+	var ws []write
+	for _, p := range m.pending[ix.Name] {
+		w := write{value: p.value, pk: pk, rk: rk, gen: m.gen, live: p.value == target}
+		if w.live {
+			w.content = content
+		}
+		ws = append(ws, w)
+	}
+	return ws
+}
+
+// settled reads applyAll's answers for one key's writes: the values it
+// wrote as tombstones, and whether every write was made (the index is
+// settled for the key). Conflicts and lists at their limit are added to
+// out.
+func settled(ix *index, ws []write, errs []error, out *Outcome) (dead []string, ok bool) {
+	ok, dead = true, []string{}
+	for i, w := range ws {
+		switch err := errs[i]; {
+		case errors.Is(err, ErrConflict):
+			out.Conflicts = append(out.Conflicts, err)
+			ok = false
+		case errors.Is(err, storeadapter.ErrTooLarge): // a list at its limit: the other values and indexes go on
+			out.Unindexable = append(out.Unindexable, fmt.Errorf("index %s value %s: %w", ix.Name, describe(w.value), err))
+			ok = false
+		case !w.live:
+			dead = append(dead, w.value)
+		}
+	}
+	return dead, ok
 }
 
 // clear removes from the membership record the pending values the
