@@ -103,9 +103,7 @@ func (w *Worker) Work(ctx context.Context, job *jobs.Job[Args]) error {
 		return jobs.Permanentf("args.table: %s has no index declared in this worker's config (declared: %v)", a.Table, w.x.Tables())
 	}
 	if a.Rebuild {
-		res, err := w.x.Rebuild(ctx, a.Table, a.PK, w.checkpoints, job.ID)
-		jobs.SetResult(ctx, res.String())
-		return err
+		return w.rebuild(ctx, job)
 	}
 	out, err := w.x.Reconcile(ctx, a.Table, *a.PK, *a.RK)
 	if errors.Is(err, storeadapter.ErrInvalidInput) || errors.Is(err, storeadapter.ErrTooLarge) {
@@ -122,4 +120,27 @@ func (w *Worker) Work(ctx context.Context, job *jobs.Job[Args]) error {
 		return jobs.Permanent(errors.Join(out.Unindexable...))
 	}
 	return nil
+}
+
+// redeliveryBudget is the time budget of a rebuild's delivery whose
+// message was delivered before: its worker died, so it hands on to a
+// fresh message as soon as it has saved some progress, and a rebuild on
+// crash-prone workers never spends its deliveries.
+const redeliveryBudget = time.Second
+
+// rebuild runs a rebuild message: until done, or until the delivery's
+// time budget is spent, when it continues later from its checkpoint.
+func (w *Worker) rebuild(ctx context.Context, job *jobs.Job[Args]) error {
+	budget := time.Duration(w.cfg.TimeBudget)
+	if job.Message.DequeueCount > 1 {
+		budget = min(budget, redeliveryBudget)
+	}
+	b := jobs.NewBudget(budget, time.Now)
+	res, err := w.x.Rebuild(ctx, job.Args.Table, job.Args.PK, w.checkpoints, job.ID, indexes.RebuildOptions{Stop: b.Spent, Parallel: w.cfg.RebuildParallel})
+	var stopped *indexes.Stopped
+	if errors.As(err, &stopped) {
+		return jobs.ContinueLater(0, stopped.Result.String())
+	}
+	jobs.SetResult(ctx, res.String())
+	return err
 }

@@ -33,6 +33,13 @@ const (
 	DefaultTombstoneGrace  = time.Hour
 	DefaultMaxConflicts    = 8
 	MaxMaxConflicts        = 100
+	// DefaultTimeBudget is how long one delivery of a rebuild works
+	// before it saves its position and continues in a new message.
+	DefaultTimeBudget = 30 * time.Second
+	// DefaultRebuildParallel is how many chunks of a rebuild run at once,
+	// MaxRebuildParallel the most.
+	DefaultRebuildParallel = 4
+	MaxRebuildParallel     = 32
 	// MaxPartitionIndexes bounds the partition-store indexes of one table:
 	// an entity's changes to all of them go in one transaction of at most
 	// 100 operations.
@@ -65,6 +72,17 @@ type Config struct {
 	// cancelled and it is retried (a rebuild resumes from its checkpoint).
 	// Default jobs.DefaultMaxRunTime (30m), 1s–24h.
 	MaxRunTime jobs.Duration `json:"maxRunTime,omitempty"`
+	// TimeBudget is how long one delivery of a rebuild works before it
+	// saves its position and continues later in a new message (so a
+	// rebuild never spends its deliveries however long it takes). A
+	// delivery of a message that was delivered before (its worker died)
+	// hands on after a second. Default 30s (or half maxRunTime when that
+	// is shorter); at least 1s and below maxRunTime.
+	TimeBudget jobs.Duration `json:"timeBudget,omitempty"`
+	// RebuildParallel is how many chunks (of a thousand keys) of a
+	// rebuild run at once; chunks of one partition never do. Default 4,
+	// 1-32.
+	RebuildParallel int `json:"rebuildParallel,omitempty"`
 }
 
 // Decl declares one index of a source table (the README documents every
@@ -98,6 +116,8 @@ func (c *Config) Validate() error {
 	c.CheckpointTable = cmp.Or(c.CheckpointTable, DefaultCheckpointTable)
 	c.MaxConflicts = cmp.Or(c.MaxConflicts, DefaultMaxConflicts)
 	c.MaxRunTime = cmp.Or(c.MaxRunTime, jobs.Duration(jobs.DefaultMaxRunTime))
+	c.TimeBudget = cmp.Or(c.TimeBudget, jobs.Duration(min(DefaultTimeBudget, time.Duration(c.MaxRunTime)/2)))
+	c.RebuildParallel = cmp.Or(c.RebuildParallel, DefaultRebuildParallel)
 	c.TombstoneGrace = cmp.Or(c.TombstoneGrace, jobs.Duration(max(DefaultTombstoneGrace, time.Duration(c.MaxRunTime)+5*time.Minute)))
 	if err := storeadapter.ValidateTableName(c.CheckpointTable); err != nil {
 		return fmt.Errorf("index.checkpointTable: %w", err)
@@ -107,6 +127,12 @@ func (c *Config) Validate() error {
 	}
 	if d := time.Duration(c.MaxRunTime); d < time.Second || d > 24*time.Hour {
 		return fmt.Errorf("index.maxRunTime: must be 1s-24h, got %v", d)
+	}
+	if err := jobs.RunLimits("index", &c.TimeBudget, &c.MaxRunTime); err != nil {
+		return err
+	}
+	if c.RebuildParallel < 1 || c.RebuildParallel > MaxRebuildParallel {
+		return fmt.Errorf("index.rebuildParallel: must be 1-%d, got %d", MaxRebuildParallel, c.RebuildParallel)
 	}
 	if d, least := time.Duration(c.TombstoneGrace), time.Duration(c.MaxRunTime)+5*time.Minute; d < least || d > 30*24*time.Hour {
 		return fmt.Errorf("index.tombstoneGrace: must be at least maxRunTime + 5m (%v) and at most 720h, got %v", least, d)

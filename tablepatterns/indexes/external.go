@@ -37,6 +37,9 @@ var ErrConflict = errors.New("index: value held by another entity")
 type member struct {
 	gen  int64
 	dead bool
+	// written is the Timestamp of the row that holds the member (not of
+	// a list's line).
+	written time.Time
 }
 
 // newer reports whether a write of generation g should replace cur.

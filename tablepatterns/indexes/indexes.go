@@ -22,6 +22,9 @@ type Set struct {
 	tables storeadapter.Tables
 	cfg    Config
 	byName map[string]*tableIndexes // lower-case source table -> its indexes
+	// chunk is how many records, and how many entities, a batch reads at
+	// once (defaultChunk; tests make it small).
+	chunk int
 	// now is the clock of generations and tombstone ages.
 	now func() time.Time
 }
@@ -36,7 +39,7 @@ func Open(store storeadapter.Store, cfg Config) (*Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Set{store: store, tables: store.Tables(), cfg: cfg, byName: byName, now: time.Now}, nil
+	return &Set{store: store, tables: store.Tables(), cfg: cfg, byName: byName, now: time.Now, chunk: defaultChunk}, nil
 }
 
 // Declared reports whether a source table has declared indexes. A nil

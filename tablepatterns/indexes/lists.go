@@ -57,25 +57,33 @@ func (l *list) partKey(n int) string { return fmt.Sprintf("%s%04d", l.base, n) }
 // readList reads every part of a list (one range query).
 func readList(ctx context.Context, t storeadapter.Tables, table, pk, base string) (*list, error) {
 	l := &list{pk: pk, base: base}
-	f := storeadapter.And(storeadapter.PartitionEquals(pk), storeadapter.Compare("RowKey", storeadapter.Ge, base+"0000"),
-		storeadapter.Compare("RowKey", storeadapter.Lt, base+":"))
-	err := queryAll(ctx, t, table, storeadapter.Query{Filter: f}, func(e storeadapter.Entity) error {
-		suffix := strings.TrimPrefix(e.RowKey, base)
-		n, err := strconv.Atoi(suffix)
-		if err != nil || len(suffix) != 4 {
-			return fmt.Errorf("index: list part %s/%s: not a part number", pk, e.RowKey)
-		}
-		p := &part{number: n, etag: e.ETag, lines: partLines(e)}
-		for _, line := range p.lines {
-			p.size += lineBytes(line)
-		}
-		l.parts = append(l.parts, p)
-		return nil
-	})
+	f := storeadapter.And(storeadapter.PartitionEquals(pk), partRange(base))
+	err := queryAll(ctx, t, table, storeadapter.Query{Filter: f}, l.addPart)
 	if err != nil && !idempotent.Missing(err) {
 		return nil, err
 	}
 	return l, nil
+}
+
+// partRange selects the parts of a list by their RowKeys: base followed by
+// four digits.
+func partRange(base string) storeadapter.Filter {
+	return storeadapter.And(storeadapter.Compare("RowKey", storeadapter.Ge, base+"0000"), storeadapter.Compare("RowKey", storeadapter.Lt, base+":"))
+}
+
+// addPart adds a part as read to the list.
+func (l *list) addPart(e storeadapter.Entity) error {
+	suffix := strings.TrimPrefix(e.RowKey, l.base)
+	n, err := strconv.Atoi(suffix)
+	if err != nil || len(suffix) != 4 {
+		return fmt.Errorf("index: list part %s/%s: not a part number", l.pk, e.RowKey)
+	}
+	p := &part{number: n, etag: e.ETag, lines: partLines(e)}
+	for _, line := range p.lines {
+		p.size += lineBytes(line)
+	}
+	l.parts = append(l.parts, p)
+	return nil
 }
 
 // find returns the part and index of the line that starts with key+"\t"

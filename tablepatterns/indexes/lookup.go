@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/tablekeeper/tablekeeper/idempotent"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
@@ -192,6 +193,8 @@ type Entry struct {
 	// stores).
 	Dead bool
 	Gen  int64
+	// written is the Timestamp of the entry's row (not of a list's line).
+	written time.Time
 }
 
 // Entries visits every entry of an index (live ones only), page by page:
@@ -221,15 +224,12 @@ func (x *Set) scanEntries(ctx context.Context, ix *index, pk *string, token stri
 		if err != nil {
 			return fmt.Errorf("index %s: entry of %s/%s: %w", ix.Name, k.PK, k.RK, err)
 		}
-		return visit(Entry{Value: v, Encoded: value, Key: k, Dead: m.dead, Gen: m.gen})
+		return visit(Entry{Value: v, Encoded: value, Key: k, Dead: m.dead, Gen: m.gen, written: m.written})
 	}
 	if ix.Store == StoreBlob {
 		return x.scanBlobs(ctx, ix, token, entry, page)
 	}
 	table, q := ix.table, storeadapter.Query{Continuation: token}
-	if page != nil { // a checkpointed scan: smaller pages, less work lost
-		q.Top = rebuildPage
-	}
 	var prefix string
 	switch {
 	case ix.partition():
@@ -289,15 +289,15 @@ func (x *Set) visitRow(ix *index, prefix string, e storeadapter.Entity, entry fu
 		}
 		gen, _ := e.Properties[propGen].(int64)
 		dead, _ := e.Properties[propDead].(bool)
-		return entry(e.PartitionKey, Key{pk, rk}, member{gen: gen, dead: dead})
+		return entry(e.PartitionKey, Key{pk, rk}, member{gen: gen, dead: dead, written: e.Timestamp})
 	case ix.Kind == KindCopy && ix.partition():
 		owner, _ := propString(&e, propOwner)
-		return entry(strings.TrimPrefix(e.RowKey, prefix), Key{e.PartitionKey, owner}, member{})
+		return entry(strings.TrimPrefix(e.RowKey, prefix), Key{e.PartitionKey, owner}, member{written: e.Timestamp})
 	case ix.Kind == KindCopy:
 		pk, value := strings.TrimPrefix(e.PartitionKey, prefix), strings.TrimPrefix(e.RowKey, tableCopyPrefix)
 		if owner, _ := propString(&e, propOwner); owner != "" {
 			gen, _ := e.Properties[propGen].(int64)
-			if err := entry(value, Key{pk, owner}, member{gen: gen}); err != nil {
+			if err := entry(value, Key{pk, owner}, member{gen: gen, written: e.Timestamp}); err != nil {
 				return err
 			}
 		}

@@ -2,9 +2,11 @@ package indexes
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tablekeeper/tablekeeper/idempotent"
@@ -14,26 +16,459 @@ import (
 // RebuildResult counts what a rebuild did.
 type RebuildResult struct {
 	// Entities is how many entities were reconciled.
-	Entities int
+	Entities int `json:"entities"`
 	// Swept is how many entities were removed from entries they no
 	// longer belong in: deleted entities still indexed, and entries the
 	// sweep found stale.
-	Swept int
-	// Pruned is how many expired tombstone rows were deleted.
-	Pruned int
+	Swept int `json:"swept"`
+	// Pruned is how many expired tombstone rows were deleted, Dropped how
+	// many membership records of long-gone entities.
+	Pruned  int `json:"pruned"`
+	Dropped int `json:"dropped"`
 	// Conflicts and Unindexable count entities that are not in an index
 	// for those reasons (see Outcome).
-	Conflicts, Unindexable int
+	Conflicts   int `json:"conflicts"`
+	Unindexable int `json:"unindexable"`
 }
 
 // String summarises a rebuild for the job's result.
 func (r RebuildResult) String() string {
-	return fmt.Sprintf("rebuilt: %d entities reconciled, %d stale entries swept, %d tombstones pruned, %d conflicts, %d unindexable",
-		r.Entities, r.Swept, r.Pruned, r.Conflicts, r.Unindexable)
+	return fmt.Sprintf("rebuilt: %d entities reconciled, %d stale entries swept, %d tombstones pruned, %d records dropped, %d conflicts, %d unindexable",
+		r.Entities, r.Swept, r.Pruned, r.Dropped, r.Conflicts, r.Unindexable)
 }
 
-// rebuildPage is the page size of a rebuild's scans.
-const rebuildPage = 100
+// RebuildOptions tune a rebuild.
+type RebuildOptions struct {
+	// Stop, when set, is asked after each chunk: true makes Rebuild save
+	// its position and return a *Stopped error, to continue later (the
+	// index kind passes its time budget).
+	Stop func() bool
+	// Parallel bounds the chunks reconciled at once; chunks of one
+	// partition never run at once. Default 4.
+	Parallel int
+}
+
+// Stopped is the error of a rebuild that saved its position and stopped
+// because RebuildOptions.Stop said so: running it again with the same
+// operation id goes on from there.
+type Stopped struct {
+	// Result counts what the rebuild did so far, all deliveries together.
+	Result RebuildResult
+}
+
+func (s *Stopped) Error() string {
+	return "index: rebuild stopped to continue later: " + s.Result.String()
+}
+
+// rebuildStep is the checkpoint step of a rebuild.
+const rebuildStep = "index-rebuild"
+
+// Phases of a rebuild.
+const (
+	phaseScan   = "scan"   // chunks of the table, registering every key
+	phaseHashed = "hashed" // records of long RowKeys (named by a hash)
+	phaseSweep  = "sweep"  // each index's entries not rewritten by the scan
+	phaseDone   = "done"
+)
+
+// rebuildState is a rebuild's checkpoint, JSON in its token.
+type rebuildState struct {
+	V     int    `json:"v"`
+	Phase string `json:"phase"`
+	// After is the key through which the scan is done (nil: none yet).
+	After *Key `json:"after,omitempty"`
+	// Index is the index the sweep is at, Token the continuation of the
+	// hashed pass or the sweep's scan.
+	Index string `json:"index,omitempty"`
+	Token string `json:"token,omitempty"`
+	// Gen is the generation (the worker's clock in microseconds) and
+	// Began the service's time (the checkpoint's Timestamp) when the
+	// rebuild began: entries the scan rewrote are newer than both.
+	Gen   int64         `json:"gen"`
+	Began time.Time     `json:"began"`
+	Res   RebuildResult `json:"res"`
+}
+
+const rebuildStateVersion = 2
+
+// Rebuild makes every index of a source table (or of partition pk) equal
+// to the table, whatever the membership records and the entries say, in
+// three checkpointed phases saved in cp under opID, so that a rebuild
+// that stops (a crash, a lost lease, RebuildOptions.Stop) goes on from its
+// last save when run again with the same opID:
+//
+//  1. Scan: the table in chunks (see Sync: records, then entities, a
+//     thousand of each at a time), every key registered afresh (force):
+//     each entity's entries are written again at a new generation, and
+//     the keys of entities gone are removed. Chunks of different
+//     partitions run at once (RebuildOptions.Parallel); the position
+//     saved is the end of the chunks done in key order, at most a second
+//     after each one ends.
+//  2. Hashed: the records of long RowKeys, named by a hash and not in
+//     the chunks' ranges, each reconciled.
+//  3. Sweep: each index's entries, page by page. An entry the scan wrote
+//     again is newer than the rebuild (its row's Timestamp, or for a
+//     table or blob list line its generation); any other is checked
+//     against its key's membership record, read many at a time, and
+//     where the record says otherwise the key is reconciled with that
+//     value to remove, which removes the entry if its entity does not
+//     hold the value. Partition list lines carry neither, so every one
+//     is checked. Expired tombstone rows of rows indexes are deleted.
+//
+// The scan's writes are Reconcile's, batched (see Sync), so a rebuild
+// racing the application's writes and their reconciles never leaves an
+// entry older than its entity: every registration is If-Match of a
+// record read before the entity. Memory holds the chunks in flight.
+func (x *Set) Rebuild(ctx context.Context, table string, pk *string, cp idempotent.Checkpoints, opID string, o RebuildOptions) (RebuildResult, error) {
+	ti, err := x.indexes(table)
+	if err != nil {
+		return RebuildResult{}, err
+	}
+	st, err := x.loadRebuild(ctx, cp, opID)
+	if err != nil {
+		return st.Res, err
+	}
+	r := &rebuild{x: x, ti: ti, pk: pk, cp: cp, opID: opID, st: st, o: o}
+	if r.o.Parallel < 1 {
+		r.o.Parallel = 4
+	}
+	for {
+		switch r.st.Phase {
+		case phaseScan:
+			err = r.scan(ctx)
+		case phaseHashed:
+			err = r.hashed(ctx)
+		case phaseSweep:
+			err = r.sweep(ctx)
+		case phaseDone:
+			return r.st.Res, cp.Clear(ctx, opID, rebuildStep)
+		}
+		if err != nil {
+			return r.st.Res, err
+		}
+	}
+}
+
+// loadRebuild loads a rebuild's state, or begins one: its generation by
+// this worker's clock and its time by the service's (the checkpoint's
+// Timestamp). A checkpoint of another layout (an older rebuild) starts
+// over: every step is idempotent.
+func (x *Set) loadRebuild(ctx context.Context, cp idempotent.Checkpoints, opID string) (rebuildState, error) {
+	tok, err := cp.Load(ctx, opID, rebuildStep)
+	if err != nil {
+		return rebuildState{}, err
+	}
+	var st rebuildState
+	if tok != "" && json.Unmarshal([]byte(tok), &st) == nil && st.V == rebuildStateVersion && !st.Began.IsZero() {
+		return st, nil
+	}
+	st = rebuildState{V: rebuildStateVersion, Phase: phaseScan, Gen: x.now().UnixMicro()}
+	if err := saveState(ctx, cp, opID, st); err != nil {
+		return st, err
+	}
+	e, err := cp.Tables.GetEntity(ctx, cp.Table, opID, rebuildStep)
+	if err != nil {
+		return st, fmt.Errorf("index: read the rebuild's checkpoint %s/%s: %w", opID, rebuildStep, err)
+	}
+	st.Began = e.Timestamp
+	return st, saveState(ctx, cp, opID, st)
+}
+
+func saveState(ctx context.Context, cp idempotent.Checkpoints, opID string, st rebuildState) error {
+	b, _ := json.Marshal(st) // keys, strings and numbers: never fails
+	return cp.Save(ctx, opID, rebuildStep, string(b))
+}
+
+// rebuild is one run of a rebuild.
+type rebuild struct {
+	x    *Set
+	ti   *tableIndexes
+	pk   *string
+	cp   idempotent.Checkpoints
+	opID string
+	st   rebuildState
+	o    RebuildOptions
+	mu   sync.Mutex // guards st.Res while chunks run
+}
+
+func (r *rebuild) save(ctx context.Context) error {
+	r.mu.Lock()
+	st := r.st
+	r.mu.Unlock()
+	return saveState(ctx, r.cp, r.opID, st)
+}
+
+// stop reports whether the caller asked to stop.
+func (r *rebuild) stop() bool { return r.o.Stop != nil && r.o.Stop() }
+
+func (r *rebuild) stopped(ctx context.Context) error {
+	if err := r.save(ctx); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return &Stopped{Result: r.st.Res}
+}
+
+// chunkRun is one chunk of the scan in flight.
+type chunkRun struct {
+	end  *Key // nil: the scan's end
+	last string
+	done chan struct{}
+	err  error
+}
+
+// scan is phase 1: chunks read one after another, reconciled up to
+// Parallel at once (never two of one partition), the position saved as
+// the chunks done in key order advance.
+func (r *rebuild) scan(parent context.Context) error {
+	ctx, cancel := context.WithCancel(parent)
+	defer cancel()
+	var inflight []*chunkRun // in key order, not yet past the position
+	sem := make(chan struct{}, r.o.Parallel)
+	lastSave := time.Now()
+	// fold moves the position past the finished chunks at the head of
+	// inflight (waiting for all of them with all) and saves it when it
+	// moved, at most once a second unless the scan ends or all is set.
+	fold := func(all bool) error {
+		moved := false
+	head:
+		for len(inflight) > 0 {
+			c := inflight[0]
+			if all {
+				<-c.done
+			} else {
+				select {
+				case <-c.done:
+				default:
+					break head
+				}
+			}
+			if c.err != nil {
+				return c.err
+			}
+			inflight, moved = inflight[1:], true
+			if c.end == nil {
+				r.st.Phase, r.st.After, r.st.Token = phaseHashed, nil, ""
+			} else {
+				r.st.After = c.end
+			}
+		}
+		if moved && (all || r.st.Phase != phaseScan || time.Since(lastSave) >= time.Second) {
+			lastSave = time.Now()
+			return r.save(parent)
+		}
+		return nil
+	}
+	// fail stops the chunks in flight and saves the position past those
+	// that finished before the first failure.
+	fail := func(err error) error {
+		cancel()
+		for _, c := range inflight {
+			<-c.done
+		}
+		for len(inflight) > 0 && inflight[0].err == nil {
+			if inflight[0].end != nil {
+				r.st.After = inflight[0].end
+			}
+			inflight = inflight[1:]
+		}
+		if serr := r.save(context.WithoutCancel(parent)); serr != nil {
+			return errors.Join(err, serr)
+		}
+		return err
+	}
+	sp := Span{PK: r.pk, After: r.st.After}
+	for {
+		if r.stop() {
+			if err := fold(true); err != nil {
+				return fail(err)
+			}
+			return r.stopped(parent)
+		}
+		items, end, err := r.x.readChunk(ctx, r.ti, sp)
+		if err != nil {
+			return fail(err)
+		}
+		c := &chunkRun{end: end, done: make(chan struct{})}
+		if len(items) > 0 {
+			c.last = items[len(items)-1].PK
+			// Chunks of one partition never run at once: only a chunk in
+			// flight ending in this chunk's first partition can share it.
+			for _, f := range inflight {
+				if f.last == items[0].PK {
+					<-f.done
+				}
+			}
+		}
+		sem <- struct{}{}
+		inflight = append(inflight, c)
+		go func() {
+			defer func() { <-sem; close(c.done) }()
+			res, err := r.x.syncChunk(ctx, r.ti, items, true)
+			r.mu.Lock()
+			r.st.Res.Entities += res.Entities
+			r.st.Res.Swept += res.Removed
+			r.st.Res.Dropped += res.Dropped
+			r.st.Res.Conflicts += res.Conflicts
+			r.st.Res.Unindexable += res.Unindexable
+			r.mu.Unlock()
+			c.err = err
+		}()
+		if end == nil {
+			if err := fold(true); err != nil {
+				return fail(err)
+			}
+			return nil
+		}
+		if err := fold(false); err != nil {
+			return fail(err)
+		}
+		sp.After, sp.From = end, nil
+	}
+}
+
+// hashed is phase 2: every record named by a hash (of a RowKey too long
+// for "~tk.m.<rk>") reconciled with force, page by page.
+func (r *rebuild) hashed(ctx context.Context) error {
+	f := storeadapter.KeyPrefix("RowKey", memberHashPrefix)
+	if r.pk != nil {
+		f = storeadapter.And(storeadapter.PartitionEquals(*r.pk), f)
+	}
+	q := storeadapter.Query{Filter: f, Continuation: r.st.Token}
+	for {
+		page, err := r.x.tables.Query(ctx, r.ti.source, q)
+		if err != nil && !idempotent.Missing(err) {
+			return err
+		}
+		for _, rec := range page.Entities {
+			rk, _ := rec.Properties["Key"].(string)
+			if rk == "" {
+				continue
+			}
+			it := &item{Key: Key{rec.PartitionKey, rk}}
+			if err := r.x.fallback(ctx, r.ti, it, true); err != nil {
+				return err
+			}
+			r.st.Res.Conflicts += min(len(it.out.Conflicts), 1)
+			r.st.Res.Unindexable += min(len(it.out.Unindexable), 1)
+		}
+		r.st.Token = page.Next
+		if page.Next == "" {
+			r.st.Phase, r.st.Index = phaseSweep, ""
+			if len(r.ti.indexes) > 0 {
+				r.st.Index = r.ti.indexes[0].Name
+			}
+		}
+		if err := r.save(ctx); err != nil || page.Next == "" {
+			return err
+		}
+		if r.stop() {
+			return r.stopped(ctx)
+		}
+		q.Continuation = page.Next
+	}
+}
+
+// sweep is phase 3, one index after another.
+func (r *rebuild) sweep(ctx context.Context) error {
+	for i, ix := range r.ti.indexes {
+		if !strings.EqualFold(ix.Name, r.st.Index) {
+			continue
+		}
+		var cands []Entry
+		err := r.x.scanEntries(ctx, ix, r.pk, r.st.Token, func(en Entry) error {
+			if r.pk != nil && en.PK != *r.pk {
+				return nil
+			}
+			if en.Dead {
+				pruned, err := r.x.prune(ctx, ix, en)
+				r.st.Res.Pruned += pruned
+				return err
+			}
+			if r.candidate(ix, en) {
+				cands = append(cands, en)
+			}
+			return nil
+		}, func(next string) error {
+			if err := r.verify(ctx, ix, cands); err != nil {
+				return err
+			}
+			cands = cands[:0]
+			r.st.Token = next
+			if next == "" {
+				r.st.Index, r.st.Phase = "", phaseDone
+				if i+1 < len(r.ti.indexes) {
+					r.st.Index, r.st.Phase = r.ti.indexes[i+1].Name, phaseSweep
+				}
+			}
+			if err := r.save(ctx); err != nil || next == "" {
+				return err
+			}
+			if r.stop() {
+				return r.stopped(ctx)
+			}
+			return nil
+		})
+		return err
+	}
+	r.st.Phase = phaseDone // an index no longer declared
+	return nil
+}
+
+// candidate reports whether the sweep must check an entry: one the scan
+// did not write again.
+func (r *rebuild) candidate(ix *index, en Entry) bool {
+	switch {
+	case ix.Kind == KindList && ix.partition():
+		return true // its lines carry no generation
+	case ix.Kind == KindList:
+		return en.Gen < r.st.Gen
+	}
+	return en.written.Before(r.st.Began)
+}
+
+// verify checks candidates against their keys' membership records, read
+// up to 14 a query per partition, and reconciles the keys whose record
+// does not hold the entry's value, with that value to remove.
+func (r *rebuild) verify(ctx context.Context, ix *index, cands []Entry) error {
+	byPK := map[string][]Entry{}
+	for _, en := range cands {
+		byPK[en.PK] = append(byPK[en.PK], en)
+	}
+	for pk, ens := range byPK {
+		var rks []string
+		for _, en := range ens {
+			rks = append(rks, memberRowKey(en.RK))
+		}
+		recs, err := r.x.readRows(ctx, r.ti.source, pk, rks)
+		if err != nil {
+			return err
+		}
+		for _, en := range ens {
+			m := readMembership(recs[memberRowKey(en.RK)])
+			if stateValue(m.applied[ix.Name]) == en.Encoded {
+				continue
+			}
+			var out Outcome
+			err := retryTransient(ctx, func() (err error) {
+				out, err = r.x.reconcile(ctx, r.ti, en.PK, en.RK, false, map[string][]string{ix.Name: {en.Encoded}})
+				return err
+			})
+			if errors.Is(err, storeadapter.ErrInvalidInput) || errors.Is(err, storeadapter.ErrTooLarge) {
+				r.st.Res.Unindexable++
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if out.Changed {
+				r.st.Res.Swept++
+			}
+		}
+	}
+	return nil
+}
 
 // retryTransient runs fn up to three times while it fails with a
 // transient error, pausing 100 ms and then 400 ms: one failed call of a
@@ -47,175 +482,6 @@ func retryTransient(ctx context.Context, fn func() error) error {
 		err = fn()
 	}
 	return err
-}
-
-// Checkpoint steps of a rebuild; their tokens are stored with this prefix
-// so that a finished step ("done") is told from a page token.
-const (
-	stepScan      = "index-scan"
-	stepSweep     = "index-sweep-"
-	tokenPrefix   = "t:"
-	tokenFinished = "done"
-)
-
-// Rebuild reconciles every entity of a source table (or of partition pk)
-// with every index rewritten whatever the membership records say, then
-// sweeps each index for entries whose entity is gone or no longer has the
-// value, and prunes expired tombstones. It pages through the table and the
-// indexes, saving its position after each page in cp under opID, so a
-// rebuild that stops resumes there when run again with the same opID;
-// memory does not grow with the table.
-func (x *Set) Rebuild(ctx context.Context, table string, pk *string, cp idempotent.Checkpoints, opID string) (RebuildResult, error) {
-	ti, err := x.indexes(table)
-	if err != nil {
-		return RebuildResult{}, err
-	}
-	return x.rebuild(ctx, ti, pk, cp, opID)
-}
-
-func (x *Set) rebuild(ctx context.Context, ti *tableIndexes, pk *string, cp idempotent.Checkpoints, opID string) (RebuildResult, error) {
-	var res RebuildResult
-	count := func(out Outcome, err error) error {
-		switch {
-		case errors.Is(err, storeadapter.ErrInvalidInput):
-			return nil // a key the kind does not index
-		case errors.Is(err, storeadapter.ErrTooLarge): // a list at its limit
-			res.Unindexable++
-			return nil
-		}
-		res.Conflicts += min(len(out.Conflicts), 1)
-		res.Unindexable += min(len(out.Unindexable), 1)
-		return err
-	}
-	// Pages of 100: a rebuild saves its position after each, so a
-	// failure costs at most 100 entities' work again.
-	q := storeadapter.Query{Top: rebuildPage}
-	if pk != nil {
-		q.Filter = storeadapter.PartitionEquals(*pk)
-	}
-	err := x.resume(ctx, cp, opID, stepScan, func(token string, save func(string) error) error {
-		q.Continuation = token
-		for {
-			page, err := x.tables.Query(ctx, ti.source, q)
-			if idempotent.Missing(err) {
-				return save("")
-			}
-			if err != nil {
-				return err
-			}
-			for _, e := range page.Entities {
-				rk, force, ok := rebuildTarget(ti, e)
-				if !ok {
-					continue
-				}
-				if force {
-					res.Entities++
-				}
-				var out Outcome
-				err := retryTransient(ctx, func() (err error) {
-					out, err = x.reconcile(ctx, ti, e.PartitionKey, rk, force, nil)
-					return err
-				})
-				if !force && out.Changed { // a deleted entity's entries went
-					res.Swept++
-				}
-				if err := count(out, err); err != nil {
-					return err
-				}
-				if !force {
-					if err := x.dropMembership(ctx, ti, e.PartitionKey, rk); err != nil {
-						return err
-					}
-				}
-			}
-			if err := save(page.Next); err != nil || page.Next == "" {
-				return err
-			}
-			q.Continuation = page.Next
-		}
-	})
-	if err != nil {
-		return res, err
-	}
-	for _, ix := range ti.indexes {
-		err := x.resume(ctx, cp, opID, stepSweep+ix.Name, func(token string, save func(string) error) error {
-			return x.scanEntries(ctx, ix, pk, token, func(en Entry) error {
-				if pk != nil && en.PK != *pk {
-					return nil
-				}
-				if en.Dead {
-					pruned, err := x.prune(ctx, ix, en)
-					res.Pruned += pruned
-					return err
-				}
-				e, err := getOptional(ctx, x.tables, ti.source, en.PK, en.RK)
-				if err != nil {
-					return err
-				}
-				if stateValue(wantOf(ix, e).state) == en.Encoded {
-					return nil
-				}
-				res.Swept++
-				var out Outcome
-				err = retryTransient(ctx, func() (err error) {
-					out, err = x.reconcile(ctx, ti, en.PK, en.RK, false, map[string][]string{ix.Name: {en.Encoded}})
-					return err
-				})
-				return count(out, err)
-			}, save)
-		})
-		if err != nil {
-			return res, err
-		}
-	}
-	for _, step := range append([]string{stepScan}, sweepSteps(ti)...) {
-		if err := cp.Clear(ctx, opID, step); err != nil {
-			return res, err
-		}
-	}
-	return res, nil
-}
-
-func sweepSteps(ti *tableIndexes) []string {
-	var out []string
-	for _, ix := range ti.indexes {
-		out = append(out, stepSweep+ix.Name)
-	}
-	return out
-}
-
-// rebuildTarget says what a row of the source table means to a rebuild:
-// an entity to reconcile with force, the membership record of an entity
-// (reconciled without force, which removes a deleted entity from its
-// indexes), or nothing (the index kind's other rows, a table copy's
-// partitions).
-func rebuildTarget(ti *tableIndexes, e storeadapter.Entity) (rk string, force, ok bool) {
-	switch {
-	case strings.HasPrefix(e.RowKey, memberPrefix):
-		return strings.TrimPrefix(e.RowKey, memberPrefix), false, true
-	case strings.HasPrefix(e.RowKey, memberHashPrefix):
-		rk, ok := e.Properties["Key"].(string)
-		return rk, false, ok
-	case storeadapter.IsReserved(e.RowKey):
-		return "", false, false
-	}
-	return e.RowKey, true, true
-}
-
-// resume runs one checkpointed step: run gets the saved token ("" at the
-// start) and a save function to call after each page with the next
-// token ("" at the end). A finished step is skipped.
-func (x *Set) resume(ctx context.Context, cp idempotent.Checkpoints, opID, step string, run func(token string, save func(string) error) error) error {
-	saved, err := cp.Load(ctx, opID, step)
-	if err != nil || saved == tokenFinished {
-		return err
-	}
-	return run(strings.TrimPrefix(saved, tokenPrefix), func(next string) error {
-		if next == "" {
-			return cp.Save(ctx, opID, step, tokenFinished)
-		}
-		return cp.Save(ctx, opID, step, tokenPrefix+next)
-	})
 }
 
 // prune deletes an expired tombstone of a rows index (If-Match, so a
@@ -236,23 +502,4 @@ func (x *Set) prune(ctx context.Context, ix *index, en Entry) (int, error) {
 		return 0, err
 	}
 	return 1, nil
-}
-
-// dropMembership deletes the membership record of a deleted entity once
-// nothing is indexed or pending for it and its generation is older than
-// the tombstone grace period: by then no tombstone can outrank the
-// generation a re-created entity starts with (the clock), so the record
-// is no longer needed. It is If-Match, so a concurrent reconcile wins.
-func (x *Set) dropMembership(ctx context.Context, ti *tableIndexes, pk, rk string) error {
-	e, rec, err := x.readEntity(ctx, ti.source, pk, rk)
-	if err != nil || e != nil || rec == nil {
-		return err
-	}
-	if m := readMembership(rec); len(m.applied) > 0 || len(m.pending) > 0 || m.gen >= x.graceCut() {
-		return nil
-	}
-	if err := x.tables.DeleteEntity(ctx, ti.source, pk, rec.RowKey, rec.ETag); err != nil && !idempotent.Lost(err) {
-		return err
-	}
-	return nil
 }

@@ -309,14 +309,7 @@ func (x *Set) clear(ctx context.Context, table, pk, rk string, m membership, eta
 			}
 			cur, etag = readMembership(rec), rec.ETag
 		}
-		next, changed := cur.clone(), false
-		for name, dead := range tombstoned {
-			kept := slices.DeleteFunc(next.pending[name], func(p pending) bool {
-				return cur.gen == m.gen || p.target < m.gen && slices.Contains(dead, p.value)
-			})
-			changed = changed || len(kept) != len(cur.pending[name])
-			next.pending[name] = kept
-		}
+		next, changed := cleared(cur, m, tombstoned)
 		if !changed {
 			return nil
 		}
@@ -329,6 +322,20 @@ func (x *Set) clear(ctx context.Context, table, pk, rk string, m membership, eta
 		}
 		etag = ""
 	}
+}
+
+// cleared is the record cur with the pending values the generation of m
+// settled removed (see clear), and whether that changes it.
+func cleared(cur, m membership, tombstoned map[string][]string) (membership, bool) {
+	next, changed := cur.clone(), false
+	for name, dead := range tombstoned {
+		kept := slices.DeleteFunc(next.pending[name], func(p pending) bool {
+			return cur.gen == m.gen || p.target < m.gen && slices.Contains(dead, p.value)
+		})
+		changed = changed || len(kept) != len(cur.pending[name])
+		next.pending[name] = kept
+	}
+	return next, changed
 }
 
 // recordOp is the operation that writes the membership record next: an

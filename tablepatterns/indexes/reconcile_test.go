@@ -419,11 +419,11 @@ func TestRebuild(t *testing.T) {
 		}
 		return nil
 	}
-	if _, err := f.x.Rebuild(f.ctx, employees, nil, cp, "op1"); err == nil {
+	if _, err := f.x.Rebuild(f.ctx, employees, nil, cp, "op1", RebuildOptions{}); err == nil {
 		t.Fatal("the rebuild did not stop at the injected failure")
 	}
 	f.fault = nil
-	res, err := f.x.Rebuild(f.ctx, employees, nil, cp, "op1")
+	res, err := f.x.Rebuild(f.ctx, employees, nil, cp, "op1", RebuildOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -431,7 +431,7 @@ func TestRebuild(t *testing.T) {
 		t.Errorf("rebuild swept nothing: %v", res)
 	}
 	f.assertTruth()
-	if tok, _ := cp.Load(f.ctx, "op1", stepScan); tok != "" {
+	if tok, _ := cp.Load(f.ctx, "op1", rebuildStep); tok != "" {
 		t.Errorf("checkpoint left behind: %q", tok)
 	}
 
@@ -443,7 +443,7 @@ func TestRebuild(t *testing.T) {
 		t.Fatal("the membership record of a just-deleted entity is gone")
 	}
 	f.x.now = func() time.Time { return time.Now().Add(2 * time.Hour) }
-	if _, err := f.x.Rebuild(f.ctx, employees, nil, cp, "op2"); err != nil {
+	if _, err := f.x.Rebuild(f.ctx, employees, nil, cp, "op2", RebuildOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if rec, _ := getOptional(f.ctx, f.raw.Tables(), employees, "Sales", memberRowKey("000")); rec != nil {
@@ -603,14 +603,14 @@ func TestTombstonesPrunedAfterGrace(t *testing.T) {
 		t.Fatalf("%d tombstones after a rename, want 4", n)
 	}
 	cp := idempotent.Checkpoints{Tables: f.store.Tables(), Table: "Checkpoints"}
-	if _, err := f.x.Rebuild(f.ctx, employees, nil, cp, "early"); err != nil {
+	if _, err := f.x.Rebuild(f.ctx, employees, nil, cp, "early", RebuildOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if n := tombs(); n != 4 {
 		t.Fatalf("%d tombstones after a rebuild within the grace period, want 4", n)
 	}
 	f.x.now = func() time.Time { return time.Now().Add(2 * time.Hour) }
-	res, err := f.x.Rebuild(f.ctx, employees, nil, cp, "late")
+	res, err := f.x.Rebuild(f.ctx, employees, nil, cp, "late", RebuildOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

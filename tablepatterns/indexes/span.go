@@ -1,0 +1,105 @@
+package indexes
+
+import (
+	"context"
+
+	"github.com/tablekeeper/tablekeeper/storeadapter"
+)
+
+// Span selects the keys of a source table, in (PartitionKey, RowKey)
+// order: the entities and the membership records of those keys.
+type Span struct {
+	// PK, when set, limits the span to one partition.
+	PK *string
+	// After excludes its key and every key before it; From includes its
+	// key instead. Both nil: from the first key (of PK's partition, with
+	// PK).
+	After, From *Key
+	// Through includes its key and ends the span there; Before excludes
+	// its key instead. Both nil: to the last key.
+	Through, Before *Key
+}
+
+// Partition is the span of one partition, or of its RowKey range [from,
+// to) when from or to is set ("" is open).
+func Partition(pk, from, to string) Span {
+	sp := Span{PK: &pk}
+	if from != "" {
+		sp.From = &Key{pk, from}
+	}
+	if to != "" {
+		sp.Before = &Key{pk, to}
+	}
+	return sp
+}
+
+// contains reports whether k lies in the span.
+func (sp Span) contains(k Key) bool {
+	switch {
+	case sp.PK != nil && k.PK != *sp.PK:
+		return false
+	case sp.After != nil && compareKeys(k, *sp.After) <= 0:
+		return false
+	case sp.From != nil && compareKeys(k, *sp.From) < 0:
+		return false
+	case sp.Through != nil && compareKeys(k, *sp.Through) > 0:
+		return false
+	case sp.Before != nil && compareKeys(k, *sp.Before) >= 0:
+		return false
+	}
+	return true
+}
+
+// filter selects the rows that stand for the span's keys: with prefix ""
+// the application's entities (storeadapter.ApplicationRows), else the
+// rows whose RowKeys are prefix and a key's RowKey (membership records,
+// memberPrefix), in the prefix's own RowKey range. It holds at most 12
+// comparisons.
+func (sp Span) filter(prefix string) storeadapter.Filter {
+	var base storeadapter.Filter
+	if prefix == "" {
+		base = storeadapter.ApplicationRows(storeadapter.Filter{})
+	} else {
+		base = storeadapter.KeyPrefix("RowKey", prefix)
+	}
+	fs := []storeadapter.Filter{base}
+	if sp.PK != nil {
+		fs = append(fs, storeadapter.PartitionEquals(*sp.PK))
+	}
+	bound := func(k *Key, rkOp, pkOp storeadapter.Op) {
+		if k == nil {
+			return
+		}
+		rk := storeadapter.Compare("RowKey", rkOp, prefix+k.RK)
+		if sp.PK != nil {
+			fs = append(fs, rk)
+			return
+		}
+		fs = append(fs, storeadapter.Or(storeadapter.And(storeadapter.PartitionEquals(k.PK), rk), storeadapter.Compare("PartitionKey", pkOp, k.PK)))
+	}
+	bound(sp.After, storeadapter.Gt, storeadapter.Gt)
+	bound(sp.From, storeadapter.Ge, storeadapter.Gt)
+	bound(sp.Through, storeadapter.Le, storeadapter.Lt)
+	bound(sp.Before, storeadapter.Lt, storeadapter.Lt)
+	return storeadapter.And(fs...)
+}
+
+// readUpTo reads the rows of a query from its start until it has at
+// least limit or the query ends; more reports that it did not end.
+func readUpTo(ctx context.Context, t storeadapter.Tables, table string, f storeadapter.Filter, limit int) (rows []storeadapter.Entity, more bool, err error) {
+	q := storeadapter.Query{Filter: f}
+	for {
+		q.Top = min(limit-len(rows), storeadapter.MaxPageSize)
+		page, err := t.Query(ctx, table, q)
+		if err != nil {
+			return rows, false, err
+		}
+		rows = append(rows, page.Entities...)
+		if q.Continuation = page.Next; q.Continuation == "" {
+			return rows, false, nil
+		}
+		if len(rows) >= limit {
+			return rows, true, nil
+		}
+	}
+}
