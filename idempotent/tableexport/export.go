@@ -51,7 +51,7 @@ func (s Source) Validate() error {
 			return fmt.Errorf("pk: %w", err)
 		}
 	}
-	from, to := s.bounds()
+	from, to := s.Bounds()
 	if s.PK == nil && (from != "" || to != "") {
 		return errors.New("pk: is required with rkFrom or rkTo (a RowKey range lies in one partition)")
 	}
@@ -69,7 +69,8 @@ func (s Source) Validate() error {
 	return nil
 }
 
-func (s Source) bounds() (from, to string) {
+// Bounds returns the RowKey range's bounds, "" where open.
+func (s Source) Bounds() (from, to string) {
 	if s.RKFrom != nil {
 		from = *s.RKFrom
 	}
@@ -87,7 +88,7 @@ func (s Source) bounds() (from, to string) {
 // kind scans its source with it too.
 func (s Source) Filter(after *Key) storeadapter.Filter {
 	var fs []storeadapter.Filter
-	from, to := s.bounds()
+	from, to := s.Bounds()
 	if s.PK != nil {
 		fs = append(fs, storeadapter.PartitionEquals(*s.PK))
 		if from != "" {
@@ -146,6 +147,11 @@ type Options struct {
 	// registered it (so it must be idempotent and may run twice at once). An error ends the export with that error; the
 	// redelivery calls it again. The archive deletes the part's rows here.
 	AfterPart func(ctx context.Context, p Part) error
+	// Transform, when set, turns each row into what its line holds (keys
+	// and ETag kept): the archive reads offloaded properties back inline.
+	// It must give the same line for the same row, since a part's lines
+	// depend only on its start key and the rows.
+	Transform func(ctx context.Context, e storeadapter.Entity) (storeadapter.Entity, error)
 	// Passes is how many times the source is scanned: after a pass that
 	// exported rows, another starts from the source's start (new parts,
 	// numbers continue), up to Passes. 0 means 1. The archive uses it to
@@ -507,7 +513,7 @@ func (e *exporter) checkContainer(ctx context.Context) error {
 // run exports pass after pass until the checkpoint is done (see Export's
 // steps).
 func (e *exporter) run(ctx context.Context) error {
-	cur := newCursor(e.t, e.src, e.st.Last, e.o.PageSize)
+	cur := newCursor(e.t, e.src, e.st.Last, e.o.PageSize, e.o.Transform)
 	if e.etag == "" {
 		// The first page, read before the create, finds a missing table
 		// before anything is written.

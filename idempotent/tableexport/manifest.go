@@ -123,7 +123,7 @@ func (e *exporter) manifest(ctx context.Context) (Manifest, error) {
 // header returns the manifest without its parts (and so with no totals).
 func (e *exporter) header() Manifest {
 	src := ManifestSource{PK: e.src.PK}
-	if from, to := e.src.bounds(); e.src.PK != nil {
+	if from, to := e.src.Bounds(); e.src.PK != nil {
 		if from != "" {
 			src.RKFrom = &from
 		}

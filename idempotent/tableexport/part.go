@@ -56,10 +56,12 @@ type cursor struct {
 	line     []byte // the line of page[i], once rendered
 	lineOf   int    // the index line renders, -1 for none
 	finished bool
+	// transform, when set, turns a row into what its line holds.
+	transform func(context.Context, storeadapter.Entity) (storeadapter.Entity, error)
 }
 
-func newCursor(t storeadapter.Tables, src Source, after *Key, top int) *cursor {
-	c := &cursor{t: t, src: src, top: top}
+func newCursor(t storeadapter.Tables, src Source, after *Key, top int, transform func(context.Context, storeadapter.Entity) (storeadapter.Entity, error)) *cursor {
+	c := &cursor{t: t, src: src, top: top, transform: transform}
 	c.reset(after)
 	return c
 }
@@ -87,6 +89,11 @@ func (c *cursor) peek(ctx context.Context) (e storeadapter.Entity, line []byte, 
 		c.page, c.i, c.lineOf, c.q.Continuation = page.Entities, 0, -1, page.Next
 	}
 	if c.lineOf != c.i {
+		if c.transform != nil {
+			if c.page[c.i], err = c.transform(ctx, c.page[c.i]); err != nil {
+				return e, nil, false, err
+			}
+		}
 		if c.line, err = storeadapter.MarshalEntityLine(c.page[c.i]); err != nil {
 			return e, nil, false, fmt.Errorf("tableexport: %s %s/%s: %w", c.src.Table, c.page[c.i].PartitionKey, c.page[c.i].RowKey, err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +14,8 @@ import (
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/kit"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/indexes"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/largeentity"
 )
 
 // Kind is the envelope kind of archive moves.
@@ -193,6 +196,14 @@ var errKeptChanging = errors.New("kept changing while being moved; retrying late
 //     done.
 //  4. (The runner) delete the message.
 //
+// Two kinds' state travels with the entity (see "Indexes and offloaded
+// blobs" below): before step 2 the version is prepared — its offloaded
+// properties' blobs copied to the target's key (a table target) or read
+// back inline (a blob target) — and v in steps 2 and 3 is the prepared
+// version (the source's ETag e); after step 2 a table target with declared
+// indexes has the copy reconciled into them, and after step 3 the source's
+// indexes drop the entity.
+//
 // Every round above is bounded by Config.MaxConflicts. Two rules make every
 // interleaving converge. (i) A copy that exists is only written If-Match
 // the ETag its writer read it with, and either with the content it held
@@ -271,6 +282,42 @@ var errKeptChanging = errors.New("kept changing while being moved; retrying late
 // when the range is done; a crash after that rescans the range and finds
 // nothing left to move.
 //
+// # Indexes and offloaded blobs
+//
+// A move keeps what other kinds hold for the entity consistent, in its own
+// idempotent steps, through the shared libraries (never another kind):
+//
+//   - Offloaded properties (blobsync's TkBlob_ references): the blobs
+//     belong to the source's key, and a reconcile of the source table
+//     collects them once the source is gone. So the prepared version of a
+//     table target carries them (largeentity.Carry: each blob put under
+//     the target key's managed name, content-addressed, before the copy
+//     that names it; the reference rewritten), and that of a blob target
+//     holds them inline (largeentity.Restore), checked against their
+//     SHA-256. A crash after a carried blob and before the copy leaves an
+//     unreferenced blob that a reconcile of the target collects after its
+//     grace; the redelivery puts it again (same name, same bytes). A blob
+//     missing or not matching its reference is a permanent error: the move
+//     would lose the property.
+//   - Indexes (the config's "index" section): a table target's indexes
+//     take the copy before the source goes (indexes.Set.Reconcile of the
+//     target key after step 2, so a crash before step 3 redoes it on the
+//     redelivery, which still finds the source), and the source's drop
+//     the entity after step 3 (Reconcile of the source key: the entity is
+//     gone, so it is removed). A redelivery that finds the source gone and
+//     the copy in place runs both again (a crash came after step 3); both
+//     are idempotent and cost two reads when there is nothing to do. A
+//     conflict or an unindexable value in the target's indexes does not
+//     fail the move; the result counts it and index check reports it.
+//
+// A range does the same per batch: the batch prepared, the copies written,
+// the target's span synced (indexes.Set.Sync), the sources deleted, the
+// source's span synced; and once the range is moved, one Sync of the whole
+// range in the source and a table target, before the checkpoint is
+// cleared, removes the entities a crashed delivery moved after its last
+// saved page (their membership records are still in the range; no page
+// shows their rows again).
+//
 // One entity to a blob runs the same protocol: Put If-None-Match *, then
 // Get (content and the blob's ETag) and Put If-Match that ETag, to the one
 // blob <prefix>/<table>/<pk>/<rk>.json.
@@ -330,6 +377,8 @@ type Worker struct {
 	store       storeadapter.Store
 	checkpoints idempotent.Checkpoints
 	cfg         Config
+	indexes     *indexes.Set
+	layout      largeentity.Layout
 }
 
 // New returns the archive worker on store, configured by cfg (its defaults
@@ -339,7 +388,8 @@ func New(d kit.Deps, cfg Config) (*Worker, error) {
 		return nil, err
 	}
 	store := d.Store
-	return &Worker{store: store, checkpoints: idempotent.Checkpoints{Tables: store.Tables(), Table: cfg.CheckpointTable}, cfg: cfg}, nil
+	return &Worker{store: store, checkpoints: idempotent.Checkpoints{Tables: store.Tables(), Table: cfg.CheckpointTable}, cfg: cfg,
+		indexes: d.Indexes, layout: d.Layout}, nil
 }
 
 // MaxRunTime is how long one archive job may run; see Config.MaxRunTime.
@@ -363,6 +413,85 @@ func (w *Worker) Work(ctx context.Context, job *jobs.Job[Args]) error {
 	return err
 }
 
+// prepare returns a source version as its copy must hold it: for a table
+// target with its offloaded properties carried to blobs of its new key
+// (largeentity.Carry), for a blob target with them read back inline
+// (largeentity.Restore). Keys and ETag stay the source's. A blob that is
+// missing or does not match its reference is a permanent error: moving
+// the entity would lose the property.
+func (m *mover) prepare(ctx context.Context, e storeadapter.Entity) (storeadapter.Entity, error) {
+	if len(largeentity.Refs(e)) == 0 {
+		return e, nil
+	}
+	var out storeadapter.Entity
+	var err error
+	if m.args.To != "" {
+		var n int
+		out, n, err = largeentity.Carry(ctx, m.w.store, m.w.layout, e, m.args.To)
+		m.carried += n
+	} else {
+		out, err = largeentity.Restore(ctx, m.w.store, e)
+	}
+	switch {
+	case errors.Is(err, largeentity.ErrMismatch) || errors.Is(err, storeadapter.ErrNotFound):
+		return out, jobs.Permanentf("archive: %s %s/%s: its offloaded properties cannot be moved: %w", m.args.Table, e.PartitionKey, e.RowKey, err)
+	case err != nil:
+		return out, fmt.Errorf("archive: %s %s/%s: offloaded properties: %w", m.args.Table, e.PartitionKey, e.RowKey, err)
+	}
+	out.ETag = e.ETag
+	return out, nil
+}
+
+// reconcile brings the indexes of one key of table (the source or a
+// table target) up to date after a step of the move, when the table has
+// declared indexes. A conflict or an unindexable value in the target's
+// indexes does not fail the move: it is counted for the result (and
+// reported by index check).
+func (m *mover) reconcile(ctx context.Context, table, rk string) error {
+	if !m.w.indexes.Declared(table) {
+		return nil
+	}
+	out, err := m.w.indexes.Reconcile(ctx, table, m.pk, rk)
+	if err != nil {
+		return fmt.Errorf("archive: indexes of %s %s/%s: %w", table, m.pk, rk, err)
+	}
+	m.indexed.Conflicts += min(len(out.Conflicts), 1)
+	m.indexed.Unindexable += min(len(out.Unindexable), 1)
+	return nil
+}
+
+// sync brings the indexes of a span of table up to date (see
+// indexes.Set.Sync) when the table has declared indexes.
+func (m *mover) sync(ctx context.Context, table string, sp indexes.Span) error {
+	if !m.w.indexes.Declared(table) {
+		return nil
+	}
+	res, err := m.w.indexes.Sync(ctx, table, sp)
+	m.indexed.Conflicts += res.Conflicts
+	m.indexed.Unindexable += res.Unindexable
+	if err != nil {
+		return fmt.Errorf("archive: indexes of %s: %w", table, err)
+	}
+	return nil
+}
+
+// batchSpan is the span of a batch's keys (one partition, key order).
+func batchSpan(es []storeadapter.Entity) indexes.Span {
+	pk := es[0].PartitionKey
+	return indexes.Span{PK: &pk, From: &indexes.Key{PK: pk, RK: es[0].RowKey}, Through: &indexes.Key{PK: pk, RK: es[len(es)-1].RowKey}}
+}
+
+// afterMove brings the indexes of a moved key up to date: the target's
+// (a table target), then the source's.
+func (m *mover) afterMove(ctx context.Context, rk string) error {
+	if m.args.To != "" {
+		if err := m.reconcile(ctx, m.args.To, rk); err != nil {
+			return err
+		}
+	}
+	return m.reconcile(ctx, m.args.Table, rk)
+}
+
 // result says what a finished move did, for the runner's "job done" line.
 func (m *mover) result() string {
 	switch {
@@ -376,9 +505,23 @@ func (m *mover) result() string {
 	case m.moved == 0:
 		return "no entity left in the range"
 	case m.moved == 1:
-		return "moved 1 entity to " + m.target.String()
+		return "moved 1 entity to " + m.target.String() + m.notes()
 	}
-	return fmt.Sprintf("moved %d entities to %s", m.moved, m.target)
+	return fmt.Sprintf("moved %d entities to %s", m.moved, m.target) + m.notes()
+}
+
+// notes are what the result adds about blobs and indexes: the offloaded
+// blobs carried, and conflicts or unindexable values in the target's
+// indexes.
+func (m *mover) notes() string {
+	var s string
+	if m.carried > 0 {
+		s += fmt.Sprintf("; %d offloaded blobs carried", m.carried)
+	}
+	if n := m.indexed.Conflicts + m.indexed.Unindexable; n > 0 {
+		s += fmt.Sprintf("; %d entities not in every index (%d conflicts, %d unindexable: see index check)", n, m.indexed.Conflicts, m.indexed.Unindexable)
+	}
+	return s
 }
 
 // mover carries one job's move.
@@ -392,6 +535,10 @@ type mover struct {
 	moved int
 	// manifest is the export of a range to blobs, once done.
 	manifest *tableexport.Manifest
+	// carried counts the offloaded blobs put under the target's keys.
+	carried int
+	// indexed counts keys left out of the target's indexes.
+	indexed indexes.SyncResult
 }
 
 func (w *Worker) mover(args Args) *mover {
@@ -417,8 +564,8 @@ func (m *mover) one(ctx context.Context, rk string, e *storeadapter.Entity) erro
 				switch {
 				case err != nil:
 					return fmt.Errorf("archive: check target for %s/%s: %w", m.pk, rk, err)
-				case moved:
-					return nil
+				case moved: // done before: its indexes may not be
+					return m.afterMove(ctx, rk)
 				}
 				return jobs.Permanentf("archive: %s %s/%s does not exist and %s holds no copy", m.args.Table, m.pk, rk, m.target)
 			}
@@ -427,18 +574,27 @@ func (m *mover) one(ctx context.Context, rk string, e *storeadapter.Entity) erro
 			}
 			e = &got
 		}
-		out, err := m.target.write(ctx, []storeadapter.Entity{*e}, m.sources)
+		v, err := m.prepare(ctx, *e)
+		if err != nil {
+			return err
+		}
+		out, err := m.target.write(ctx, []storeadapter.Entity{v}, m.sources)
 		if err != nil {
 			return fmt.Errorf("archive: write %s/%s to %s: %w", m.pk, rk, m.target, err)
 		}
 		switch out[0].fate {
 		case gone:
-			return nil
+			return m.afterMove(ctx, rk)
 		case contested:
 			return fmt.Errorf("archive: the copy of %s/%s at %s %w", m.pk, rk, m.target, errKeptChanging)
 		case superseded:
 			e = &out[0].next
 			continue
+		}
+		if m.args.To != "" {
+			if err := m.reconcile(ctx, m.args.To, rk); err != nil { // the copy is indexed before the source goes
+				return err
+			}
 		}
 		err = idempotent.DeleteIfMatch(ctx, t, m.args.Table, m.pk, rk, e.ETag)
 		if !errors.Is(err, storeadapter.ErrPreconditionFailed) {
@@ -446,7 +602,7 @@ func (m *mover) one(ctx context.Context, rk string, e *storeadapter.Entity) erro
 				return fmt.Errorf("archive: delete %s %s/%s: %w", m.args.Table, m.pk, rk, err)
 			}
 			m.moved++
-			return nil
+			return m.reconcile(ctx, m.args.Table, rk)
 		}
 		e = nil // the source changed since it was read: move the new version
 	}
@@ -501,7 +657,23 @@ func (m *mover) rangeMove(ctx context.Context, opID string) error {
 		return fmt.Errorf("archive: %s partition %q: every other row of the range moved, but %d %w: %s",
 			m.args.Table, m.pk, len(unsettled), errKeptChanging, quoteKeys(unsettled, 10))
 	}
+	if err := m.syncRange(ctx); err != nil {
+		return err
+	}
 	return m.w.checkpoints.Clear(ctx, opID, checkpointStep)
+}
+
+// syncRange brings the indexes of the whole range up to date in the
+// source and a table target, before the move ends: rows an earlier,
+// crashed delivery moved after the pages it saved were never synced by
+// the batches (their sources are gone, so no page holds them again), but
+// their membership records are in the range.
+func (m *mover) syncRange(ctx context.Context) error {
+	from, to := m.args.rowRange()
+	if err := m.sync(ctx, m.args.Table, indexes.Partition(m.pk, from, to)); err != nil {
+		return err
+	}
+	return m.sync(ctx, m.args.To, indexes.Partition(m.pk, from, to))
 }
 
 // quoteKeys lists up to max keys, quoted, and how many more there are.
@@ -532,11 +704,19 @@ func (m *mover) movePage(ctx context.Context, entities []storeadapter.Entity) (u
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		es := entities[:len(batch)] // Batches keeps one partition's order
+		es := slices.Clone(entities[:len(batch)]) // Batches keeps one partition's order
 		entities = entities[len(batch):]
+		for i := range es {
+			if es[i], err = m.prepare(ctx, es[i]); err != nil {
+				return nil, err
+			}
+		}
 		out, err := m.target.write(ctx, es, m.sources)
 		if err != nil {
 			return nil, fmt.Errorf("archive: write %d entities to %s: %w", len(es), m.target, err)
+		}
+		if err := m.sync(ctx, m.args.To, batchSpan(es)); err != nil { // the copies are indexed before the sources go
+			return nil, err
 		}
 		var written, changed []storeadapter.Entity
 		for i, o := range out {
@@ -552,6 +732,9 @@ func (m *mover) movePage(ctx context.Context, entities []storeadapter.Entity) (u
 		updated, err := m.deleteMoved(ctx, written)
 		if err != nil {
 			return nil, fmt.Errorf("archive: delete %d moved entities from %s: %w", len(written), m.args.Table, err)
+		}
+		if err := m.sync(ctx, m.args.Table, batchSpan(es)); err != nil {
+			return nil, err
 		}
 		for _, e := range append(changed, updated...) {
 			err := m.one(ctx, e.RowKey, &e)
@@ -907,6 +1090,7 @@ func (m *mover) exportRange(ctx context.Context, opID string) error {
 			Blobs: blobs, Prefix: prefix, MaxPartBytes: m.w.cfg.MaxPartBytes, OpID: exportID,
 			Checkpoints: m.w.checkpoints, Step: step, Passes: m.rounds, CreateContainer: true, SkipEmptyManifest: true,
 			AfterPart: func(ctx context.Context, p tableexport.Part) error { return m.deletePart(ctx, blobs, p) },
+			Transform: m.prepare,
 		})
 	switch {
 	case errors.Is(err, storeadapter.ErrTableNotFound):
@@ -915,6 +1099,9 @@ func (m *mover) exportRange(ctx context.Context, opID string) error {
 		return fmt.Errorf("archive: export to %s: %w", container, err)
 	}
 	m.manifest = &man
+	if err := m.syncRange(ctx); err != nil {
+		return err
+	}
 	from, to := m.args.rowRange()
 	page, err := m.w.store.Tables().Query(ctx, m.args.Table, storeadapter.Query{Filter: storeadapter.ApplicationRows(storeadapter.RowRange(m.pk, from, to)), Top: 11, Select: []string{"RowKey"}})
 	if err != nil {
@@ -967,6 +1154,9 @@ func (m *mover) deletePart(ctx context.Context, blobs storeadapter.Blobs, p tabl
 		}
 		if _, err := m.deleteMoved(ctx, batch); err != nil { // changed rows wait for the next pass
 			return fmt.Errorf("archive: delete %d exported entities from %s: %w", len(batch), m.args.Table, err)
+		}
+		if err := m.sync(ctx, m.args.Table, batchSpan(batch)); err != nil {
+			return err
 		}
 		batch = batch[:0]
 		return nil

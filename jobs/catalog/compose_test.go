@@ -3,17 +3,24 @@ package catalog_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tablekeeper/tablekeeper/idempotent/tableexport"
+	"github.com/tablekeeper/tablekeeper/internal/clock"
 	"github.com/tablekeeper/tablekeeper/jobs"
+	"github.com/tablekeeper/tablekeeper/jobs/blobsync"
 	"github.com/tablekeeper/tablekeeper/jobs/catalog"
+	"github.com/tablekeeper/tablekeeper/jobs/kit"
 	"github.com/tablekeeper/tablekeeper/localstore"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
 	"github.com/tablekeeper/tablekeeper/tablepatterns/indexes"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/largeentity"
 )
 
 // The composition tests run the kinds together as an application uses
@@ -42,17 +49,28 @@ func sixIndexes(table string) []indexes.Decl {
 type app struct {
 	t        *testing.T
 	ctx      context.Context
+	clock    *clock.Fake
 	store    storeadapter.Store
 	calls    *instrument.Counts
 	registry *jobs.Registry
 	set      *indexes.Set
+	cfg      catalog.Config
 	ops      int
+	// fault, when set, sees every storage call first and may fail it.
+	fault func(c instrument.Call) error
 }
 
 func newApp(t *testing.T, cfg catalog.Config) *app {
 	t.Helper()
-	a := &app{t: t, ctx: context.Background(), calls: &instrument.Counts{}}
-	a.store = instrument.Wrap(localstore.New(localstore.Options{}), instrument.Options{Observers: []instrument.Observer{a.calls}})
+	a := &app{t: t, ctx: context.Background(), calls: &instrument.Counts{}, clock: clock.NewFake(time.Date(2026, 11, 21, 9, 30, 0, 0, time.UTC)), cfg: cfg}
+	a.store = instrument.Wrap(localstore.New(localstore.Options{Now: a.clock.Now}), instrument.Options{
+		Observers: []instrument.Observer{a.calls},
+		Fault: func(_ context.Context, c instrument.Call) error {
+			if a.fault != nil {
+				return a.fault(c)
+			}
+			return nil
+		}})
 	var err error
 	if a.registry, err = catalog.NewRegistry(a.store, cfg); err != nil {
 		t.Fatal(err)
@@ -78,7 +96,13 @@ func newApp(t *testing.T, cfg catalog.Config) *app {
 func (a *app) run(kind, args string) (string, error) {
 	a.t.Helper()
 	a.ops++
-	env := jobs.Envelope{V: 1, ID: fmt.Sprintf("op-%d", a.ops), Kind: kind, Args: json.RawMessage(args)}
+	return a.runID(fmt.Sprintf("op-%d", a.ops), kind, args)
+}
+
+// runID is run with an operation id: a redelivery.
+func (a *app) runID(id, kind, args string) (string, error) {
+	a.t.Helper()
+	env := jobs.Envelope{V: 1, ID: id, Kind: kind, Args: json.RawMessage(args)}
 	for {
 		text, err := jobs.Encode(env)
 		if err != nil {
@@ -236,4 +260,266 @@ func TestReservedRowsAreNotData(t *testing.T) {
 			t.Errorf("partition %s: the outbox row is gone after the purge: %v", pk, got)
 		}
 	}
+}
+
+// checkIndexes fails unless every index declared on table equals the
+// table: index check finds nothing, and every entry's entity exists with
+// the value.
+func (a *app) checkIndexes(table string) {
+	a.t.Helper()
+	for _, name := range a.set.Names(table) {
+		res, err := a.set.Check(a.ctx, table, name, func(f indexes.Finding) error {
+			a.t.Errorf("index check %s.%s: %s %s %s/%s %s", table, name, f.Problem, f.Value, f.PK, f.RK, f.Detail)
+			return nil
+		})
+		if err != nil {
+			a.t.Fatalf("index check %s.%s: %v", table, name, err)
+		}
+		if res.Problems() != 0 {
+			a.t.Errorf("index check %s.%s: %+v", table, name, res)
+		}
+	}
+}
+
+// lookup returns the keys index name of table lists under value in
+// partition pk.
+func (a *app) lookup(table, name, value, pk string) []string {
+	a.t.Helper()
+	ms, err := a.set.Lookup(a.ctx, table, name, value, indexes.LookupOptions{PK: &pk})
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	var out []string
+	for _, m := range ms {
+		out = append(out, m.PK+"/"+m.RK)
+	}
+	return out
+}
+
+// indexedConfig declares the six index kinds on Employees and a rows index
+// and a partition copy on the archive table.
+func indexedConfig() catalog.Config {
+	cfg := catalog.Config{}
+	cfg.Index.Tables = map[string][]indexes.Decl{
+		staff: sixIndexes(staff),
+		archive: {
+			{Name: "lastName", Property: "LastName", Kind: indexes.KindRows, Table: archive + "ByLastName"},
+			{Name: "email", Property: "Email", Kind: indexes.KindCopy, Store: indexes.StorePartition},
+		},
+	}
+	return cfg
+}
+
+// TestMovesAndDeletesKeepIndexes: archive (one entity, a range, a range to
+// blobs), purge and purgeday remove what they move or delete from the
+// source's indexes, and an archive into a table with indexes of its own
+// indexes the copies: every lookup equals the table afterwards (found by
+// a new user: an archived employee was still listed under its last name,
+// pointing at nothing).
+func TestMovesAndDeletesKeepIndexes(t *testing.T) {
+	a := newApp(t, indexedConfig())
+	for _, pk := range []string{"Ops", "Sales", "Support", "Legal"} {
+		for i := range 12 {
+			a.employee(pk, fmt.Sprintf("%03d", i), []string{"Jones", "Smith", "Okafor"}[i%3], nil)
+		}
+	}
+	a.checkIndexes(staff)
+
+	before := a.calls.Snapshot().Total().Calls
+	a.mustRun("archive", fmt.Sprintf(`{"table":%q,"to":%q,"pk":"Sales","rk":"000"}`, staff, archive))
+	t.Logf("archive of one entity indexed six ways in the source and two in the target: %d storage calls", a.calls.Snapshot().Total().Calls-before)
+	if got := a.lookup(staff, "lastNameRows", "Jones", "Sales"); slices.Contains(got, "Sales/000") {
+		t.Errorf("the archived Sales/000 is still listed under Jones: %v", got)
+	}
+	if got := a.lookup(archive, "lastName", "Jones", "Sales"); !slices.Equal(got, []string{"Sales/000"}) {
+		t.Errorf("the archive table's index lists %v under Jones, want the archived Sales/000", got)
+	}
+	a.mustRun("archive", fmt.Sprintf(`{"table":%q,"to":%q,"pk":"Ops","rkFrom":"","rkTo":"006"}`, staff, archive))
+	a.mustRun("archive", fmt.Sprintf(`{"table":%q,"toBlob":"exports/arch","pk":"Support","rkFrom":"003"}`, staff))
+	a.mustRun("purge", fmt.Sprintf(`{"table":%q,"pk":"Legal"}`, staff))
+	a.mustRun("purge", fmt.Sprintf(`{"table":%q,"pk":"Sales","rkFrom":"008"}`, staff))
+	a.checkIndexes(staff)
+	a.checkIndexes(archive)
+	for _, pk := range []string{"Ops", "Sales", "Support", "Legal"} {
+		got := a.lookup(staff, "lastNameRows", "Smith", pk)
+		want := a.rows(staff, storeadapter.ApplicationRows(storeadapter.And(storeadapter.PartitionEquals(pk), storeadapter.Compare("LastName", storeadapter.Eq, "Smith"))))
+		if !slices.Equal(got, want) {
+			t.Errorf("partition %s: Smith lists %v, the table holds %v", pk, got, want)
+		}
+	}
+	if got := a.lookup(archive, "lastName", "Smith", "Ops"); len(got) != 2 {
+		t.Errorf("the archive table lists %v under Smith in Ops, want the 2 archived", got)
+	}
+}
+
+// TestArchiveCrashKeepsIndexes fails an archive range's n-th storage call,
+// for every n, and runs it again (the redelivery): the indexes of source
+// and target always equal their tables, and every archived entity reads
+// back whole, its offloaded property included.
+func TestArchiveCrashKeepsIndexes(t *testing.T) {
+	cfg := indexedConfig()
+	cfg.Blobsync.Tables = largeentity.Layout{{Table: staff, Container: "staff-blobs", Properties: []string{"Bio"}}}
+	for n := 1; ; n += 2 {
+		a := newApp(t, cfg)
+		if err := a.store.Container("staff-blobs").Create(a.ctx); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 8 {
+			rk := fmt.Sprintf("%03d", i)
+			a.employee("Sales", rk, []string{"Jones", "Smith"}[i%2], map[string]any{"Bio": "bio of " + rk})
+			if i%2 == 0 {
+				a.mustRun("blobsync", fmt.Sprintf(`{"mode":"offload","table":%q,"pk":"Sales","rk":%q}`, staff, rk))
+			}
+		}
+		calls := 0
+		a.fault = func(instrument.Call) error {
+			if calls++; calls == n {
+				return fmt.Errorf("crash at call %d: %w", n, storeadapter.ErrUnavailable)
+			}
+			return nil
+		}
+		args := fmt.Sprintf(`{"table":%q,"to":%q,"pk":"Sales","rkFrom":""}`, staff, archive)
+		_, err := a.runID("op-move", "archive", args)
+		a.fault = nil
+		if err == nil && calls < n {
+			t.Logf("crashed at every other one of the move's %d calls", calls)
+			return
+		}
+		if _, err := a.runID("op-move", "archive", args); err != nil {
+			t.Fatalf("crash at call %d, then: %v", n, err)
+		}
+		a.checkIndexes(staff)
+		a.checkIndexes(archive)
+		for i := range 8 {
+			rk := fmt.Sprintf("%03d", i)
+			if got, err := largeentity.Get(a.ctx, a.store, archive, "Sales", rk); err != nil || got.Properties["Bio"] != "bio of "+rk {
+				t.Errorf("archived %s: %v, Bio %v", rk, err, got.Properties["Bio"])
+			}
+		}
+		if t.Failed() {
+			t.Fatalf("crash at call %d", n)
+		}
+	}
+}
+
+// TestPurgedayDropsDayIndexes: a day table with declared indexes takes
+// the indexes' tables and blob lists with it.
+func TestPurgedayDropsDayIndexes(t *testing.T) {
+	day := "Logins20261101"
+	cfg := catalog.Config{}
+	cfg.Index.Tables = map[string][]indexes.Decl{day: {
+		{Name: "user", Property: "User", Kind: indexes.KindRows, Table: "LoginsByUser20261101"},
+		{Name: "userBlob", Property: "User", Kind: indexes.KindList, Store: indexes.StoreBlob, Container: "logins-index"},
+		{Name: "userHere", Property: "User", Kind: indexes.KindCopy, Store: indexes.StoreTable},
+	}}
+	a := newApp(t, cfg)
+	if err := a.store.Tables().CreateTable(a.ctx, day); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if _, err := a.store.Tables().InsertEntity(a.ctx, day, storeadapter.Entity{PartitionKey: "p", RowKey: fmt.Sprint(i), Properties: map[string]any{"User": fmt.Sprint("u", i)}}); err != nil {
+			t.Fatal(err)
+		}
+		a.mustRun("index", fmt.Sprintf(`{"table":%q,"pk":"p","rk":"%d"}`, day, i))
+	}
+	res := a.mustRun("purgeday", `{"prefix":"Logins","keepDays":3}`)
+	if !strings.Contains(res, "dropped their indexes' 1 tables and 5 blobs") {
+		t.Errorf("purgeday: %q, want the index table and the 5 blob lists dropped", res)
+	}
+	for _, table := range []string{day, "LoginsByUser20261101"} {
+		if _, err := a.store.Tables().Query(a.ctx, table, storeadapter.Query{}); !errors.Is(err, storeadapter.ErrTableNotFound) {
+			t.Errorf("table %s after the purge: %v, want it gone", table, err)
+		}
+	}
+	if page, err := a.store.Container("logins-index").List(a.ctx, "", ""); err != nil || len(page.Blobs) != 0 {
+		t.Errorf("blob lists left: %v, %v", page.Blobs, err)
+	}
+}
+
+// TestArchiveCarriesOffloadedBlobs: an entity whose large property
+// blobsync offloaded is archived whole — to a table (its blob carried to
+// the archived key, the reference rewritten), to a blob and to export
+// parts (the property read back inline) — and stays whole after a
+// reconcile of the source collects the source's blobs (found when
+// blobsync was built: the archive kept references to blobs the next
+// reconcile deleted, losing the property).
+func TestArchiveCarriesOffloadedBlobs(t *testing.T) {
+	cfg := catalog.Config{}
+	cfg.Blobsync.Tables = largeentity.Layout{{Table: staff, Container: "staff-blobs", Prefix: "large", Properties: []string{"Bio"}}}
+	cfg.Blobsync.MaxRunTime = jobs.Duration(time.Minute)
+	cfg.Blobsync.Grace = jobs.Duration(time.Minute)
+	a := newApp(t, cfg)
+	if err := a.store.Container("staff-blobs").Create(a.ctx); err != nil {
+		t.Fatal(err)
+	}
+	bio := func(rk string) string { return strings.Repeat("A long biography of "+rk+". ", 1000) }
+	for _, rk := range []string{"001", "002", "003", "004", "005"} {
+		a.employee("Sales", rk, "Jones", map[string]any{"Bio": bio(rk)})
+		a.mustRun("blobsync", fmt.Sprintf(`{"mode":"offload","table":%q,"pk":"Sales","rk":%q}`, staff, rk))
+	}
+	raw, err := a.store.Tables().GetEntity(a.ctx, staff, "Sales", "001")
+	if _, inline := raw.Properties["Bio"]; err != nil || inline {
+		t.Fatalf("Bio was not offloaded: %v %v", err, raw.Properties)
+	}
+
+	res := a.mustRun("archive", fmt.Sprintf(`{"table":%q,"to":%q,"pk":"Sales","rk":"001"}`, staff, archive))
+	if !strings.Contains(res, "1 offloaded blobs carried") {
+		t.Errorf("archive of one entity: %q, want its blob carried", res)
+	}
+	a.mustRun("archive", fmt.Sprintf(`{"table":%q,"to":%q,"pk":"Sales","rkFrom":"002","rkTo":"004"}`, staff, archive))
+	a.mustRun("archive", fmt.Sprintf(`{"table":%q,"toBlob":"exports/one","pk":"Sales","rk":"004"}`, staff))
+	res = a.mustRun("archive", fmt.Sprintf(`{"table":%q,"toBlob":"exports/range","pk":"Sales","rkFrom":"005"}`, staff))
+
+	// The source's blobs are orphans now: a reconcile of the source table
+	// after the grace period deletes them.
+	a.clock.Advance(2 * time.Minute)
+	w, err := blobsync.New(kit.Plain(a.store), cfg.Blobsync)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := w.WithClock(a.clock.Now).Run(a.ctx, "op-reconcile", blobsync.Args{Mode: blobsync.ModeReconcile, Table: staff, Container: "staff-blobs"})
+	if err != nil || rec.Reconcile.Orphans != 5 {
+		t.Fatalf("reconcile of %s: %v, %+v; want the 5 source blobs collected", staff, err, rec.Reconcile)
+	}
+	for _, rk := range []string{"001", "002", "003"} {
+		got, err := largeentity.Get(a.ctx, a.store, archive, "Sales", rk)
+		if err != nil || got.Properties["Bio"] != bio(rk) {
+			t.Errorf("archived %s after the source's reconcile: %v (Bio intact: %v)", rk, err, got.Properties["Bio"] == bio(rk))
+		}
+		ref, _, _ := largeentity.RefOf(mustGet(t, a, archive, rk), "Bio")
+		if !strings.HasPrefix(ref.Name, archive+"/Sales/"+rk+"/Bio/") || ref.Container != "staff-blobs" {
+			t.Errorf("archived %s names blob %s/%s, want one of its own under %s/Sales/%s/Bio/", rk, ref.Container, ref.Name, archive, rk)
+		}
+	}
+	data, _, err := a.store.Container("exports").Get(a.ctx, "one/"+staff+"/Sales/004.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, err := storeadapter.UnmarshalEntityJSON(data, "")
+	if err != nil || one.Properties["Bio"] != bio("004") || len(largeentity.Refs(one)) != 0 {
+		t.Errorf("the blob archive of 004 holds %v, want Bio inline and no reference", one.Properties)
+	}
+	i := strings.Index(res, " to exports/")
+	rep, err := tableexport.Verify(a.ctx, a.store.Container("exports"), strings.TrimSuffix(res[i+len(" to exports/"):strings.Index(res, ".json")+len(".json")], ""))
+	if err != nil || !rep.OK() || len(rep.Manifest.Parts) == 0 {
+		t.Fatalf("verify the range archive (%q): %+v, %v", res, rep, err)
+	}
+	err = tableexport.ReadPart(a.ctx, a.store.Container("exports"), rep.Manifest.Parts[0].Name, func(e storeadapter.Entity) error {
+		if e.Properties["Bio"] != bio(e.RowKey) || len(largeentity.Refs(e)) != 0 {
+			t.Errorf("the range archive's line of %s holds %d properties, want Bio inline and no reference", e.RowKey, len(e.Properties))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustGet(t *testing.T, a *app, table, rk string) storeadapter.Entity {
+	t.Helper()
+	e, err := a.store.Tables().GetEntity(a.ctx, table, "Sales", rk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/kit"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/indexes"
 )
 
 // Kind is the envelope kind of purges.
@@ -83,6 +84,9 @@ type state struct {
 	Deleted int64 `json:"deleted"`
 	Batches int64 `json:"batches"`
 	Pages   int64 `json:"pages"`
+	// Unindexed counts the deleted entities removed from the table's
+	// indexes.
+	Unindexed int64 `json:"unindexed,omitempty"`
 	// Done is set with the last page: a later delivery does nothing.
 	Done bool `json:"done,omitempty"`
 }
@@ -114,14 +118,26 @@ type state struct {
 //     cut-off) and are dropped; rows it returns are deleted with their
 //     current ETag (without olderThan an updated row still matches). The
 //     rest of the batch is retried, at most maxRounds times.
-//  4. Save the checkpoint If-Match its ETag: the page's continuation
+//  4. When the table has declared indexes (the config's "index"
+//     section), remove the entities deleted from them: indexes.Set.Sync
+//     over the span from the saved position (the previous page's last
+//     row; the source's start) through this page's last row (the
+//     source's end with the last page), in batches. The span starts at
+//     the saved position, not at this page's first row, because rows a
+//     crashed delivery deleted after that position are in no page any
+//     more, while their membership records are in the span.
+//  5. Save the checkpoint If-Match its ETag: the page's continuation
 //     token, its last key, the counts, and done when the query has no
 //     next page. A save that loses (another delivery of the operation
 //     saved first) writes nothing; the run reloads the checkpoint and goes
 //     on from the winner's position.
-//  5. Done: record "deleted N entities in B batches over P pages" and
+//  6. Done: record "deleted N entities in B batches over P pages" and
 //     return. Budget spent: return jobs.ContinueLater(0, …); the
 //     continuation resumes at step 2. Else go to step 2.
+//
+// Reserved rows (storeadapter.ReservedPrefix: index entries, membership
+// records, outbox rows) are never deleted by step 3: the query leaves them
+// out; step 4 changes them through the index library only.
 //
 // Memory holds one page of keys (and one batch's re-read) at a time,
 // whatever the number of matching entities.
@@ -129,10 +145,12 @@ type state struct {
 // Crash positions: before the create nothing is written; the redelivery
 // starts afresh with a new cut-off. After the create the cut-off is fixed,
 // so every later delivery, continuation or redelivery deletes the same
-// set. A crash during step 3 or before the save of step 4 leaves the
+// set. A crash during step 3 or 4 or before the save of step 5 leaves the
 // checkpoint at the previous page: the redelivery reads that page again,
 // where the rows already deleted are no longer returned and the others
-// are deleted. After the save the redelivery goes on with the next page.
+// are deleted, and its step 4 covers the span from the saved position, so
+// the rows deleted before the crash leave the indexes too. After the
+// save the redelivery goes on with the next page.
 // After the done save a redelivery only reports "already done". A table
 // deleted by someone else after the checkpoint exists holds nothing to
 // purge: the delivery marks the checkpoint done and reports it gone. The
@@ -156,6 +174,7 @@ type Worker struct {
 	checkpoints idempotent.Checkpoints
 	cfg         Config
 	now         func() time.Time
+	indexes     *indexes.Set
 }
 
 // New returns the purge worker on store, configured by cfg (its defaults
@@ -166,7 +185,7 @@ func New(d kit.Deps, cfg Config) (*Worker, error) {
 	}
 	store := d.Store
 	return &Worker{tables: store.Tables(), checkpoints: idempotent.Checkpoints{Tables: store.Tables(), Table: cfg.CheckpointTable},
-		cfg: cfg, now: time.Now}, nil
+		cfg: cfg, now: time.Now, indexes: d.Indexes}, nil
 }
 
 // WithClock makes the worker read the time (the cut-off, the time budget)
@@ -284,6 +303,9 @@ func (p *purger) run(ctx context.Context) error {
 		if n := len(page.Entities); n > 0 {
 			next.Last = &tableexport.Key{PK: page.Entities[n-1].PartitionKey, RK: page.Entities[n-1].RowKey}
 		}
+		if err := p.syncIndexes(ctx, &next); err != nil {
+			return p.goneOr(ctx, err)
+		}
 		if err := p.save(ctx, next); err != nil {
 			return err
 		}
@@ -292,10 +314,48 @@ func (p *purger) run(ctx context.Context) error {
 		}
 	}
 	text := Result(p.st.Deleted, p.st.Batches, p.st.Pages)
+	if p.st.Unindexed > 0 {
+		text += fmt.Sprintf(", %d removed from the table's indexes", p.st.Unindexed)
+	}
 	if tok != "" && p.etag == etag {
 		text = "already done: " + text // this delivery changed nothing
 	}
 	jobs.SetResult(ctx, text)
+	return nil
+}
+
+// syncIndexes removes the entities this page deleted from the table's
+// indexes (when it has declared ones; see indexes.Set.Sync), before the
+// checkpoint moves past them: the span from the last saved position to
+// the page's last row (to the source's end with the last page). Spans
+// start at the saved position, not at the page's first row, so that rows
+// a crashed delivery deleted after that position — which no page returns
+// again — are covered by the next delivery's first span: their membership
+// records are still there. Entities of the span the purge kept are read
+// and, their indexes being up to date, left alone.
+func (p *purger) syncIndexes(ctx context.Context, next *state) error {
+	if !p.w.indexes.Declared(p.args.Table) || next.Last == p.st.Last && !next.Done {
+		return nil
+	}
+	sp := indexes.Span{PK: p.args.PK}
+	from, to := p.args.source().Bounds()
+	switch {
+	case p.st.Last != nil:
+		sp.After = &indexes.Key{PK: p.st.Last.PK, RK: p.st.Last.RK}
+	case p.args.PK != nil && from != "":
+		sp.From = &indexes.Key{PK: *p.args.PK, RK: from}
+	}
+	switch {
+	case !next.Done:
+		sp.Through = &indexes.Key{PK: next.Last.PK, RK: next.Last.RK}
+	case p.args.PK != nil && to != "":
+		sp.Before = &indexes.Key{PK: *p.args.PK, RK: to}
+	}
+	res, err := p.w.indexes.Sync(ctx, p.args.Table, sp)
+	if err != nil {
+		return p.tableErr("reconcile the indexes of", err)
+	}
+	next.Unindexed += int64(res.Removed)
 	return nil
 }
 

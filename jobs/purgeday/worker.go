@@ -12,6 +12,7 @@ import (
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/kit"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/indexes"
 )
 
 // exportStepPrefix names each day's export checkpoint: the step is
@@ -46,7 +47,13 @@ const LateWriteSlack = 5 * time.Minute
 //     and the export lacks it: the day is kept, the others go on, and the
 //     job ends with a permanent error naming the table. A missing table at any point of
 //     this step means the day is gone already.
-//     b. DeleteTable. Not found or being deleted: gone already, done.
+//     b. When the day table has declared indexes (the config's "index"
+//     section names it), drop what they keep outside it first
+//     (indexes.Set.Drop: their index tables and blob lists); the
+//     partition stores go with the table. Then DeleteTable. Not found or
+//     being deleted: gone already, done. The indexes go first so that a
+//     crash between the two leaves the day table, which the redelivery
+//     plans again and drops again.
 //     c. When the time budget is spent and days remain, return
 //     jobs.ContinueLater: the continuation plans again and finds the
 //     remaining days (the deleted ones are not listed any more).
@@ -82,6 +89,7 @@ type Worker struct {
 	checkpoints idempotent.Checkpoints
 	cfg         Config
 	now         func() time.Time
+	indexes     *indexes.Set
 }
 
 // New returns the purgeday worker on store, configured by cfg (its
@@ -92,7 +100,7 @@ func New(d kit.Deps, cfg Config) (*Worker, error) {
 	}
 	store := d.Store
 	return &Worker{store: store, checkpoints: idempotent.Checkpoints{Tables: store.Tables(), Table: cfg.CheckpointTable},
-		cfg: cfg, now: time.Now}, nil
+		cfg: cfg, now: time.Now, indexes: d.Indexes}, nil
 }
 
 // MaxRunTime is how long one delivery may run; see Config.MaxRunTime.
@@ -103,7 +111,10 @@ type tally struct {
 	deleted, gone   int
 	exported        int // days exported (or found exported) before their delete
 	entities, parts int64
-	late            []string
+	// indexTables and indexBlobs count the index tables and blob list
+	// blobs of the days' declared indexes dropped with them.
+	indexTables, indexBlobs int
+	late                    []string
 }
 
 // Work runs the day purge job.Args names.
@@ -257,7 +268,13 @@ func (w *Worker) writtenSince(ctx context.Context, table string, m tableexport.M
 
 // drop deletes a day's table (step 2b).
 func (w *Worker) drop(ctx context.Context, table string, t *tally) error {
-	err := w.store.Tables().DeleteTable(ctx, table)
+	d, err := w.indexes.Drop(ctx, table)
+	if err != nil {
+		return fmt.Errorf("purgeday: %w", err)
+	}
+	t.indexTables += d.Tables
+	t.indexBlobs += d.Blobs
+	err = w.store.Tables().DeleteTable(ctx, table)
 	switch {
 	case err == nil:
 		t.deleted++
@@ -279,6 +296,9 @@ func (t *tally) result(p Plan) string {
 	s := fmt.Sprintf("deleted %d of %d day tables, those older than %s (%s)", t.deleted, p.DayTables(), p.cutoffText(), names(p.Expired))
 	if t.exported > 0 {
 		s += fmt.Sprintf("; exported %d first: %d entities in %d parts", t.exported, t.entities, t.parts)
+	}
+	if t.indexTables+t.indexBlobs > 0 {
+		s += fmt.Sprintf("; dropped their indexes' %d tables and %d blobs", t.indexTables, t.indexBlobs)
 	}
 	if t.gone > 0 {
 		s += fmt.Sprintf("; %d gone already", t.gone)

@@ -134,12 +134,14 @@ func (x *Set) readChunk(ctx context.Context, ti *tableIndexes, sp Span) ([]*item
 	if err != nil && !idempotent.Missing(err) {
 		return nil, nil, err
 	}
+	// Records of RowKeys too long for "~tk.m.<rk>" are named by a hash:
+	// they are read by partition and kept when their key is in the span;
+	// in one partition before the entities, across partitions after them
+	// (once the chunk's end bounds the partitions), their entities then
+	// read again.
 	var hashed []storeadapter.Entity
 	if sp.PK != nil {
-		// Records of RowKeys too long for "~tk.m.<rk>" are named by a hash:
-		// they are read by partition and kept when their key is in the span.
-		hashed, _, err = readUpTo(ctx, x.tables, ti.source, storeadapter.And(storeadapter.PartitionEquals(*sp.PK), storeadapter.KeyPrefix("RowKey", memberHashPrefix)), maxHashed)
-		if err != nil && !idempotent.Missing(err) {
+		if hashed, err = x.readHashed(ctx, ti, storeadapter.PartitionEquals(*sp.PK)); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -159,6 +161,28 @@ func (x *Set) readChunk(ctx context.Context, ti *tableIndexes, sp Span) ([]*item
 		}
 	}
 	in := func(k Key) bool { return end == nil || compareKeys(k, *end) <= 0 }
+	late := map[Key]bool{}
+	if sp.PK == nil {
+		var fs []storeadapter.Filter
+		for _, lo := range []*Key{sp.After, sp.From} {
+			if lo != nil {
+				fs = append(fs, storeadapter.Compare("PartitionKey", storeadapter.Ge, lo.PK))
+			}
+		}
+		for _, hi := range []*Key{end, sp.Through, sp.Before} {
+			if hi != nil {
+				fs = append(fs, storeadapter.Compare("PartitionKey", storeadapter.Le, hi.PK))
+				break
+			}
+		}
+		if hashed, err = x.readHashed(ctx, ti, storeadapter.And(fs...)); err != nil {
+			return nil, nil, err
+		}
+		for _, h := range hashed {
+			rk, _ := h.Properties["Key"].(string)
+			late[Key{h.PartitionKey, rk}] = true
+		}
+	}
 	byKey := map[Key]*item{}
 	get := func(k Key) *item {
 		it := byKey[k]
@@ -179,23 +203,18 @@ func (x *Set) readChunk(ctx context.Context, ti *tableIndexes, sp Span) ([]*item
 			get(k).rec = &hashed[i]
 		}
 	}
-	var late []*item // long keys whose hashed record was not read with the chunk
 	for i := range ents {
 		k := Key{ents[i].PartitionKey, ents[i].RowKey}
 		if !in(k) {
 			continue
 		}
 		it := get(k)
-		it.e = &ents[i]
-		if it.rec == nil && sp.PK == nil && strings.HasPrefix(memberRowKey(k.RK), memberHashPrefix) {
-			late = append(late, it)
-		}
-	}
-	for _, it := range late {
-		// Read its record, then the entity again: the record must be read
-		// first.
-		if it.e, it.rec, err = x.readEntity(ctx, ti.source, it.PK, it.RK); err != nil {
-			return nil, nil, err
+		if it.e = &ents[i]; late[k] {
+			// Its record was read after it: read the entity again, which
+			// must be read after its record.
+			if it.e, err = getOptional(ctx, x.tables, ti.source, k.PK, k.RK); err != nil {
+				return nil, nil, err
+			}
 		}
 	}
 	items := make([]*item, 0, len(byKey))
@@ -206,11 +225,55 @@ func (x *Set) readChunk(ctx context.Context, ti *tableIndexes, sp Span) ([]*item
 	return items, end, nil
 }
 
-// maxHashed bounds the hashed records one chunk reads in its partition.
-// RowKeys longer than 506 characters are rare; more of them than this in
-// one partition are reconciled only by their own messages and rebuilds'
-// pass over hashed records.
-const maxHashed = 1000
+// readRecords reads the membership records of items of one chunk's
+// partition, by RowKey: those of a few keys up to 14 a query, those of
+// many (a chunk's keys are contiguous) with one range query over their
+// span.
+func (x *Set) readRecords(ctx context.Context, ti *tableIndexes, pk string, items []*item) (map[string]*storeadapter.Entity, error) {
+	var plain, hashed []string
+	for _, it := range items {
+		if rk := memberRowKey(it.RK); strings.HasPrefix(rk, memberHashPrefix) {
+			hashed = append(hashed, rk)
+		} else {
+			plain = append(plain, rk)
+		}
+	}
+	const few = 2 * (storeadapter.MaxFilterComparisons - 1)
+	if len(plain) <= few {
+		return x.readRows(ctx, ti.source, pk, append(plain, hashed...))
+	}
+	recs, err := x.readRows(ctx, ti.source, pk, hashed)
+	if err != nil {
+		return nil, err
+	}
+	lo, hi := plain[0], plain[0]
+	for _, rk := range plain[1:] {
+		lo, hi = minUTF16(lo, rk), maxUTF16(hi, rk)
+	}
+	f := storeadapter.And(storeadapter.PartitionEquals(pk), storeadapter.Compare("RowKey", storeadapter.Ge, lo), storeadapter.Compare("RowKey", storeadapter.Le, hi))
+	err = queryAll(ctx, x.tables, ti.source, storeadapter.Query{Filter: f}, func(e storeadapter.Entity) error {
+		recs[e.RowKey] = &e
+		return nil
+	})
+	if err != nil && !idempotent.Missing(err) {
+		return nil, err
+	}
+	return recs, nil
+}
+
+// readHashed reads the records named by a hash (of RowKeys longer than
+// 506 characters, which are rare) that f selects.
+func (x *Set) readHashed(ctx context.Context, ti *tableIndexes, f storeadapter.Filter) ([]storeadapter.Entity, error) {
+	var out []storeadapter.Entity
+	err := queryAll(ctx, x.tables, ti.source, storeadapter.Query{Filter: storeadapter.And(f, storeadapter.KeyPrefix("RowKey", memberHashPrefix))}, func(e storeadapter.Entity) error {
+		out = append(out, e)
+		return nil
+	})
+	if err != nil && !idempotent.Missing(err) {
+		return nil, err
+	}
+	return out, nil
+}
 
 // syncChunk reconciles the items of one chunk (see the batch steps); with
 // force it registers every key whatever its record says (rebuild).
@@ -601,11 +664,7 @@ func (x *Set) clearAll(ctx context.Context, ti *tableIndexes, items []*item, tom
 	}
 	for _, pk := range pks {
 		group := byPK[pk]
-		var rks []string
-		for _, it := range group {
-			rks = append(rks, memberRowKey(it.RK))
-		}
-		recs, err := x.readRows(ctx, ti.source, pk, rks)
+		recs, err := x.readRecords(ctx, ti, pk, group)
 		if err != nil {
 			return err
 		}

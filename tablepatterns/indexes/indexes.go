@@ -252,3 +252,60 @@ func getOptional(ctx context.Context, t storeadapter.Tables, table, pk, rk strin
 	}
 	return &e, nil
 }
+
+// Dropped counts what Drop deleted.
+type Dropped struct {
+	// Tables is how many index tables were deleted, Blobs how many blob
+	// list blobs.
+	Tables, Blobs int
+}
+
+// Drop deletes what a source table's indexes keep outside it, for a
+// table about to be deleted whole (a day table): its index tables (each
+// serves one source table: Config refuses to share them) with one
+// DeleteTable each, and its blob lists (every blob under "<table>/<name>/"
+// of their container). The partition stores, and a table copy kept in
+// the source table, are rows of the source table and go with it. Not
+// found is done, so Drop may run again after a crash; run it before the
+// source table's DeleteTable, so that a redelivery that finds the source
+// table still there drops again. A table without declared indexes has
+// nothing to drop.
+func (x *Set) Drop(ctx context.Context, table string) (Dropped, error) {
+	var d Dropped
+	if !x.Declared(table) {
+		return d, nil
+	}
+	ti, _ := x.indexes(table)
+	for _, ix := range ti.indexes {
+		switch {
+		case ix.Store == StoreBlob:
+			c := x.store.Container(ix.Container)
+			err := paginate("", func(marker string) (string, error) {
+				page, err := c.List(ctx, blobListName(ix, ""), marker)
+				if err != nil {
+					return "", err
+				}
+				for _, b := range page.Blobs {
+					if err := c.Delete(ctx, b.Name, ""); err != nil && !errors.Is(err, storeadapter.ErrNotFound) {
+						return "", err
+					}
+					d.Blobs++
+				}
+				return page.Next, nil
+			}, nil)
+			if err != nil && !idempotent.Missing(err) {
+				return d, fmt.Errorf("index: drop the blob lists of %s index %s: %w", table, ix.Name, err)
+			}
+		case ix.table != "" && !strings.EqualFold(ix.table, table):
+			err := x.tables.DeleteTable(ctx, ix.table)
+			switch {
+			case err == nil:
+				d.Tables++
+			case errors.Is(err, storeadapter.ErrTableNotFound), errors.Is(err, storeadapter.ErrTableBeingDeleted):
+			default:
+				return d, fmt.Errorf("index: drop index table %s of %s: %w", ix.table, table, err)
+			}
+		}
+	}
+	return d, nil
+}

@@ -65,10 +65,9 @@ const rebuildStep = "index-rebuild"
 
 // Phases of a rebuild.
 const (
-	phaseScan   = "scan"   // chunks of the table, registering every key
-	phaseHashed = "hashed" // records of long RowKeys (named by a hash)
-	phaseSweep  = "sweep"  // each index's entries not rewritten by the scan
-	phaseDone   = "done"
+	phaseScan  = "scan"  // chunks of the table, registering every key
+	phaseSweep = "sweep" // each index's entries not rewritten by the scan
+	phaseDone  = "done"
 )
 
 // rebuildState is a rebuild's checkpoint, JSON in its token.
@@ -77,8 +76,8 @@ type rebuildState struct {
 	Phase string `json:"phase"`
 	// After is the key through which the scan is done (nil: none yet).
 	After *Key `json:"after,omitempty"`
-	// Index is the index the sweep is at, Token the continuation of the
-	// hashed pass or the sweep's scan.
+	// Index is the index the sweep is at, Token the continuation of its
+	// scan.
 	Index string `json:"index,omitempty"`
 	Token string `json:"token,omitempty"`
 	// Gen is the generation (the worker's clock in microseconds) and
@@ -93,7 +92,7 @@ const rebuildStateVersion = 2
 
 // Rebuild makes every index of a source table (or of partition pk) equal
 // to the table, whatever the membership records and the entries say, in
-// three checkpointed phases saved in cp under opID, so that a rebuild
+// two checkpointed phases saved in cp under opID, so that a rebuild
 // that stops (a crash, a lost lease, RebuildOptions.Stop) goes on from its
 // last save when run again with the same opID:
 //
@@ -104,9 +103,7 @@ const rebuildStateVersion = 2
 //     partitions run at once (RebuildOptions.Parallel); the position
 //     saved is the end of the chunks done in key order, at most a second
 //     after each one ends.
-//  2. Hashed: the records of long RowKeys, named by a hash and not in
-//     the chunks' ranges, each reconciled.
-//  3. Sweep: each index's entries, page by page. An entry the scan wrote
+//  2. Sweep: each index's entries, page by page. An entry the scan wrote
 //     again is newer than the rebuild (its row's Timestamp, or for a
 //     table or blob list line its generation); any other is checked
 //     against its key's membership record, read many at a time, and
@@ -136,8 +133,6 @@ func (x *Set) Rebuild(ctx context.Context, table string, pk *string, cp idempote
 		switch r.st.Phase {
 		case phaseScan:
 			err = r.scan(ctx)
-		case phaseHashed:
-			err = r.hashed(ctx)
 		case phaseSweep:
 			err = r.sweep(ctx)
 		case phaseDone:
@@ -249,7 +244,10 @@ func (r *rebuild) scan(parent context.Context) error {
 			}
 			inflight, moved = inflight[1:], true
 			if c.end == nil {
-				r.st.Phase, r.st.After, r.st.Token = phaseHashed, nil, ""
+				r.st.Phase, r.st.After, r.st.Token = phaseSweep, nil, ""
+				if len(r.ti.indexes) > 0 {
+					r.st.Index = r.ti.indexes[0].Name
+				}
 			} else {
 				r.st.After = c.end
 			}
@@ -328,49 +326,7 @@ func (r *rebuild) scan(parent context.Context) error {
 	}
 }
 
-// hashed is phase 2: every record named by a hash (of a RowKey too long
-// for "~tk.m.<rk>") reconciled with force, page by page.
-func (r *rebuild) hashed(ctx context.Context) error {
-	f := storeadapter.KeyPrefix("RowKey", memberHashPrefix)
-	if r.pk != nil {
-		f = storeadapter.And(storeadapter.PartitionEquals(*r.pk), f)
-	}
-	q := storeadapter.Query{Filter: f, Continuation: r.st.Token}
-	for {
-		page, err := r.x.tables.Query(ctx, r.ti.source, q)
-		if err != nil && !idempotent.Missing(err) {
-			return err
-		}
-		for _, rec := range page.Entities {
-			rk, _ := rec.Properties["Key"].(string)
-			if rk == "" {
-				continue
-			}
-			it := &item{Key: Key{rec.PartitionKey, rk}}
-			if err := r.x.fallback(ctx, r.ti, it, true); err != nil {
-				return err
-			}
-			r.st.Res.Conflicts += min(len(it.out.Conflicts), 1)
-			r.st.Res.Unindexable += min(len(it.out.Unindexable), 1)
-		}
-		r.st.Token = page.Next
-		if page.Next == "" {
-			r.st.Phase, r.st.Index = phaseSweep, ""
-			if len(r.ti.indexes) > 0 {
-				r.st.Index = r.ti.indexes[0].Name
-			}
-		}
-		if err := r.save(ctx); err != nil || page.Next == "" {
-			return err
-		}
-		if r.stop() {
-			return r.stopped(ctx)
-		}
-		q.Continuation = page.Next
-	}
-}
-
-// sweep is phase 3, one index after another.
+// sweep is phase 2, one index after another.
 func (r *rebuild) sweep(ctx context.Context) error {
 	for i, ix := range r.ti.indexes {
 		if !strings.EqualFold(ix.Name, r.st.Index) {
