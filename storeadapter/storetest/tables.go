@@ -234,7 +234,7 @@ func testTableBeingDeleted(t *testing.T, e *env) {
 	}
 	err := e.tb.CreateTable(e.ctx, name)
 	if e.h.Azurite {
-		// Azurite frees a deleted table's name at once (AZURE-NOTES.md),
+		// Azurite frees a deleted table's name at once (docs/azure-behaviour.md, "Tables"),
 		// where Azure answers 409 TableBeingDeleted for at least 40 s. Our
 		// code cannot validate that locally, so on Azurite both outcomes
 		// are acceptable; if the table was re-created it must be empty.

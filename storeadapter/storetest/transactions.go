@@ -200,7 +200,8 @@ func testTxHundred(t *testing.T, e *env) {
 
 func testTxMixedPartitions(t *testing.T, e *env) {
 	tbl := e.newTable(t)
-	// Azurite commits a batch that spans partitions (AZURE-NOTES.md); Azure
+	// Azurite commits a batch that spans partitions (docs/azure-behaviour.md,
+	// "Where Azurite is looser than Azure"); Azure
 	// refuses it. Our validation refuses it before the call, on both.
 	ops := []storeadapter.TableOp{
 		{Action: storeadapter.TxInsert, Entity: entity{PartitionKey: "p1", RowKey: "r"}},
