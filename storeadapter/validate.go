@@ -544,12 +544,35 @@ func ValidateMode(m UpdateMode) error {
 // ETagAny matches any existing entity or blob in an If-Match condition.
 const ETagAny = "*"
 
-// ValidateIfMatch checks an If-Match value: ETagAny or a non-empty ETag.
+// ValidateIfMatch checks the If-Match of a table operation: ETagAny or a
+// weak ETag, W/"…" (w/ too), as the table service issues them. Azure
+// answers 400 InvalidInput to any other value — a bare or strong ETag is
+// malformed, not merely stale — while a weak ETag it never issued is a 412
+// (docs/azure-behaviour.md, "Issue 18 decisions"), so both stores refuse
+// the malformed ones here, before the call.
 func ValidateIfMatch(etag string) error {
-	if etag == "" {
+	switch {
+	case etag == "":
 		return invalid("If-Match", "must be an ETag or %q", ETagAny)
+	case etag == ETagAny || isWeakETag(etag):
+		return nil
 	}
-	return nil
+	return invalid("If-Match", "%q is not a table ETag: table ETags are weak, W/\"…\" (pass the ETag as read, or %q)", Truncate(etag, 80), ETagAny)
+}
+
+// isWeakETag matches ^[Ww]/"([^"]|\\")*"$: W/ and a quoted string in which
+// a quote appears only escaped.
+func isWeakETag(s string) bool {
+	if len(s) < 4 || s[0] != 'W' && s[0] != 'w' || s[1] != '/' || s[2] != '"' || s[len(s)-1] != '"' {
+		return false
+	}
+	inner := s[3 : len(s)-1]
+	for i := 0; i < len(inner); i++ {
+		if inner[i] == '"' && (i == 0 || inner[i-1] != '\\') {
+			return false
+		}
+	}
+	return true
 }
 
 // ValidateTransaction checks an entity group transaction against Azure's

@@ -44,6 +44,7 @@ func tableCases() []testCase {
 		{"PropertySizes", testPropertySizes},
 		{"EntitySize", testEntitySize},
 		{"InvalidModeAndIfMatch", testInvalidModeAndIfMatch},
+		{"IfMatchNotWeakETag", testIfMatchNotWeakETag},
 	}
 }
 
@@ -767,4 +768,38 @@ func testInvalidModeAndIfMatch(t *testing.T, e *env) {
 	checkErr(t, "UpdateEntity with mode 0", second(e.tb.UpdateEntity(e.ctx, missing, ent, 0, storeadapter.ETagAny)), storeadapter.ErrInvalidInput)
 	checkErr(t, "UpdateEntity with an empty ifMatch", second(e.tb.UpdateEntity(e.ctx, missing, ent, storeadapter.Merge, "")), storeadapter.ErrInvalidInput)
 	checkErr(t, "DeleteEntity with an empty ifMatch", e.tb.DeleteEntity(e.ctx, missing, "p", "r", ""), storeadapter.ErrInvalidInput)
+}
+
+// testIfMatchNotWeakETag: table ETags are weak (W/"…"), and Azure answers
+// 400 InvalidInput to an If-Match that is neither "*" nor a weak ETag — a
+// bare or strong ETag is malformed, not merely stale — while a weak ETag it
+// never issued is a 412 (docs/azure-behaviour.md, "Issue 18 decisions").
+// Our validation refuses the malformed ones before the call.
+func testIfMatchNotWeakETag(t *testing.T, e *env) {
+	tbl := e.newTable(t)
+	want := entity{PartitionKey: "p", RowKey: "r", Properties: props{"V": int32(1)}}
+	etag := e.insert(t, tbl, want)
+	if !strings.HasPrefix(etag, `W/"`) || !strings.HasSuffix(etag, `"`) {
+		t.Fatalf("InsertEntity returned ETag %q, want a weak ETag W/\"…\"", etag)
+	}
+	strong := strings.TrimPrefix(etag, "W/")
+	bare := strings.Trim(strong, `"`)
+	for _, bad := range []string{bare, strong, "abc", `"abc"`, `datetime'2026-11-21T09%3A30%3A00.0000000Z'`, `W/abc`, `W/"a"b"`, "**"} {
+		update := entity{PartitionKey: "p", RowKey: "r", Properties: props{"V": int32(2)}}
+		checkErr(t, "DeleteEntity with If-Match "+bad, e.tb.DeleteEntity(e.ctx, tbl, "p", "r", bad), storeadapter.ErrInvalidInput)
+		checkErr(t, "UpdateEntity with If-Match "+bad, second(e.tb.UpdateEntity(e.ctx, tbl, update, storeadapter.Merge, bad)), storeadapter.ErrInvalidInput)
+		err := e.tb.Transact(e.ctx, tbl, []storeadapter.TableOp{{Action: storeadapter.TxDelete, Entity: update, IfMatch: bad}})
+		checkErr(t, "Transact TxDelete with If-Match "+bad, err, storeadapter.ErrInvalidInput)
+		err = e.tb.Transact(e.ctx, tbl, []storeadapter.TableOp{{Action: storeadapter.TxUpdateReplace, Entity: update, IfMatch: bad}})
+		checkErr(t, "Transact TxUpdateReplace with If-Match "+bad, err, storeadapter.ErrInvalidInput)
+	}
+	got := e.get(t, tbl, "p", "r")
+	checkEntity(t, "entity after the malformed If-Match calls", want, got)
+	if got.ETag != etag {
+		t.Errorf("ETag after the malformed If-Match calls = %q, want %q unchanged", got.ETag, etag)
+	}
+	// A well-formed weak ETag the service never issued is merely stale.
+	checkErr(t, `DeleteEntity with If-Match W/"wrong"`, e.tb.DeleteEntity(e.ctx, tbl, "p", "r", `W/"wrong"`), storeadapter.ErrPreconditionFailed)
+	checkErr(t, `UpdateEntity with If-Match w/"wrong"`, second(e.tb.UpdateEntity(e.ctx, tbl, want, storeadapter.Merge, `w/"wrong"`)), storeadapter.ErrPreconditionFailed)
+	checkNoErr(t, "DeleteEntity with the current ETag", e.tb.DeleteEntity(e.ctx, tbl, "p", "r", etag))
 }
