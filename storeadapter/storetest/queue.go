@@ -34,6 +34,7 @@ func queueCases() []testCase {
 		{"MessageSize", testQueueMessageSize},
 		{"MessageText", testQueueMessageText},
 		{"CompetingReceives", testQueueCompetingReceives},
+		{"WholeSecondTimes", testQueueWholeSecondTimes},
 	}
 }
 
@@ -664,4 +665,43 @@ func testQueueCompetingReceives(t *testing.T, e *env) {
 			t.Errorf("message %d was received %d times by competing receivers within its visibility timeout, want once", i, n)
 		}
 	}
+}
+
+// testQueueWholeSecondTimes: the queue service reports InsertionTime,
+// ExpirationTime and TimeNextVisible as RFC 1123 dates (Put Message, Get
+// Messages, Update Message), so every time a Queue returns is a whole
+// second, whatever the clock's fraction when the call ran
+// (docs/azure-behaviour.md, "Issue 18 decisions").
+func testQueueWholeSecondTimes(t *testing.T, e *env) {
+	q := e.newQueue(t)
+	if e.fake() {
+		e.h.Advance(1234567 * time.Microsecond) // certainly within a second
+	}
+	whole := func(what string, tm time.Time) {
+		t.Helper()
+		if tm.IsZero() || tm.Nanosecond() != 0 {
+			t.Errorf("%s = %v, want a whole second", what, tm)
+		}
+	}
+	s := e.send(t, q, "a", storeadapter.SendOptions{TTL: time.Hour})
+	whole("Sent.NextVisible", s.NextVisible)
+	whole("Sent.Expires", s.Expires)
+	delayed := e.send(t, q, "b", storeadapter.SendOptions{VisibilityDelay: time.Hour})
+	whole("Sent.NextVisible of a delayed message", delayed.NextVisible)
+	for _, m := range e.peek(t, q) {
+		whole("peeked Message.Inserted", m.Inserted)
+		whole("peeked Message.Expires", m.Expires)
+	}
+	m := e.receiveOne(t, q, 30*time.Second, s.ID, "a", 1)
+	whole("Message.Inserted", m.Inserted)
+	whole("Message.Expires", m.Expires)
+	whole("Message.NextVisible", m.NextVisible)
+	if e.fake() {
+		e.h.Advance(2345678 * time.Microsecond)
+	}
+	rc, err := q.Update(e.ctx, m.ID, m.PopReceipt, "a2", 30*time.Second)
+	if err != nil {
+		t.Fatalf("Update: %v", err)
+	}
+	whole("Receipt.NextVisible", rc.NextVisible)
 }
