@@ -473,10 +473,14 @@ func BatchOpSize(e Entity) int {
 	return n
 }
 
-// JSONStringSize returns the length of s as encoding/json writes it (with
-// its default HTML escaping), quotes included: \" \\ \n \r \t \b \f take
-// two bytes; other control characters, < > &, U+2028 and U+2029 take six
-// (\u003c, \u2028); each byte of invalid UTF-8 takes six (\ufffd).
+// JSONStringSize returns the length of s as the Azure SDK sends it to the
+// table service: as json.Marshal writes it, with its default HTML escaping
+// (the SDK re-encodes every entity so, whatever JSON it is given:
+// docs/azure-behaviour.md, "SDK gotchas"), quotes included: \" \\ \n \r
+// \t \b \f take two bytes; other control characters, < > &, U+2028 and
+// U+2029 take six (\u003c, \u2028); each byte of invalid UTF-8 takes six
+// (\ufffd). It is not the size of MarshalEntityJSON's text, which does not
+// HTML-escape.
 func JSONStringSize(s string) int {
 	n := 2
 	for i := 0; i < len(s); {
