@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
@@ -273,6 +274,18 @@ func testInvalidQueries(t *testing.T, e *env) {
 		{"And with an invalid operand", storeadapter.Query{Filter: storeadapter.And(storeadapter.PartitionEquals("p"), storeadapter.Compare("N", storeadapter.Eq, 5))}},
 		{"Or with an invalid operand", storeadapter.Query{Filter: storeadapter.Or(storeadapter.Compare("N", storeadapter.Eq, uint(5)), storeadapter.PartitionEquals("p"))}},
 		{"Not of an invalid filter", storeadapter.Query{Filter: storeadapter.Not(storeadapter.Compare("N", storeadapter.Eq, 5))}},
+		// Keys are Edm.String and Timestamp Edm.DateTime: a literal of another
+		// type can never be valid, and tablekeeper refuses it; a DateTime
+		// literal must lie in Edm.DateTime's range, 1601-9999
+		// (docs/azure-behaviour.md, "Issue 18 decisions").
+		{"PartitionKey compared with an Int32", storeadapter.Query{Filter: storeadapter.Compare("PartitionKey", storeadapter.Ne, int32(5))}},
+		{"RowKey compared with a Boolean", storeadapter.Query{Filter: storeadapter.Compare("RowKey", storeadapter.Eq, true)}},
+		{"PartitionKey compared with a Binary", storeadapter.Query{Filter: storeadapter.Compare("PartitionKey", storeadapter.Ge, []byte("p"))}},
+		{"Timestamp compared with a string", storeadapter.Query{Filter: storeadapter.Compare("Timestamp", storeadapter.Gt, "2026-11-21")}},
+		{"Timestamp compared with an Int64", storeadapter.Query{Filter: storeadapter.Compare("Timestamp", storeadapter.Gt, int64(0))}},
+		{"DateTime literal in year 10000", storeadapter.Query{Filter: storeadapter.Compare("T", storeadapter.Lt, time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC))}},
+		{"DateTime literal in year 1600", storeadapter.Query{Filter: storeadapter.Compare("T", storeadapter.Gt, time.Date(1600, 12, 31, 23, 59, 59, 0, time.UTC))}},
+		{"zero time.Time literal", storeadapter.Query{Filter: storeadapter.Compare("Timestamp", storeadapter.Lt, time.Time{})}},
 		// Azure allows at most 15 comparisons in a $filter (Azurite
 		// accepts more: this checks our validation).
 		{"16 comparisons", storeadapter.Query{Filter: comparisons(16)}},
