@@ -68,7 +68,7 @@ var matrixExtra = map[string][]any{
 	"S": {"", "a\uE000", "\uFFFF"},
 	"I": {int32(4), int32(6)},
 	"L": {int64(1 << 53), int64(4)},
-	"D": {5.000000000000001, 0.0, -0.0},
+	"D": {5.000000000000001, 0.0, math.Copysign(0, -1)},
 	"T": {midnight, threeTicks, time.Date(2026, 11, 21, 10, 20, 30, 123000000, time.UTC)},
 	"G": {guidN("7ffffffe"), guidN("80000001")},
 	"X": {[]byte{0x00, 0x00}, []byte{0xfe}, []byte{0x01, 0x00}},
