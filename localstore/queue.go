@@ -77,8 +77,14 @@ const ExpiredCountDelay = 5 * time.Minute
 
 func (m *message) public() storeadapter.Message {
 	return storeadapter.Message{ID: m.id, Text: m.text, PopReceipt: m.receipt, DequeueCount: m.dequeues,
-		Inserted: m.inserted, Expires: m.expires, NextVisible: m.visible}
+		Inserted: reported(m.inserted), Expires: reported(m.expires), NextVisible: reported(m.visible)}
 }
+
+// reported returns a message time as the service reports it: an RFC 1123
+// date, whole seconds (Put Message, Get Messages, Update Message). The
+// store keeps the exact times; only what it returns is truncated
+// (docs/azure-behaviour.md, "Issue 18 decisions").
+func reported(t time.Time) time.Time { return t.Truncate(time.Second) }
 
 // Name returns the queue's name.
 func (q *Queue) Name() string { return q.name }
@@ -150,7 +156,7 @@ func (q *Queue) Send(ctx context.Context, text string, o storeadapter.SendOption
 		}
 		st.byID[m.id] = m
 		heap.Push(&st.heap, m)
-		sent = storeadapter.Sent{ID: m.id, PopReceipt: m.receipt, NextVisible: m.visible, Expires: m.expires}
+		sent = storeadapter.Sent{ID: m.id, PopReceipt: m.receipt, NextVisible: reported(m.visible), Expires: reported(m.expires)}
 		return nil
 	})
 	return sent, err
@@ -254,7 +260,7 @@ func (q *Queue) Update(ctx context.Context, id, popReceipt, text string, visibil
 		m.receipt = q.s.next()
 		m.visible = now.Add(time.Duration(storeadapter.Seconds(visibility)) * time.Second)
 		heap.Fix(&st.heap, m.index)
-		rc = storeadapter.Receipt{PopReceipt: m.receipt, NextVisible: m.visible}
+		rc = storeadapter.Receipt{PopReceipt: m.receipt, NextVisible: reported(m.visible)}
 		return nil
 	})
 	return rc, err

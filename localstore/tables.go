@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -318,6 +319,11 @@ func (ts *tableService) Transact(ctx context.Context, name string, ops []storead
 		return err
 	}
 	t, err := ts.table("transact", name)
+	if errors.Is(err, storeadapter.ErrTableNotFound) {
+		// Azure fails the batch's first operation: "0:The table specified
+		// does not exist." (docs/azure-behaviour.md, "Issue 18 decisions").
+		return &storeadapter.TransactionError{Index: 0, Err: err}
+	}
 	if err != nil {
 		return err
 	}

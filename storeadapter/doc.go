@@ -8,5 +8,6 @@
 // storeadapter/azstore, the in-process one in localstore, and the contract
 // suite both must pass in storeadapter/storetest. Validation lives here,
 // not in either implementation, so that both reject what Azure documents
-// as invalid even where the emulator is looser (see AZURE-NOTES.md).
+// as invalid even where the emulator is looser (see docs/azure-behaviour.md,
+// "Where Azurite is looser than Azure").
 package storeadapter

@@ -49,11 +49,21 @@ const (
 // Compare returns "property op literal". property is PartitionKey, RowKey,
 // Timestamp or a custom property name; value is one of the Go types an
 // Entity property may hold (see Entity) and is rendered as a typed literal.
+//
+// The service compares a property only with a literal of its own EDM type
+// ("The constant value must be of the same data type as the property in
+// order for the filter to return valid results"): a custom property of
+// another type simply does not match. PartitionKey and RowKey are always
+// strings and Timestamp always a DateTime, so Compare refuses a literal of
+// another type for them: such a filter is a mistake, never a query
+// (docs/azure-behaviour.md, "Issue 18 decisions").
 func Compare(property string, op Op, value any) Filter {
 	if !reservedProps[property] {
 		if err := ValidatePropertyName(property); err != nil {
 			return Filter{err: err}
 		}
+	} else if want := reservedTypes[property]; !isType(value, want) {
+		return Filter{err: invalid("filter on "+property, "%s is an %s: compare it with a Go %s, not %T", property, want, goTypeOf[want], value)}
 	}
 	switch op {
 	case Eq, Ne, Gt, Ge, Lt, Le:
@@ -67,9 +77,23 @@ func Compare(property string, op Op, value any) Filter {
 	return Filter{expr: property + " " + string(op) + " " + lit, n: 1}
 }
 
+// reservedTypes are the EDM types of the system properties.
+var reservedTypes = map[string]EdmType{"PartitionKey": EdmString, "RowKey": EdmString, "Timestamp": EdmDateTime}
+
+// goTypeOf names the Go type of an EDM type in error messages.
+var goTypeOf = map[EdmType]string{EdmString: "string", EdmDateTime: "time.Time"}
+
+// isType reports whether v holds a value of EDM type t.
+func isType(v any, t EdmType) bool {
+	got, ok := TypeOf(v)
+	return ok && got == t
+}
+
 // Literal renders a value as an OData literal: strings quoted with ' doubled,
 // 64-bit integers with the L suffix, doubles always with a decimal point,
-// and datetime'…', guid'…' and X'…' for the other types.
+// and datetime'…', guid'…' and X'…' for the other types. A DateTime must lie
+// in Edm.DateTime's range, 1601–9999, like a stored value: no entity can
+// hold another, and the service cannot represent a year past 9999.
 func Literal(value any) (string, error) {
 	switch v := value.(type) {
 	case string:
@@ -93,6 +117,9 @@ func Literal(value any) (string, error) {
 		}
 		return s, nil
 	case time.Time:
+		if err := validateValue("filter value", v); err != nil {
+			return "", err
+		}
 		return "datetime'" + DateTime(v).Format("2006-01-02T15:04:05.0000000Z") + "'", nil
 	case GUID:
 		return "guid'" + v.String() + "'", nil

@@ -98,6 +98,10 @@ func TestLiteralErrors(t *testing.T) {
 		{"pointer", new(string), storeadapter.ErrInvalidInput},
 		{"invalid UTF-8", "a\xffb", storeadapter.ErrInvalidInput},
 		{"string too long", strings.Repeat("s", storeadapter.MaxStringChars+1), storeadapter.ErrTooLarge},
+		// Edm.DateTime holds 1601-9999 only.
+		{"DateTime in year 10000", time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), storeadapter.ErrInvalidInput},
+		{"DateTime in year 1600", time.Date(1600, 12, 31, 23, 59, 59, 999999999, time.UTC), storeadapter.ErrInvalidInput},
+		{"zero time.Time", time.Time{}, storeadapter.ErrInvalidInput},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -122,6 +126,8 @@ func TestCompare(t *testing.T) {
 		{"PartitionKey", "PartitionKey", storeadapter.Eq, "pk", "PartitionKey eq 'pk'"},
 		{"RowKey", "RowKey", storeadapter.Ge, "r'1", "RowKey ge 'r''1'"},
 		{"Timestamp", "Timestamp", storeadapter.Lt, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), "Timestamp lt datetime'2026-01-02T03:04:05.0000000Z'"},
+		{"DateTime at the start of its range", "When", storeadapter.Ge, time.Date(1601, 1, 1, 0, 0, 0, 0, time.UTC), "When ge datetime'1601-01-01T00:00:00.0000000Z'"},
+		{"DateTime at the end of its range", "When", storeadapter.Le, time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC), "When le datetime'9999-12-31T23:59:59.9999999Z'"},
 		{"ne", "Age", storeadapter.Ne, int32(3), "Age ne 3"},
 		{"gt", "Count", storeadapter.Gt, int64(3), "Count gt 3L"},
 		{"le", "Score", storeadapter.Le, 3.0, "Score le 3.0"},
@@ -164,6 +170,12 @@ func TestCompareErrors(t *testing.T) {
 		{"NaN value", "Score", storeadapter.Eq, math.NaN(), storeadapter.ErrInvalidInput, "filter value"},
 		{"nil value", "Name", storeadapter.Eq, nil, storeadapter.ErrInvalidInput, "filter value"},
 		{"invalid UTF-8 value", "Name", storeadapter.Eq, "\xff", storeadapter.ErrInvalidInput, "filter value"},
+		// System properties have fixed types.
+		{"PartitionKey with an Int32", "PartitionKey", storeadapter.Ne, int32(5), storeadapter.ErrInvalidInput, "filter on PartitionKey"},
+		{"RowKey with a GUID", "RowKey", storeadapter.Eq, storeadapter.GUID{}, storeadapter.ErrInvalidInput, "filter on RowKey"},
+		{"Timestamp with a string", "Timestamp", storeadapter.Ge, "2026-11-21T00:00:00Z", storeadapter.ErrInvalidInput, "filter on Timestamp"},
+		{"Timestamp with a Double", "Timestamp", storeadapter.Ge, 1.0, storeadapter.ErrInvalidInput, "filter on Timestamp"},
+		{"DateTime past 9999", "When", storeadapter.Lt, time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), storeadapter.ErrInvalidInput, "filter value"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

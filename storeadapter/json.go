@@ -14,8 +14,15 @@ import (
 // The JSON form of an entity is the service's OData JSON. Every property
 // whose type JSON cannot tell — Int64, Double, DateTime, Guid, Binary —
 // carries an "@odata.type" annotation; Int64 travels as a string so no JSON
-// decoder rounds it. azstore sends it to the service, and jobs use it to
+// decoder rounds it. azstore hands it to the Azure SDK, and jobs use it to
 // store entities in blobs, so both keep every EDM type.
+//
+// It is written without HTML escaping: < > & are themselves, not the
+// six-byte \u003c \u003e \u0026 that json.Marshal writes by default, so
+// exports and archived entities are not inflated by up to six times. (What
+// the SDK sends to the service is its own re-encoding, HTML-escaped
+// whatever we pass it: JSONStringSize and BatchOpSize count that form; see
+// docs/azure-behaviour.md, "SDK gotchas".)
 
 const dateTimeLayout = "2006-01-02T15:04:05.0000000Z"
 
@@ -26,7 +33,19 @@ func MarshalEntityJSON(e Entity) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(m)
+	return marshalJSON(m)
+}
+
+// marshalJSON is json.Marshal without HTML escaping (and so without the
+// newline json.Encoder adds). Map keys come out sorted, as with Marshal.
+func marshalJSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 // MarshalEntityLine renders e as one line of an export (JSON lines): the
@@ -43,7 +62,7 @@ func MarshalEntityLine(e Entity) ([]byte, error) {
 	m["Timestamp"] = FormatDateTime(e.Timestamp)
 	m["Timestamp@odata.type"] = EdmDateTime.String()
 	m["odata.etag"] = e.ETag
-	b, err := json.Marshal(m)
+	b, err := marshalJSON(m)
 	if err != nil {
 		return nil, err
 	}

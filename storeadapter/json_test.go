@@ -79,3 +79,40 @@ func TestMarshalEntityLine(t *testing.T) {
 		t.Error("MarshalEntityLine accepted a Go int, which has no EDM type")
 	}
 }
+
+// TestEntityJSONNotHTMLEscaped: MarshalEntityJSON and MarshalEntityLine
+// write < > & as themselves, not as the six-byte escapes json.Marshal
+// writes by default, and the text reads back as written. (U+2028 and U+2029
+// stay escaped: encoding/json always escapes them.)
+func TestEntityJSONNotHTMLEscaped(t *testing.T) {
+	const text = "<a href='x'>&amp;</a> \u2028"
+	e := storeadapter.Entity{PartitionKey: "p<&>", RowKey: "r", Properties: map[string]any{"S": text}}
+	data, err := storeadapter.MarshalEntityJSON(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, err := storeadapter.MarshalEntityLine(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, b := range map[string][]byte{"MarshalEntityJSON": data, "MarshalEntityLine": line} {
+		for _, raw := range []string{`"PartitionKey":"p<&>"`, `"S":"<a href='x'>&amp;</a> \u2028"`} {
+			if !strings.Contains(string(b), raw) {
+				t.Errorf("%s = %s, want it to hold %s", what, b, raw)
+			}
+		}
+		if strings.Contains(string(b), `\u003c`) || strings.Contains(string(b), `\u0026`) {
+			t.Errorf("%s = %s: HTML-escaped", what, b)
+		}
+		got, err := storeadapter.UnmarshalEntityJSON(b, "")
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if got.PartitionKey != e.PartitionKey || got.Properties["S"] != text {
+			t.Errorf("%s read back %q and S %q, want %q and %q", what, got.PartitionKey, got.Properties["S"], e.PartitionKey, text)
+		}
+	}
+	if want := len(`{"PartitionKey":"p<&>","RowKey":"r","S":"<a href='x'>&amp;</a> \u2028"}`); len(data) != want {
+		t.Errorf("MarshalEntityJSON wrote %d bytes, want %d: %s", len(data), want, data)
+	}
+}

@@ -62,7 +62,9 @@ type SendOptions struct {
 	TTL time.Duration
 }
 
-// Sent describes a message just sent.
+// Sent describes a message just sent. Like every time the Queue port
+// returns (Sent, Receipt, Message), its times are whole seconds in UTC: the
+// service reports them as RFC 1123 dates.
 type Sent struct {
 	ID         string
 	PopReceipt string

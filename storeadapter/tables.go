@@ -53,7 +53,9 @@ type Tables interface {
 	// When an operation fails it returns a *TransactionError whose Index
 	// names the operation and whose cause wraps the sentinel (for example
 	// ErrAlreadyExists for an insert, ErrNotFound or ErrPreconditionFailed
-	// for an update or delete). Rule violations are caught before the call.
+	// for an update or delete). A missing table fails operation 0, as on
+	// Azure: a *TransactionError with Index 0 wrapping ErrTableNotFound.
+	// Rule violations are caught before the call.
 	Transact(ctx context.Context, table string, ops []TableOp) error
 }
 

@@ -473,10 +473,14 @@ func BatchOpSize(e Entity) int {
 	return n
 }
 
-// JSONStringSize returns the length of s as encoding/json writes it (with
-// its default HTML escaping), quotes included: \" \\ \n \r \t \b \f take
-// two bytes; other control characters, < > &, U+2028 and U+2029 take six
-// (\u003c, \u2028); each byte of invalid UTF-8 takes six (\ufffd).
+// JSONStringSize returns the length of s as the Azure SDK sends it to the
+// table service: as json.Marshal writes it, with its default HTML escaping
+// (the SDK re-encodes every entity so, whatever JSON it is given:
+// docs/azure-behaviour.md, "SDK gotchas"), quotes included: \" \\ \n \r
+// \t \b \f take two bytes; other control characters, < > &, U+2028 and
+// U+2029 take six (\u003c, \u2028); each byte of invalid UTF-8 takes six
+// (\ufffd). It is not the size of MarshalEntityJSON's text, which does not
+// HTML-escape.
 func JSONStringSize(s string) int {
 	n := 2
 	for i := 0; i < len(s); {
@@ -544,12 +548,35 @@ func ValidateMode(m UpdateMode) error {
 // ETagAny matches any existing entity or blob in an If-Match condition.
 const ETagAny = "*"
 
-// ValidateIfMatch checks an If-Match value: ETagAny or a non-empty ETag.
+// ValidateIfMatch checks the If-Match of a table operation: ETagAny or a
+// weak ETag, W/"…" (w/ too), as the table service issues them. Azure
+// answers 400 InvalidInput to any other value — a bare or strong ETag is
+// malformed, not merely stale — while a weak ETag it never issued is a 412
+// (docs/azure-behaviour.md, "Issue 18 decisions"), so both stores refuse
+// the malformed ones here, before the call.
 func ValidateIfMatch(etag string) error {
-	if etag == "" {
+	switch {
+	case etag == "":
 		return invalid("If-Match", "must be an ETag or %q", ETagAny)
+	case etag == ETagAny || isWeakETag(etag):
+		return nil
 	}
-	return nil
+	return invalid("If-Match", "%q is not a table ETag: table ETags are weak, W/\"…\" (pass the ETag as read, or %q)", Truncate(etag, 80), ETagAny)
+}
+
+// isWeakETag matches ^[Ww]/"([^"]|\\")*"$: W/ and a quoted string in which
+// a quote appears only escaped.
+func isWeakETag(s string) bool {
+	if len(s) < 4 || s[0] != 'W' && s[0] != 'w' || s[1] != '/' || s[2] != '"' || s[len(s)-1] != '"' {
+		return false
+	}
+	inner := s[3 : len(s)-1]
+	for i := 0; i < len(inner); i++ {
+		if inner[i] == '"' && (i == 0 || inner[i-1] != '\\') {
+			return false
+		}
+	}
+	return true
 }
 
 // ValidateTransaction checks an entity group transaction against Azure's

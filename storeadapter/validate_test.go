@@ -636,7 +636,13 @@ func TestValidateModeAndIfMatch(t *testing.T) {
 	checkErr(t, storeadapter.ValidateMode(3), storeadapter.ErrInvalidInput, "update mode")
 	checkErr(t, storeadapter.ValidateIfMatch(storeadapter.ETagAny), nil, "")
 	checkErr(t, storeadapter.ValidateIfMatch(`W/"datetime'2026-11-21'"`), nil, "")
-	checkErr(t, storeadapter.ValidateIfMatch(""), storeadapter.ErrInvalidInput, "If-Match")
+	for _, weak := range []string{`w/"x"`, `W/""`, `W/"a\"b"`, `W/"datetime'2026-11-21T09%3A30%3A00.1234567Z'"`} {
+		checkErr(t, storeadapter.ValidateIfMatch(weak), nil, "")
+	}
+	// Azure answers 400 to an If-Match that is not a weak ETag.
+	for _, bad := range []string{"", "abc", `"abc"`, `datetime'2026-11-21'`, `W/abc`, `W/"a"b"`, `W"abc"`, `W/"abc`, "**", " *"} {
+		checkErr(t, storeadapter.ValidateIfMatch(bad), storeadapter.ErrInvalidInput, "If-Match")
+	}
 }
 
 func TestSeconds(t *testing.T) {

@@ -1,7 +1,9 @@
 package azstore_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -114,5 +116,90 @@ func TestBatchOpSizeBoundsWire(t *testing.T) {
 		if sent := len(tr.bodies[0]); sent > estimate {
 			t.Fatalf("transaction %d of %d operations: sent %d bytes, BatchOpSize sums to %d", iter, len(ops), sent, estimate)
 		}
+	}
+}
+
+// requestBodyLimit is the most a table request body may hold: Azure answers
+// 413 RequestBodyTooLarge above 4 MiB, single-entity requests included
+// (docs/azure-behaviour.md, "Strings, sizes and encodings").
+const requestBodyLimit = 4 << 20
+
+// TestEntityWireSize measures what azstore sends for single-entity writes.
+// The entity is the worst case for the wire that validation accepts: 1 MiB
+// by the data model (what Azure's limit counts), every string character one
+// the SDK sends as a six-byte escape (three wire bytes per byte of the
+// limit), keys of escaped characters too. It checks that:
+//
+//   - the SDK re-encodes the entity with Go's default, HTML-escaping
+//     encoding/json whatever JSON azstore gives it (MarshalEntityJSON does
+//     not escape < > &; the body does), so each string travels exactly as
+//     JSONStringSize counts it;
+//   - the body stays within the 4 MiB a request may hold, so an entity our
+//     validation accepts never meets the service's 413.
+func TestEntityWireSize(t *testing.T) {
+	tr := &captureTransport{}
+	opts := &azstore.Options{Tables: &aztables.ClientOptions{ClientOptions: policy.ClientOptions{Transport: tr, Retry: policy.RetryOptions{MaxRetries: -1}}}}
+	s, err := azstore.NewWithSharedKey(azstore.Endpoints{Table: "https://account.table.core.windows.net/"}, azurite.Account, azurite.Key, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := storeadapter.Entity{
+		PartitionKey: strings.Repeat("<", storeadapter.MaxKeyChars),
+		RowKey:       strings.Repeat("\u2028", storeadapter.MaxKeyChars),
+		Properties:   map[string]any{},
+	}
+	fill := []string{"\x01", "&", "\u2029", ">"}
+	for i := 0; storeadapter.EntitySize(e) < storeadapter.MaxEntityBytes; i++ {
+		name := fmt.Sprintf("P%03d", i)
+		room := (storeadapter.MaxEntityBytes - storeadapter.EntitySize(e) - 8 - 2*len(name) - 4) / 2
+		if room < 1 {
+			break
+		}
+		e.Properties[name] = strings.Repeat(fill[i%len(fill)], min(storeadapter.MaxStringChars, room))
+	}
+	if n := storeadapter.EntitySize(e); n < storeadapter.MaxEntityBytes-16 || storeadapter.ValidateEntity(e) != nil {
+		t.Fatalf("test bug: the entity is %d bytes (%v), want at the 1 MiB limit and valid", n, storeadapter.ValidateEntity(e))
+	}
+	ours, err := storeadapter.MarshalEntityJSON(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(ours, []byte(`\u003c`)) {
+		t.Fatalf("MarshalEntityJSON HTML-escapes: %.80s", ours)
+	}
+	ctx := context.Background()
+	writes := map[string]func() error{
+		"InsertEntity": func() error { _, err := s.Tables().InsertEntity(ctx, "SomeTable", e); return err },
+		"UpsertEntity": func() error {
+			_, err := s.Tables().UpsertEntity(ctx, "SomeTable", e, storeadapter.Replace)
+			return err
+		},
+		"UpdateEntity": func() error {
+			_, err := s.Tables().UpdateEntity(ctx, "SomeTable", e, storeadapter.Merge, storeadapter.ETagAny)
+			return err
+		},
+	}
+	for what, write := range writes {
+		tr.bodies = nil
+		if err := write(); !errors.Is(err, storeadapter.ErrUnavailable) {
+			t.Fatalf("%s = %v, want the transport's error (ErrUnavailable)", what, err)
+		}
+		if len(tr.bodies) != 1 {
+			t.Fatalf("%s: %d requests, want 1", what, len(tr.bodies))
+		}
+		body := tr.bodies[0]
+		for name, v := range e.Properties {
+			wire, _ := json.Marshal(v) // Go's default encoding: HTML-escaped
+			if len(wire) != storeadapter.JSONStringSize(v.(string)) {
+				t.Fatalf("test bug: JSONStringSize(%s) = %d, json.Marshal writes %d", name, storeadapter.JSONStringSize(v.(string)), len(wire))
+			}
+			if !bytes.Contains(body, append([]byte(`"`+name+`":`), wire...)) {
+				t.Errorf("%s: the body does not carry %s as JSONStringSize counts it (%d bytes, %.20s…)", what, name, len(wire), wire)
+			}
+		}
+		if len(body) > requestBodyLimit {
+			t.Errorf("%s of an entity validation accepts sent %d bytes, over the %d a request may hold", what, len(body), requestBodyLimit)
+		}
+		t.Logf("%s: a 1 MiB entity of escaped characters is %d bytes on the wire", what, len(body))
 	}
 }

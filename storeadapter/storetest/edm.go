@@ -58,7 +58,8 @@ func edmValues() props {
 		"DblNaN":      math.NaN(),
 		"DblPosInf":   math.Inf(1),
 		"DblNegInf":   math.Inf(-1),
-		// Integral doubles: Azurite reads them back as Int32 (AZURE-NOTES.md).
+		// Integral doubles: Azurite reads them back as Int32 (docs/azure-behaviour.md,
+		// "Where Azurite is looser than Azure").
 		// The adapter must keep them Edm.Double all the same.
 		"DblTwo":      2.0,
 		"DblNegThree": -3.0,

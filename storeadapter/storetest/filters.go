@@ -11,6 +11,7 @@ import (
 func filterCases() []testCase {
 	return []testCase{
 		{"Types", testFilterTypes},
+		{"Matrix", testFilterMatrix},
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
@@ -17,6 +18,8 @@ func queryCases() []testCase {
 		{"EmptyTable", testQueryEmptyTable},
 		{"TopAndContinuation", testTopAndContinuation},
 		{"ResumeFromToken", testResumeFromToken},
+		{"TokenFromAnotherQuery", testTokenFromAnotherQuery},
+		{"FilteredPages", testFilteredPages},
 		{"LargePartition", testLargePartition},
 		{"RowRangeAndPartition", testRowRange},
 		{"Select", testSelect},
@@ -274,6 +277,18 @@ func testInvalidQueries(t *testing.T, e *env) {
 		{"And with an invalid operand", storeadapter.Query{Filter: storeadapter.And(storeadapter.PartitionEquals("p"), storeadapter.Compare("N", storeadapter.Eq, 5))}},
 		{"Or with an invalid operand", storeadapter.Query{Filter: storeadapter.Or(storeadapter.Compare("N", storeadapter.Eq, uint(5)), storeadapter.PartitionEquals("p"))}},
 		{"Not of an invalid filter", storeadapter.Query{Filter: storeadapter.Not(storeadapter.Compare("N", storeadapter.Eq, 5))}},
+		// Keys are Edm.String and Timestamp Edm.DateTime: a literal of another
+		// type can never be valid, and tablekeeper refuses it; a DateTime
+		// literal must lie in Edm.DateTime's range, 1601-9999
+		// (docs/azure-behaviour.md, "Issue 18 decisions").
+		{"PartitionKey compared with an Int32", storeadapter.Query{Filter: storeadapter.Compare("PartitionKey", storeadapter.Ne, int32(5))}},
+		{"RowKey compared with a Boolean", storeadapter.Query{Filter: storeadapter.Compare("RowKey", storeadapter.Eq, true)}},
+		{"PartitionKey compared with a Binary", storeadapter.Query{Filter: storeadapter.Compare("PartitionKey", storeadapter.Ge, []byte("p"))}},
+		{"Timestamp compared with a string", storeadapter.Query{Filter: storeadapter.Compare("Timestamp", storeadapter.Gt, "2026-11-21")}},
+		{"Timestamp compared with an Int64", storeadapter.Query{Filter: storeadapter.Compare("Timestamp", storeadapter.Gt, int64(0))}},
+		{"DateTime literal in year 10000", storeadapter.Query{Filter: storeadapter.Compare("T", storeadapter.Lt, time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC))}},
+		{"DateTime literal in year 1600", storeadapter.Query{Filter: storeadapter.Compare("T", storeadapter.Gt, time.Date(1600, 12, 31, 23, 59, 59, 0, time.UTC))}},
+		{"zero time.Time literal", storeadapter.Query{Filter: storeadapter.Compare("Timestamp", storeadapter.Lt, time.Time{})}},
 		// Azure allows at most 15 comparisons in a $filter (Azurite
 		// accepts more: this checks our validation).
 		{"16 comparisons", storeadapter.Query{Filter: comparisons(16)}},
@@ -295,4 +310,67 @@ func comparisons(n int) storeadapter.Filter {
 		fs[i] = storeadapter.Compare("N", storeadapter.Ne, int32(i))
 	}
 	return storeadapter.And(fs...)
+}
+
+// testTokenFromAnotherQuery: a continuation token names the next key to
+// scan (Azure's NextPartitionKey/NextRowKey are the keys, encoded), not the
+// query it came from, so a token used with another filter, page size or
+// table resumes that query at the key — it does not start it over
+// (docs/azure-behaviour.md, "Issue 18 decisions").
+func testTokenFromAnotherQuery(t *testing.T, e *env) {
+	tbl := e.newTable(t)
+	want := e.pages25(t, tbl) // a/00…a/09, b/10…b/19, c/20…c/24
+	first, err := e.tb.Query(e.ctx, tbl, storeadapter.Query{Top: 3, Filter: storeadapter.PartitionEquals("a")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := diffLines(want[:3], keysOf(first.Entities)); d != "" || first.Next == "" {
+		t.Fatalf("first page of partition a, Top 3 (-want +got):\n%s(token %q)", d, first.Next)
+	}
+	got, _ := e.queryAll(t, tbl, storeadapter.Query{Continuation: first.Next})
+	if d := diffLines(want[3:], keysOf(got)); d != "" {
+		t.Errorf("every entity from the token of another query (-want +got):\n%s", d)
+	}
+	got, _ = e.queryAll(t, tbl, storeadapter.Query{Continuation: first.Next, Top: 4, Filter: storeadapter.Compare("N", storeadapter.Ge, int32(20))})
+	if d := diffLines(want[20:], keysOf(got)); d != "" {
+		t.Errorf("N ge 20 from the token of another query (-want +got):\n%s", d)
+	}
+	other := e.newTable(t)
+	e.pages25(t, other)
+	got, _ = e.queryAll(t, other, storeadapter.Query{Continuation: first.Next, Filter: storeadapter.PartitionEquals("a")})
+	if d := diffLines(want[3:10], keysOf(got)); d != "" {
+		t.Errorf("partition a of another table from the token (-want +got):\n%s", d)
+	}
+}
+
+// testFilteredPages: a page holds at most Top entities and may hold fewer,
+// even none, while a token is still returned ("It is possible for a query to
+// return no results but to still return a continuation header", Query
+// timeout and pagination); a token need not promise another match. Azure
+// scans on from the last match and may end with an empty page; Azurite
+// filters first and does not. Both are the documented contract: following
+// tokens to the end gives every match once, in key order
+// (docs/azure-behaviour.md, "Issue 18 decisions").
+func testFilteredPages(t *testing.T, e *env) {
+	tbl := e.newTable(t)
+	want := e.pages25(t, tbl)
+	for _, tt := range []struct {
+		name   string
+		filter storeadapter.Filter
+		want   []string
+	}{
+		{"two matches with rows after them", storeadapter.Or(storeadapter.Compare("N", storeadapter.Eq, int32(3)), storeadapter.Compare("N", storeadapter.Eq, int32(7))), []string{want[3], want[7]}},
+		{"the last row", storeadapter.Compare("N", storeadapter.Eq, int32(24)), want[24:]},
+		{"no match", storeadapter.Compare("N", storeadapter.Gt, int32(100)), nil},
+	} {
+		for _, top := range []int{1, 2, 0} {
+			got, pages := e.queryAll(t, tbl, storeadapter.Query{Filter: tt.filter, Top: top})
+			if d := diffLines(tt.want, keysOf(got)); d != "" {
+				t.Errorf("%s, Top %d (-want +got):\n%s", tt.name, top, d)
+			}
+			if top > 0 && pages < (len(tt.want)+top-1)/top {
+				t.Errorf("%s, Top %d: %d pages for %d matches", tt.name, top, pages, len(tt.want))
+			}
+		}
+	}
 }

@@ -31,11 +31,13 @@ type Harness struct {
 	// timestamps the store sets are recent.
 	Now func() time.Time
 	// Azurite is true when the store is the Azurite emulator, which accepts
-	// some things Azure refuses (see AZURE-NOTES.md) and cannot keep a few
-	// things Azure keeps: the sign of a -0.0 double, and multi-byte
-	// characters that a large request body splits across read chunks. On
-	// those points the suite checks only what tablekeeper's validation and
-	// adapter can guarantee; each place says why in a comment.
+	// some things Azure refuses (docs/azure-behaviour.md, "Where Azurite is
+	// looser than Azure") and gets a few things wrong that nothing on our
+	// side can hide ("Azurite deviations the contract skips"): the sign of
+	// a -0.0 double, multi-byte characters that a large request body splits
+	// across read chunks, a deleted table's name. On those points the suite
+	// checks only what tablekeeper's validation and adapter can guarantee,
+	// and skips the rest on Azurite, saying why.
 	Azurite bool
 }
 

@@ -2,7 +2,6 @@ package storetest
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -26,6 +25,7 @@ func tableCases() []testCase {
 		{"InvalidTableNames", testInvalidTableNames},
 		{"MissingTable", testMissingTable},
 		{"TableBeingDeleted", testTableBeingDeleted},
+		{"NamesCaseInsensitive", testTableNamesCaseInsensitive},
 		{"InsertGet", testInsertGet},
 		{"EmptyKeys", testEmptyKeys},
 		{"InsertExisting", testInsertExisting},
@@ -44,6 +44,8 @@ func tableCases() []testCase {
 		{"PropertySizes", testPropertySizes},
 		{"EntitySize", testEntitySize},
 		{"InvalidModeAndIfMatch", testInvalidModeAndIfMatch},
+		{"IfMatchNotWeakETag", testIfMatchNotWeakETag},
+		{"EntityOfEscapedCharacters", testEntityOfEscapedCharacters},
 	}
 }
 
@@ -234,20 +236,11 @@ func testTableBeingDeleted(t *testing.T, e *env) {
 	}
 	err := e.tb.CreateTable(e.ctx, name)
 	if e.h.Azurite {
-		// Azurite frees a deleted table's name at once (AZURE-NOTES.md),
-		// where Azure answers 409 TableBeingDeleted for at least 40 s. Our
-		// code cannot validate that locally, so on Azurite both outcomes
-		// are acceptable; if the table was re-created it must be empty.
-		switch {
-		case err == nil:
+		if err == nil {
 			t.Cleanup(func() { e.tb.DeleteTable(context.Background(), name) })
-			if got, _ := e.queryAll(t, name, storeadapter.Query{}); len(got) != 0 {
-				t.Errorf("re-created table holds %q, want no entities", keysOf(got))
-			}
-		case !errors.Is(err, storeadapter.ErrTableBeingDeleted):
-			t.Errorf("CreateTable right after DeleteTable on Azurite: got %v, want nil or ErrTableBeingDeleted", err)
 		}
-		return
+		t.Skip("Azurite frees a deleted table's name at once; Azure answers 409 TableBeingDeleted for at least 40 s " +
+			"(Delete Table; docs/azure-behaviour.md, \"Azurite deviations the contract skips\")")
 	}
 	checkErr(t, "CreateTable right after DeleteTable", err, storeadapter.ErrTableBeingDeleted)
 	if !storeadapter.IsTransient(err) {
@@ -767,4 +760,112 @@ func testInvalidModeAndIfMatch(t *testing.T, e *env) {
 	checkErr(t, "UpdateEntity with mode 0", second(e.tb.UpdateEntity(e.ctx, missing, ent, 0, storeadapter.ETagAny)), storeadapter.ErrInvalidInput)
 	checkErr(t, "UpdateEntity with an empty ifMatch", second(e.tb.UpdateEntity(e.ctx, missing, ent, storeadapter.Merge, "")), storeadapter.ErrInvalidInput)
 	checkErr(t, "DeleteEntity with an empty ifMatch", e.tb.DeleteEntity(e.ctx, missing, "p", "r", ""), storeadapter.ErrInvalidInput)
+}
+
+// testIfMatchNotWeakETag: table ETags are weak (W/"…"), and Azure answers
+// 400 InvalidInput to an If-Match that is neither "*" nor a weak ETag — a
+// bare or strong ETag is malformed, not merely stale — while a weak ETag it
+// never issued is a 412 (docs/azure-behaviour.md, "Issue 18 decisions").
+// Our validation refuses the malformed ones before the call.
+func testIfMatchNotWeakETag(t *testing.T, e *env) {
+	tbl := e.newTable(t)
+	want := entity{PartitionKey: "p", RowKey: "r", Properties: props{"V": int32(1)}}
+	etag := e.insert(t, tbl, want)
+	if !strings.HasPrefix(etag, `W/"`) || !strings.HasSuffix(etag, `"`) {
+		t.Fatalf("InsertEntity returned ETag %q, want a weak ETag W/\"…\"", etag)
+	}
+	strong := strings.TrimPrefix(etag, "W/")
+	bare := strings.Trim(strong, `"`)
+	for _, bad := range []string{bare, strong, "abc", `"abc"`, `datetime'2026-11-21T09%3A30%3A00.0000000Z'`, `W/abc`, `W/"a"b"`, "**"} {
+		update := entity{PartitionKey: "p", RowKey: "r", Properties: props{"V": int32(2)}}
+		checkErr(t, "DeleteEntity with If-Match "+bad, e.tb.DeleteEntity(e.ctx, tbl, "p", "r", bad), storeadapter.ErrInvalidInput)
+		checkErr(t, "UpdateEntity with If-Match "+bad, second(e.tb.UpdateEntity(e.ctx, tbl, update, storeadapter.Merge, bad)), storeadapter.ErrInvalidInput)
+		err := e.tb.Transact(e.ctx, tbl, []storeadapter.TableOp{{Action: storeadapter.TxDelete, Entity: update, IfMatch: bad}})
+		checkErr(t, "Transact TxDelete with If-Match "+bad, err, storeadapter.ErrInvalidInput)
+		err = e.tb.Transact(e.ctx, tbl, []storeadapter.TableOp{{Action: storeadapter.TxUpdateReplace, Entity: update, IfMatch: bad}})
+		checkErr(t, "Transact TxUpdateReplace with If-Match "+bad, err, storeadapter.ErrInvalidInput)
+	}
+	got := e.get(t, tbl, "p", "r")
+	checkEntity(t, "entity after the malformed If-Match calls", want, got)
+	if got.ETag != etag {
+		t.Errorf("ETag after the malformed If-Match calls = %q, want %q unchanged", got.ETag, etag)
+	}
+	// A well-formed weak ETag the service never issued is merely stale.
+	checkErr(t, `DeleteEntity with If-Match W/"wrong"`, e.tb.DeleteEntity(e.ctx, tbl, "p", "r", `W/"wrong"`), storeadapter.ErrPreconditionFailed)
+	checkErr(t, `UpdateEntity with If-Match w/"wrong"`, second(e.tb.UpdateEntity(e.ctx, tbl, want, storeadapter.Merge, `w/"wrong"`)), storeadapter.ErrPreconditionFailed)
+	checkNoErr(t, "DeleteEntity with the current ETag", e.tb.DeleteEntity(e.ctx, tbl, "p", "r", etag))
+}
+
+// testTableNamesCaseInsensitive: "Table names preserve the case with which
+// they were created, but are case-insensitive when used" (Understanding the
+// Table service data model), entity operations included
+// (docs/azure-behaviour.md, "Issue 18 decisions").
+func testTableNamesCaseInsensitive(t *testing.T, e *env) {
+	name := "Mixed" + uniqueTableName() // created in mixed case
+	if err := e.tb.CreateTable(e.ctx, name); err != nil {
+		t.Fatalf("CreateTable(%s): %v", name, err)
+	}
+	t.Cleanup(func() { e.tb.DeleteTable(context.Background(), name) })
+	upper, lower := strings.ToUpper(name), strings.ToLower(name)
+	mixed := "mIXED" + name[5:]
+	if e.h.Azurite {
+		t.Skip("Azurite answers 404 TableNotFound to entity operations through another case of a table name created " +
+			"with capitals; Azure's table names are case-insensitive when used (docs/azure-behaviour.md, " +
+			"\"Azurite deviations the contract skips\")")
+	}
+	want := entity{PartitionKey: "p", RowKey: "r", Properties: props{"V": int32(1)}}
+	etag := e.insert(t, upper, want)
+	got := e.get(t, name, "p", "r")
+	checkEntity(t, "GetEntity through the created spelling", want, got)
+	if got.ETag != etag {
+		t.Errorf("GetEntity ETag = %q, want %q", got.ETag, etag)
+	}
+	checkEntity(t, "GetEntity through another spelling", want, e.get(t, lower, "p", "r"))
+	want.Properties["V"] = int32(2)
+	checkNoErr(t, "UpdateEntity through another spelling", second(e.tb.UpdateEntity(e.ctx, mixed, want, storeadapter.Replace, etag)))
+	e.transact(t, upper, []storeadapter.TableOp{{Action: storeadapter.TxInsert, Entity: entity{PartitionKey: "p", RowKey: "s"}}})
+	page, err := e.tb.Query(e.ctx, mixed, storeadapter.Query{Filter: storeadapter.PartitionEquals("p")})
+	if err != nil || len(page.Entities) != 2 {
+		t.Errorf("Query through another spelling = %q, %v; want p/r and p/s", keysOf(page.Entities), err)
+	}
+	checkNoErr(t, "DeleteEntity through another spelling", e.tb.DeleteEntity(e.ctx, upper, "p", "s", storeadapter.ETagAny))
+	e.checkGone(t, name, "p", "s")
+	if got := e.listTables(t, name); !slices.Equal(got, []string{name}) {
+		t.Errorf("ListTables(%q) = %q, want the spelling it was created with", name, got)
+	}
+}
+
+// testEntityOfEscapedCharacters: Azure measures an entity against its 1 MiB
+// limit by the data model (strings at two bytes a UTF-16 unit), not by the
+// JSON that carries it, so an entity of U+2028 and < just under 1 MiB is
+// stored although the SDK's JSON of it (six bytes each) is about 3 MB: within
+// the 4 MiB a request body may hold (docs/azure-behaviour.md, "Issue 18
+// decisions").
+func testEntityOfEscapedCharacters(t *testing.T, e *env) {
+	tbl := e.newTable(t)
+	ent := entity{PartitionKey: "p", RowKey: "r", Properties: props{}}
+	fill := []string{"\u2028", "<", "\u2029", ">", "&", "\x01"}
+	const target = storeadapter.MaxEntityBytes - 1024
+	for i := 0; storeadapter.EntitySize(ent) < target; i++ {
+		name := propName(i)
+		room := (target - storeadapter.EntitySize(ent) - 8 - 2*len(name) - 4) / 2
+		ent.Properties[name] = strings.Repeat(fill[i%len(fill)], max(1, min(storeadapter.MaxStringChars, room)))
+	}
+	if n := storeadapter.EntitySize(ent); n > storeadapter.MaxEntityBytes || n < target-64 {
+		t.Fatalf("test bug: the entity is %d bytes, want just under %d", n, storeadapter.MaxEntityBytes)
+	}
+	e.insert(t, tbl, ent)
+	checkEntity(t, "entity of escaped characters after InsertEntity", ent, e.get(t, tbl, "p", "r"))
+	if e.h.Azurite {
+		t.Skip("Azurite refuses an update or merge whose request body is over 1 MiB (400 EntityTooLarge); Azure " +
+			"measures the entity, not its JSON (docs/azure-behaviour.md, \"Azurite deviations the contract skips\")")
+	}
+	ent.Properties[propName(0)] = strings.Repeat(">", storeadapter.MaxStringChars)
+	if _, err := e.tb.UpsertEntity(e.ctx, tbl, ent, storeadapter.Replace); err != nil {
+		t.Fatalf("UpsertEntity of %d bytes of escaped characters: %v", storeadapter.EntitySize(ent), err)
+	}
+	checkEntity(t, "entity of escaped characters after UpsertEntity", ent, e.get(t, tbl, "p", "r"))
+	if _, err := e.tb.UpdateEntity(e.ctx, tbl, ent, storeadapter.Merge, storeadapter.ETagAny); err != nil {
+		t.Fatalf("UpdateEntity (merge) of %d bytes of escaped characters: %v", storeadapter.EntitySize(ent), err)
+	}
 }
