@@ -29,6 +29,13 @@
 //
 //	go run ./test/bench -job index -n 500 -concurrency 16 -v
 //
+// With -job rebuild it rebuilds the indexes of the table (-n
+// entities, default 5,000, in 10 partitions: a partition copy, a table
+// list, a rows index) from scratch and then archives and purges indexed
+// entities, printing calls per entity and wall time (rebuild.go):
+//
+//	go run ./test/bench -job rebuild
+//
 // With -job export it measures the table-to-blob exporter (export.go):
 // entities/s, MiB/s, peak heap and storage calls for a table of 10,000
 // and of 100,000 log rows (or -n), on the same two runs. With -job blobsync
@@ -77,7 +84,7 @@ import (
 )
 
 func main() {
-	job := flag.String("job", "archive", "what to measure: archive (moves through the runner), index (reconciles of each kind of index), export (the table-to-blob exporter), blobsync (calls per offload, attach and reconcile) or purge (deleting a day: DeleteTable, EGT batches, one by one)")
+	job := flag.String("job", "archive", "what to measure: archive (moves through the runner), index (reconciles of each kind of index), rebuild (an index rebuild from scratch, and archive and purge of indexed entities), export (the table-to-blob exporter), blobsync (calls per offload, attach and reconcile) or purge (deleting a day: DeleteTable, EGT batches, one by one)")
 	n := flag.Int("n", 0, "archive moves per run, or entities per index (default 1000 moves, 500 entities; keep to a few thousand on Azurite)")
 	conc := flag.Int("concurrency", 16, "concurrent moves or reconciles, the same for every run")
 	latency := flag.Duration("latency", 10*time.Millisecond, "round trip injected into every localstore call")
@@ -85,8 +92,8 @@ func main() {
 	verbose := flag.Bool("v", false, "print each run's calls by operation")
 	flag.Parse()
 	b := bench{n: *n, conc: *conc, verbose: *verbose}
-	if !slices.Contains([]string{"archive", "index", "export", "blobsync", "purge"}, *job) {
-		log.Fatalf("-job: must be archive, index, export, blobsync or purge, got %q", *job)
+	if !slices.Contains([]string{"archive", "index", "rebuild", "export", "blobsync", "purge"}, *job) {
+		log.Fatalf("-job: must be archive, index, rebuild, export, blobsync or purge, got %q", *job)
 	}
 	if b.n == 0 && (*job == "archive" || *job == "index") {
 		b.n = map[string]int{"archive": 1000, "index": 500}[*job]
@@ -105,6 +112,12 @@ func main() {
 		case r == "azurite" && *job == "purge":
 			err = onAzurite(context.Background(), func(store storeadapter.Store, _ string) error {
 				return b.purgeRuns(context.Background(), "purge on Azurite (azstore)", store, 0)
+			})
+		case r == "local" && *job == "rebuild":
+			err = b.rebuildRuns(context.Background(), fmt.Sprintf("index rebuild on localstore, %v per call", *latency), localstore.New(localstore.Options{}), *latency)
+		case r == "azurite" && *job == "rebuild":
+			err = onAzurite(context.Background(), func(store storeadapter.Store, _ string) error {
+				return b.rebuildRuns(context.Background(), "index rebuild on Azurite (azstore)", store, 0)
 			})
 		case r == "local" && *job == "blobsync":
 			err = b.blobsyncRuns(context.Background(), fmt.Sprintf("blobsync on localstore, %v per call", *latency), localstore.New(localstore.Options{}), *latency)
