@@ -291,4 +291,3 @@ func (e *env) sendTexts(q string, texts []string) {
 		}
 	}
 }
-
