@@ -148,7 +148,8 @@ func (c *ReconcileCounts) problem(format string, args ...any) {
 // it writes the entity that names it; an entity that does not exist names
 // nothing. What it collects is what a reconcile collects when the
 // table's entities are deleted one by one; copies of those entities kept
-// elsewhere (an archive) never owned the blobs (see README).
+// elsewhere own blobs of their own (the archive kind carries them to the
+// copy's key: largeentity.Carry).
 func (r *reconciler) table(ctx context.Context, opID, token string) error {
 	t := r.w.store.Tables()
 	q := storeadapter.Query{Top: r.w.cfg.PageSize, Continuation: token, Filter: storeadapter.ApplicationRows(storeadapter.Filter{})}

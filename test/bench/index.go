@@ -451,14 +451,40 @@ func (d direct) changed(ctx context.Context, i int) error {
 	if err != nil {
 		return fmt.Errorf("register: %w", err)
 	}
-	for _, v := range []string{encOld, encNew} {
-		if err := d.settle(ctx, i, e, v, v == encNew, gen); err != nil {
-			return fmt.Errorf("settle %s: %w", v, err)
+	if c.kind == indexes.KindCopy {
+		if err := d.settleCopies(ctx, i, e, encOld, encNew, gen); err != nil {
+			return fmt.Errorf("settle copies: %w", err)
+		}
+	} else {
+		for _, v := range []string{encOld, encNew} {
+			if err := d.settle(ctx, i, e, v, v == encNew, gen); err != nil {
+				return fmt.Errorf("settle %s: %w", v, err)
+			}
 		}
 	}
 	delete(rec.Properties, "S_"+ixName)
 	_, err = d.t.UpdateEntity(ctx, table, rec, storeadapter.Replace, etag)
 	return err
+}
+
+// settleCopies settles a table copy's old and new value at once, as the
+// index does for the writes of one source partition: one query of both
+// rows, then one transaction that writes the old value's tombstone
+// (If-Match) and inserts the new value's copy.
+func (d direct) settleCopies(ctx context.Context, i int, e storeadapter.Entity, encOld, encNew string, gen int64) error {
+	pk, rk, s := ixPK(i), ixRK(i), d.s
+	cpk, key := ixName+"_"+pk, func(v string) string { return storeadapter.ReservedPrefix + "t." + v }
+	f := storeadapter.And(storeadapter.PartitionEquals(cpk), storeadapter.Or(storeadapter.Compare("RowKey", storeadapter.Eq, key(encOld)), storeadapter.Compare("RowKey", storeadapter.Eq, key(encNew))))
+	p, err := d.t.Query(ctx, s.direct.ixTable, storeadapter.Query{Filter: f})
+	if err != nil || len(p.Entities) != 1 || p.Entities[0].RowKey != key(encOld) {
+		return fmt.Errorf("copies: %v, %d rows; want the old value's only", err, len(p.Entities))
+	}
+	tomb := storeadapter.Entity{PartitionKey: cpk, RowKey: key(encOld), Properties: map[string]any{"tkTombs": strconv.FormatInt(gen, 10) + "\t" + rk}}
+	next := storeadapter.Entity{PartitionKey: cpk, RowKey: key(encNew), Properties: e.Clone().Properties}
+	next.Properties["tkOwner"], next.Properties["tkGen"] = rk, gen
+	return d.t.Transact(ctx, s.direct.ixTable, []storeadapter.TableOp{
+		{Action: storeadapter.TxUpdateReplace, Entity: tomb, IfMatch: p.Entities[0].ETag},
+		{Action: storeadapter.TxInsert, Entity: next}})
 }
 
 // settle reads one entry of a table, rows or blob index and writes it back
@@ -498,20 +524,6 @@ func (d direct) settle(ctx context.Context, i int, e storeadapter.Entity, v stri
 		if err != nil || cur == nil && !live {
 			return fmt.Errorf("entry: %v (found: %v)", err, cur != nil)
 		}
-		return upsert(s.direct.ixTable, cur, next)
-	case s.combo.kind == indexes.KindCopy:
-		cpk := ixName + "_" + pk
-		if live { // the new value's copy: inserted without a read
-			next := storeadapter.Entity{PartitionKey: cpk, RowKey: v, Properties: e.Clone().Properties}
-			next.Properties["tkOwner"], next.Properties["tkGen"] = rk, gen
-			_, err := d.t.InsertEntity(ctx, s.direct.ixTable, next)
-			return err
-		}
-		cur, err := get(s.direct.ixTable, cpk, v)
-		if err != nil || cur == nil {
-			return fmt.Errorf("copy: %v (found: %v)", err, cur != nil)
-		}
-		next := storeadapter.Entity{PartitionKey: cpk, RowKey: v, Properties: map[string]any{"tkTombs": strconv.FormatInt(gen, 10) + "\t" + rk}}
 		return upsert(s.direct.ixTable, cur, next)
 	case s.combo.store == indexes.StoreBlob:
 		c := s.directStore.Container(s.direct.container)
