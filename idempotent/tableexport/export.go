@@ -103,8 +103,10 @@ func (s Source) Filter(after *Key) storeadapter.Filter {
 	case s.PK != nil:
 		fs = append(fs, storeadapter.Compare("RowKey", storeadapter.Gt, after.RK))
 	default:
-		fs = append(fs, storeadapter.Or(storeadapter.Compare("PartitionKey", storeadapter.Gt, after.PK),
-			storeadapter.And(storeadapter.PartitionEquals(after.PK), storeadapter.Compare("RowKey", storeadapter.Gt, after.RK))))
+		// PartitionKey ge at the top level lets the service start the scan
+		// at after's partition instead of the table's start.
+		fs = append(fs, storeadapter.Compare("PartitionKey", storeadapter.Ge, after.PK), storeadapter.Or(storeadapter.Compare("PartitionKey", storeadapter.Gt, after.PK),
+			storeadapter.Compare("RowKey", storeadapter.Gt, after.RK)))
 	}
 	return storeadapter.ApplicationRows(storeadapter.And(fs...))
 }

@@ -17,23 +17,22 @@ import (
 // order and each write under the same condition, but the reads and writes
 // of many keys shared:
 //
-//  1. Read the chunk: the membership records of the span (one query of
-//     up to chunk rows), then its entities (one query); the chunk ends at
-//     the smaller of the two last keys read when either query had more.
-//     Every entity is read after its record, as Reconcile requires.
+//  1. Read the chunk (see readChunk): the keys of its entities, which
+//     bound it; its membership records; then its entities. Every entity
+//     is read after its record, as Reconcile requires.
 //  2. Plan each key as Reconcile does: its wants, and whether it must
 //     register (with force: always) or only settle.
 //  3. Register, per partition, in transactions of up to 100 operations:
 //     each key's record (If-Match the ETag read, or an insert) with its
-//     partition stores' changes. A partition list is read once per
-//     transaction and its parts written If-Match; a key's partition copy
-//     is inserted (new value), or replaced or deleted If-Match * (the
-//     value its record says it holds: a partition store changes only with
-//     its record, in the same transaction, whose If-Match fails if another
-//     worker registered the key meanwhile). A transaction that fails —
-//     a copy found in place, a part or record changed, too large — rolls
-//     back whole, and its keys go through Reconcile one by one, which
-//     reads what it needs and handles conflicts and limits.
+//     partition stores' changes, computed as Reconcile computes them from
+//     the entries read for the transaction (partition copies up to 14 a
+//     query, lists up to 7): a copy another key holds is a conflict and
+//     is not written, every write is If-Match the ETag read or an insert.
+//     Two keys changing one copy row (one takes the value the other
+//     leaves) never share a transaction: the second waits for the next,
+//     which reads the row again. A transaction that fails — an entry or a
+//     record changed since it was read, too large — rolls back whole,
+//     and its keys go through Reconcile one by one.
 //  4. Settle the external indexes' pending values of every registered key
 //     with applyAll: one read and one write per value of a list, per value
 //     partition of a rows index, per source partition of a table copy.
@@ -127,15 +126,33 @@ func (x *Set) Sync(ctx context.Context, table string, sp Span) (SyncResult, erro
 
 // readChunk reads the next chunk of a span: the membership records of its
 // keys, then its entities (see the batch steps), and the key it ends at
-// (nil: the span's end).
+// (nil: the span's end). Three queries, each bounded: the keys of the
+// next chunk of entities (keys only) give its end; the records are read
+// up to there (fewer, and the chunk ends at the last record read, when
+// there are more than a chunk of them); then the entities up to the
+// chunk's end. Reading up to a bound keeps a chunk's queries to its own
+// range however sparse the records or the entities are.
 func (x *Set) readChunk(ctx context.Context, ti *tableIndexes, sp Span) ([]*item, *Key, error) {
 	limit := x.chunk
-	recs, moreRecs, err := readUpTo(ctx, x.tables, ti.source, sp.filter(memberPrefix), limit)
+	keys, more, err := readKeys(ctx, x.tables, ti.source, sp.filter(""), limit)
 	if err != nil && !idempotent.Missing(err) {
 		return nil, nil, err
 	}
+	var end *Key
+	if more {
+		last := keys[len(keys)-1]
+		end = &Key{last.PartitionKey, last.RowKey}
+	}
+	recs, moreRecs, err := readUpTo(ctx, x.tables, ti.source, sp.through(end).filter(memberPrefix), limit)
+	if err != nil && !idempotent.Missing(err) {
+		return nil, nil, err
+	}
+	if moreRecs {
+		last := recs[len(recs)-1]
+		end = &Key{last.PartitionKey, strings.TrimPrefix(last.RowKey, memberPrefix)}
+	}
 	// Records of RowKeys too long for "~tk.m.<rk>" are named by a hash:
-	// they are read by partition and kept when their key is in the span;
+	// they are read by partition and kept when their key is in the chunk;
 	// in one partition before the entities, across partitions after them
 	// (once the chunk's end bounds the partitions), their entities then
 	// read again.
@@ -145,20 +162,13 @@ func (x *Set) readChunk(ctx context.Context, ti *tableIndexes, sp Span) ([]*item
 			return nil, nil, err
 		}
 	}
-	ents, moreEnts, err := readUpTo(ctx, x.tables, ti.source, sp.filter(""), limit)
+	ents, moreEnts, err := readUpTo(ctx, x.tables, ti.source, sp.through(end).filter(""), limit)
 	if err != nil && !idempotent.Missing(err) {
 		return nil, nil, err
 	}
-	var end *Key
-	if moreRecs {
-		last := recs[len(recs)-1]
-		end = &Key{last.PartitionKey, strings.TrimPrefix(last.RowKey, memberPrefix)}
-	}
-	if moreEnts {
+	if moreEnts { // entities written since their keys were read
 		last := ents[len(ents)-1]
-		if k := (Key{last.PartitionKey, last.RowKey}); end == nil || compareKeys(k, *end) < 0 {
-			end = &k
-		}
+		end = &Key{last.PartitionKey, last.RowKey}
 	}
 	in := func(k Key) bool { return end == nil || compareKeys(k, *end) <= 0 }
 	late := map[Key]bool{}
@@ -204,17 +214,19 @@ func (x *Set) readChunk(ctx context.Context, ti *tableIndexes, sp Span) ([]*item
 		}
 	}
 	for i := range ents {
-		k := Key{ents[i].PartitionKey, ents[i].RowKey}
-		if !in(k) {
+		if k := (Key{ents[i].PartitionKey, ents[i].RowKey}); in(k) && !late[k] {
+			get(k).e = &ents[i]
+		}
+	}
+	for k := range late {
+		if k.RK == "" || !sp.contains(k) || !in(k) {
 			continue
 		}
-		it := get(k)
-		if it.e = &ents[i]; late[k] {
-			// Its record was read after it: read the entity again, which
-			// must be read after its record.
-			if it.e, err = getOptional(ctx, x.tables, ti.source, k.PK, k.RK); err != nil {
-				return nil, nil, err
-			}
+		// Its record was read after the entities: read the entity again
+		// (whether the entities' query returned it or not), after its
+		// record.
+		if get(k).e, err = getOptional(ctx, x.tables, ti.source, k.PK, k.RK); err != nil {
+			return nil, nil, err
 		}
 	}
 	items := make([]*item, 0, len(byKey))
@@ -405,8 +417,10 @@ func (x *Set) registerAll(ctx context.Context, ti *tableIndexes, pk string, item
 	slices.SortStableFunc(reg, func(a, b *item) int { return strings.Compare(listKey(ti, a), listKey(ti, b)) })
 	for len(reg) > 0 {
 		n := x.groupSize(ti, reg)
+		var deferred []*item
 		for {
-			err := x.registerGroup(ctx, ti, pk, reg[:n], force)
+			var err error
+			deferred, err = x.registerGroup(ctx, ti, pk, reg[:n], force)
 			if errors.Is(err, storeadapter.ErrTooLarge) && n > 1 {
 				n /= 2
 				continue
@@ -422,9 +436,13 @@ func (x *Set) registerAll(ctx context.Context, ti *tableIndexes, pk string, item
 					return err
 				}
 			}
+			deferred = nil
 			break
 		}
-		reg = reg[n:]
+		// Items left out because another item of the group changes one of
+		// their copy rows go first in the next group, which reads those
+		// rows again.
+		reg = append(deferred, reg[n:]...)
 	}
 	return nil
 }
@@ -478,16 +496,32 @@ func (x *Set) groupSize(ti *tableIndexes, items []*item) int {
 }
 
 // registerGroup registers items of one partition in one transaction. It
-// reads the partition lists the items change, computes each item's next
-// record and partition changes as Reconcile does, and commits.
-func (x *Set) registerGroup(ctx context.Context, ti *tableIndexes, pk string, items []*item, force bool) error {
+// reads the partition copies and lists the items change (copies up to 14,
+// lists up to 7 a query), computes each item's next record and partition
+// changes exactly as Reconcile does — a copy held by another key is a
+// conflict and is not written, every write is If-Match the ETag read or an
+// insert — and commits. An item that would change a copy row another item
+// of the group changes is left out and returned, to go in the next group
+// (the transaction can hold one operation per row); the first item is
+// never left out, so every round makes progress.
+func (x *Set) registerGroup(ctx context.Context, ti *tableIndexes, pk string, items []*item, force bool) (deferred []*item, err error) {
 	lists, err := x.readLists(ctx, ti, pk, items)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	copies, err := x.readRows(ctx, ti.source, pk, copyRowKeys(ti, items, force))
+	if err != nil {
+		return nil, err
 	}
 	var ops []storeadapter.TableOp
-	copies := map[string]storeadapter.TableOp{} // RowKey -> the write of a partition copy
+	var members []*item
+	writes := map[string]storeadapter.TableOp{} // RowKey -> the write of a partition copy
 	for _, it := range items {
+		rks := copyRowKeys(ti, []*item{it}, force)
+		if slices.ContainsFunc(rks, func(rk string) bool { _, ok := writes[rk]; return ok }) {
+			deferred = append(deferred, it)
+			continue
+		}
 		next := it.m.clone()
 		next.gen = max(it.m.gen+1, x.now().UnixMicro())
 		for _, ix := range ti.indexes {
@@ -502,54 +536,79 @@ func (x *Set) registerGroup(ctx context.Context, ti *tableIndexes, pk string, it
 				next.pending[ix.Name] = addPending(ps, stateValue(w.state), next.gen)
 				continue
 			}
-			target := stateValue(w.state)
-			state := w.state
+			target, state := stateValue(w.state), w.state
 			for _, v := range distinct(stateValue(old), target) {
 				if ix.Kind == KindList {
 					l := lists[listBase(ix, v)]
 					if v != target {
 						l.remove(it.RK)
 					} else if err := l.set(it.RK, it.RK); err != nil {
-						return err // a list at its limit: Reconcile decides, key by key
+						return nil, err // a list at its limit: Reconcile decides, key by key
 					}
 					continue
 				}
-				row := storeadapter.Entity{PartitionKey: pk, RowKey: copyRowKey(ix, v)}
+				rk := copyRowKey(ix, v)
+				row := copies[rk]
+				owner, _ := propString(row, propOwner)
 				switch {
-				case v == target && v == stateValue(old):
-					row.Properties = copyProperties(it.RK, w.content)
-					copies[row.RowKey] = storeadapter.TableOp{Action: storeadapter.TxUpdateReplace, Entity: row, IfMatch: storeadapter.ETagAny}
+				case v == target && row != nil && owner != it.RK:
+					state = ""
+					it.out.Conflicts = append(it.out.Conflicts, fmt.Errorf("%w: index %s value %s of %s/%s is held by RowKey %q", ErrConflict, ix.Name, describe(v), pk, it.RK, owner))
 				case v == target:
-					row.Properties = copyProperties(it.RK, w.content)
-					copies[row.RowKey] = storeadapter.TableOp{Action: storeadapter.TxInsert, Entity: row}
-				default:
-					copies[row.RowKey] = storeadapter.TableOp{Action: storeadapter.TxDelete, Entity: row, IfMatch: storeadapter.ETagAny}
+					e := storeadapter.Entity{PartitionKey: pk, RowKey: rk, Properties: copyProperties(it.RK, w.content)}
+					if row == nil {
+						writes[rk] = storeadapter.TableOp{Action: storeadapter.TxInsert, Entity: e}
+					} else {
+						writes[rk] = storeadapter.TableOp{Action: storeadapter.TxUpdateReplace, Entity: e, IfMatch: row.ETag}
+					}
+				case row != nil && owner == it.RK:
+					writes[rk] = storeadapter.TableOp{Action: storeadapter.TxDelete, Entity: storeadapter.Entity{PartitionKey: pk, RowKey: rk}, IfMatch: row.ETag}
 				}
 			}
 			next.applied[ix.Name] = state
 		}
 		it.next = next
 		ops = append(ops, recordOp(it.m, next.entity(it.PK, it.RK)))
+		members = append(members, it)
 	}
-	for _, k := range slices.Sorted(maps.Keys(copies)) {
-		ops = append(ops, copies[k])
+	for _, k := range slices.Sorted(maps.Keys(writes)) {
+		ops = append(ops, writes[k])
 	}
 	for _, base := range slices.Sorted(maps.Keys(lists)) {
 		ops = append(ops, lists[base].ops(false)...)
 	}
 	if err := storeadapter.ValidateTransaction(ops); err != nil {
-		return err
+		return nil, err
 	}
 	if err := x.tables.Transact(ctx, ti.source, ops); err != nil {
-		if errors.Is(err, storeadapter.ErrAlreadyExists) || errors.Is(err, storeadapter.ErrNotFound) && !idempotent.Missing(err) {
-			return fmt.Errorf("%w: %w", storeadapter.ErrPreconditionFailed, err) // a copy in place or gone: key by key
-		}
-		return err
+		return nil, err
 	}
-	for _, it := range items {
+	for _, it := range members {
 		it.settle = true
 	}
-	return nil
+	return deferred, nil
+}
+
+// copyRowKeys are the partition copy rows the items' registrations read
+// and may write: per partition copy index that registers, the rows of
+// the old and the new value.
+func copyRowKeys(ti *tableIndexes, items []*item, force bool) []string {
+	var out []string
+	for _, it := range items {
+		for _, ix := range ti.indexes {
+			if !ix.partition() || ix.Kind != KindCopy {
+				continue
+			}
+			old, want := it.m.applied[ix.Name], it.wants[ix.Name].state
+			if !force && want == old {
+				continue
+			}
+			for _, v := range distinct(stateValue(old), stateValue(want)) {
+				out = append(out, copyRowKey(ix, v))
+			}
+		}
+	}
+	return out
 }
 
 // copyProperties are a partition copy's properties: the copied content

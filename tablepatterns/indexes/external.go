@@ -2,6 +2,7 @@ package indexes
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -114,7 +115,7 @@ func (x *Set) applyAll(ctx context.Context, ix *index, ws []write) ([]error, err
 		case ix.Store == StoreBlob:
 			err = x.applyBlob(ctx, ix, g, group)
 		default:
-			err = x.applyTableList(ctx, ix, g, group)
+			gerrs, err = x.applyTableList(ctx, ix, g, group)
 		}
 		if errors.Is(err, storeadapter.ErrTooLarge) {
 			for _, i := range idx {
@@ -450,36 +451,58 @@ const tableListBase = "p"
 
 // applyTableList writes the lines of writes to one value's table list:
 // one read of its parts and one transaction, again while it loses to
-// another writer.
-func (x *Set) applyTableList(ctx context.Context, ix *index, value string, ws []write) error {
+// another writer. Tombstones go first, so that removals make room; a
+// line that does not fit (the list at its limit) is left out, its error
+// returned for its write, and the others are written.
+func (x *Set) applyTableList(ctx context.Context, ix *index, value string, ws []write) ([]error, error) {
 	ppk := tableListPartition(ix, value)
+	order := make([]int, len(ws))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(b2i(ws[a].live), b2i(ws[b].live)) })
 	for try := 1; ; try++ {
+		errs := make([]error, len(ws))
 		l, err := readList(ctx, x.tables, ix.table, ppk, tableListBase)
 		if err != nil {
-			return err
+			return errs, err
 		}
-		for _, w := range ws {
+		for _, i := range order {
+			w := ws[i]
 			key := w.pk + "\t" + w.rk
 			if cur, ok := lineMember(l.line(key)); ok && !newer(&cur, w.gen) {
 				continue
 			}
-			if err := l.set(key, listLine(w.pk, w.rk, member{gen: w.gen, dead: !w.live})); err != nil {
-				return err
+			err := l.set(key, listLine(w.pk, w.rk, member{gen: w.gen, dead: !w.live}))
+			if errors.Is(err, storeadapter.ErrTooLarge) {
+				errs[i] = err
+				continue
+			}
+			if err != nil {
+				return errs, err
 			}
 		}
 		l.prune(x.keepLine(x.graceCut()))
 		ops := l.ops(true)
 		if len(ops) == 0 {
-			return nil
+			return errs, nil
 		}
 		err = idempotent.Transact(ctx, x.tables, ix.table, ops)
 		if err == nil || !idempotent.Lost(err) || try >= x.cfg.MaxConflicts {
-			return err
+			return errs, err
 		}
 		if err := x.pause(ctx, try); err != nil {
-			return err
+			return errs, err
 		}
 	}
+}
+
+// b2i is 1 for true.
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // lineMember reads the member of a list line ("" is none).

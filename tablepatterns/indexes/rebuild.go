@@ -101,11 +101,11 @@ const rebuildStateVersion = 2
 //     each entity's entries are written again at a new generation, and
 //     the keys of entities gone are removed. Chunks of different
 //     partitions run at once (RebuildOptions.Parallel); the position
-//     saved is the end of the chunks done in key order, at most a second
-//     after each one ends.
+//     saved is the end of the chunks done in key order, saved as that
+//     advances, at most once a second.
 //  2. Sweep: each index's entries, page by page. An entry the scan wrote
-//     again is newer than the rebuild (its row's Timestamp, or for a
-//     table or blob list line its generation); any other is checked
+//     again is newer than the rebuild (its row's Timestamp; for a list
+//     line or a table copy's owner, its generation); any other is checked
 //     against its key's membership record, read many at a time, and
 //     where the record says otherwise the key is reconciled with that
 //     value to remove, which removes the entry if its entity does not
@@ -259,7 +259,10 @@ func (r *rebuild) scan(parent context.Context) error {
 		return nil
 	}
 	// fail stops the chunks in flight and saves the position past those
-	// that finished before the first failure.
+	// that finished before the first failure. The save is an upsert: a
+	// delivery that lost its lease may move the position back (or save a
+	// cleared rebuild again), which costs work done again, never work
+	// skipped.
 	fail := func(err error) error {
 		cancel()
 		for _, c := range inflight {
@@ -378,7 +381,9 @@ func (r *rebuild) candidate(ix *index, en Entry) bool {
 	switch {
 	case ix.Kind == KindList && ix.partition():
 		return true // its lines carry no generation
-	case ix.Kind == KindList:
+	case ix.Kind == KindList, ix.Kind == KindCopy && !ix.partition():
+		// A line's generation; a table copy's owner's (tkGen): its row's
+		// Timestamp moves with other keys' tombstones.
 		return en.Gen < r.st.Gen
 	}
 	return en.written.Before(r.st.Began)

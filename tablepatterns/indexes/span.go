@@ -50,11 +50,20 @@ func (sp Span) contains(k Key) bool {
 	return true
 }
 
+// through returns the span ended at end (inclusive), or the span itself
+// when end is nil.
+func (sp Span) through(end *Key) Span {
+	if end != nil {
+		sp.Through = end
+	}
+	return sp
+}
+
 // filter selects the rows that stand for the span's keys: with prefix ""
 // the application's entities (storeadapter.ApplicationRows), else the
 // rows whose RowKeys are prefix and a key's RowKey (membership records,
-// memberPrefix), in the prefix's own RowKey range. It holds at most 12
-// comparisons.
+// memberPrefix), in the prefix's own RowKey range. It holds at most 14
+// comparisons (Azure allows 15).
 func (sp Span) filter(prefix string) storeadapter.Filter {
 	var base storeadapter.Filter
 	if prefix == "" {
@@ -66,6 +75,10 @@ func (sp Span) filter(prefix string) storeadapter.Filter {
 	if sp.PK != nil {
 		fs = append(fs, storeadapter.PartitionEquals(*sp.PK))
 	}
+	// A bound across partitions is "PartitionKey ge (le) its partition,
+	// and either another partition or the RowKey within it": the top-level
+	// range on PartitionKey lets the service start (and stop) the scan
+	// there instead of at the table's start.
 	bound := func(k *Key, rkOp, pkOp storeadapter.Op) {
 		if k == nil {
 			return
@@ -75,7 +88,11 @@ func (sp Span) filter(prefix string) storeadapter.Filter {
 			fs = append(fs, rk)
 			return
 		}
-		fs = append(fs, storeadapter.Or(storeadapter.And(storeadapter.PartitionEquals(k.PK), rk), storeadapter.Compare("PartitionKey", pkOp, k.PK)))
+		outer := storeadapter.Ge
+		if pkOp == storeadapter.Lt {
+			outer = storeadapter.Le
+		}
+		fs = append(fs, storeadapter.Compare("PartitionKey", outer, k.PK), storeadapter.Or(storeadapter.Compare("PartitionKey", pkOp, k.PK), rk))
 	}
 	bound(sp.After, storeadapter.Gt, storeadapter.Gt)
 	bound(sp.From, storeadapter.Ge, storeadapter.Gt)
@@ -87,7 +104,15 @@ func (sp Span) filter(prefix string) storeadapter.Filter {
 // readUpTo reads the rows of a query from its start until it has at
 // least limit or the query ends; more reports that it did not end.
 func readUpTo(ctx context.Context, t storeadapter.Tables, table string, f storeadapter.Filter, limit int) (rows []storeadapter.Entity, more bool, err error) {
-	q := storeadapter.Query{Filter: f}
+	return readQuery(ctx, t, table, storeadapter.Query{Filter: f}, limit)
+}
+
+// readKeys is readUpTo reading keys only (no custom property).
+func readKeys(ctx context.Context, t storeadapter.Tables, table string, f storeadapter.Filter, limit int) (rows []storeadapter.Entity, more bool, err error) {
+	return readQuery(ctx, t, table, storeadapter.Query{Filter: f, Select: []string{}}, limit)
+}
+
+func readQuery(ctx context.Context, t storeadapter.Tables, table string, q storeadapter.Query, limit int) (rows []storeadapter.Entity, more bool, err error) {
 	for {
 		q.Top = min(limit-len(rows), storeadapter.MaxPageSize)
 		page, err := t.Query(ctx, table, q)
