@@ -113,6 +113,7 @@ func TestConfigFile(t *testing.T) {
 		`{"archive": {"maxConflicts": 1}, "archive": {}}`: `worker.json:1:34: archive: given twice`,
 		`{"runner": {"visibility": "soon"}}`:              `runner.visibility: must be a duration with its unit, such as "30s"`,
 		`{"runner": {"concurrency": 5000}}`:               `worker.json: runner.concurrency: must be 1-1024, got 5000`,
+		`{"runner": {"concurrency": 1e400}}`:              `worker.json:1:28: runner.concurrency: must be an integer from -9223372036854775808 to 9223372036854775807, got 1e400`,
 		`{"runner": {"batch": 40}}`:                       `worker.json: runner.batch: must be 1-32`,
 		`{"runner": {"retryMax": "-1s"}}`:                 `worker.json: runner.retryMax: must not be negative`,
 		`{"archive": {"maxConflicts": 1000}}`:             `archive.maxConflicts: must be 1-100, got 1000`,

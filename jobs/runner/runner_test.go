@@ -501,18 +501,20 @@ func TestPoisonOnFirstDelivery(t *testing.T) {
 	b.send(t, "op-permanent")
 	b.send(t, "op-panic")
 	b.send(t, "op-ok")
-	for _, text := range []string{"not base64 at all!", `{"v":1,"id":"x","kind":"test","args":{},"extra":1}`, `{"v":2,"id":"x","kind":"test","args":{}}`} {
+	for _, text := range []string{"not base64 at all!", `{"v":1,"id":"x","kind":"test","args":{},"extra":1}`, `{"v":2,"id":"x","kind":"test","args":{}}`,
+		`{"v":1e400,"id":"x","kind":"test","args":{}}`} {
 		if _, err := b.queue.Send(context.Background(), text, storeadapter.SendOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	r, stop := b.start(t)
-	waitFor(t, func() bool { s := r.Stats(); return s.Poisoned == 6 && s.Succeeded == 1 })
+	waitFor(t, func() bool { s := r.Stats(); return s.Poisoned == 7 && s.Succeeded == 1 })
 	if err := stop(); err != nil {
 		t.Fatalf("Run = %v after bad messages; want nil", err)
 	}
 	all := strings.Join(b.poison.reasons(), "\n")
-	for _, want := range []string{"write to target: too large", "target table name is not allowed", "handler panic: boom", "neither JSON nor base64", "extra: unknown field", "v: must be 1"} {
+	for _, want := range []string{"write to target: too large", "target table name is not allowed", "handler panic: boom", "neither JSON nor base64", "extra: unknown field", "v: must be 1",
+		"v: must be an integer from -9223372036854775808 to 9223372036854775807, got 1e400"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("poison reasons lack %q:\n%s", want, all)
 		}
