@@ -69,22 +69,28 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 	"unicode"
 
 	"github.com/tablekeeper/tablekeeper/cmd/internal/cli"
+	"github.com/tablekeeper/tablekeeper/cmd/internal/stopsignal"
 	"github.com/tablekeeper/tablekeeper/idempotent"
 	"github.com/tablekeeper/tablekeeper/internal/version"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := NewMain().Run(ctx, os.Args[1:])
-	stop()
-	os.Exit(code)
+	// SIGINT and SIGTERM are caught since the process started (see
+	// stopsignal): the first cancels the command's context; after it, the
+	// default action is back, so a second one ends the process at once.
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-stopsignal.C
+		signal.Stop(stopsignal.C)
+		cancel()
+	}()
+	os.Exit(NewMain().Run(ctx, os.Args[1:]))
 }
 
 // Exit statuses of Run.

@@ -17,15 +17,14 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"slices"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 	"unicode/utf8"
 
 	"github.com/tablekeeper/tablekeeper/cmd/internal/cli"
+	"github.com/tablekeeper/tablekeeper/cmd/internal/stopsignal"
 	"github.com/tablekeeper/tablekeeper/cmd/internal/telemetry"
 	"github.com/tablekeeper/tablekeeper/internal/version"
 	"github.com/tablekeeper/tablekeeper/jobs/archive"
@@ -44,10 +43,11 @@ const (
 )
 
 func main() {
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	m := NewMain()
-	m.Signals = sigs
+	// Caught since the process started (stopsignal's init), not from
+	// here on: package initialisation takes milliseconds, and a SIGTERM
+	// in that window must stop the worker cleanly (exit 0), not kill it.
+	m.Signals = stopsignal.C
 	if err := m.ParseFlags(os.Args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) || errors.Is(err, ErrVersion) {
 			os.Exit(exitOK)
