@@ -390,6 +390,12 @@ func (m *Main) serve(ctx context.Context, log *slog.Logger, met *telemetry.Metri
 	// loop that is merely idle or waiting on storage.
 	srv.AliveWindow = 2*cmp.Or(m.Runner.IdleMax, runner.DefaultIdleMax) + 40*time.Second
 	srv.Ready = telemetry.QueueReady(work)
+	// What the server writes on its own goes through the redactor too:
+	// /readyz quotes a storage error, and net/http logs a handler's panic
+	// (its value may quote anything) to the log package's default logger,
+	// straight to the process's stderr, unless told otherwise.
+	srv.Redact = m.redactor.String
+	srv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelError)
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
