@@ -380,7 +380,7 @@ func (m *Main) redact() {
 func (m *Main) serve(ctx context.Context, log *slog.Logger, met *telemetry.Metrics, r *runner.Runner, store storeadapter.Store, created <-chan struct{}) (func(), error) {
 	srv, err := telemetry.Listen(m.HTTP, met)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", m.setting("http"), err)
 	}
 	work := store.Queue(m.Queue)
 	srv.Alive = r.LastLoop

@@ -58,11 +58,11 @@ type Server struct {
 }
 
 // Listen binds addr (":8080", "127.0.0.1:0", …) for m's endpoints. Set
-// Alive, AliveWindow and Ready, then call Serve.
+// Alive, AliveWindow and Ready, then call Serve. Its error is net.Listen's.
 func Listen(addr string, m *Metrics) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("-http: %w", err)
+		return nil, err // the caller names the setting
 	}
 	s := &Server{metrics: m, ln: ln}
 	mux := http.NewServeMux()
