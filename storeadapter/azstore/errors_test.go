@@ -46,8 +46,14 @@ func TestInterpretError(t *testing.T) {
 		{"too large", responseError(400, "EntityTooLarge", ""), storeadapter.ErrTooLarge},
 		{"busy", responseError(503, "ServerBusy", ""), storeadapter.ErrUnavailable},
 		{"role missing", responseError(403, "AuthorizationPermissionMismatch", ""), storeadapter.ErrForbidden},
-		{"expired SAS, no code", responseError(403, "", ""), storeadapter.ErrForbidden},
-		{"bad key", responseError(401, "", ""), storeadapter.ErrForbidden},
+		{"forbidden, no code (HEAD)", responseError(403, "", ""), storeadapter.ErrForbidden},
+		{"wrong key or expired SAS", responseError(403, "AuthenticationFailed", ""), storeadapter.ErrAuthentication},
+		{"network rules", responseError(403, "AuthorizationFailure", ""), storeadapter.ErrAuthentication},
+		{"SAS for other services", responseError(403, "AuthorizationServiceMismatch", ""), storeadapter.ErrAuthentication},
+		{"SAS for https over http", responseError(403, "AuthorizationProtocolMismatch", ""), storeadapter.ErrAuthentication},
+		{"token of another tenant", responseError(401, "InvalidAuthenticationInfo", ""), storeadapter.ErrAuthentication},
+		{"unauthorized, no code", responseError(401, "", ""), storeadapter.ErrAuthentication},
+		{"sign-in failed", &credentialError{errors.New("ClientSecretCredential: AADSTS7000215: invalid client secret")}, storeadapter.ErrAuthentication},
 		{"gateway timeout, no code", responseError(504, "", ""), storeadapter.ErrUnavailable},
 		{"bad request, no code", responseError(400, "", ""), storeadapter.ErrInvalidInput},
 		{"code only in body", responseError(400, "", `{"odata.error":{"code":"InvalidResourceName","message":{"value":"bad"}}}`), storeadapter.ErrInvalidInput},
@@ -66,6 +72,12 @@ func TestInterpretError(t *testing.T) {
 			if c.want == storeadapter.ErrNotFound && (errors.Is(got, storeadapter.ErrTableNotFound) ||
 				errors.Is(got, storeadapter.ErrQueueNotFound) || errors.Is(got, storeadapter.ErrContainerNotFound)) {
 				t.Fatalf("interpretError = %v: a missing item, not a missing table, queue or container", got)
+			}
+			if c.want == storeadapter.ErrForbidden && errors.Is(got, storeadapter.ErrAuthentication) {
+				t.Fatalf("interpretError = %v: a permission missing, not the credential refused", got)
+			}
+			if c.want == storeadapter.ErrAuthentication && !errors.Is(got, storeadapter.ErrForbidden) {
+				t.Fatalf("interpretError = %v: ErrAuthentication must still match ErrForbidden", got)
 			}
 			transient := c.want == storeadapter.ErrUnavailable || c.want == storeadapter.ErrTableBeingDeleted
 			if transient != storeadapter.IsTransient(got) {

@@ -186,7 +186,12 @@ func NewWithSharedKey(ep Endpoints, account, key string, o *Options) (*Store, er
 // such as azidentity.NewDefaultAzureCredential (managed identity in
 // production). The identity needs the Storage Table Data Contributor, Queue
 // Data Message Processor (or Contributor) and Blob Data Contributor roles.
+//
+// A failure to get a token that waiting will not cure (no identity found,
+// the authority refusing it) is an error wrapping
+// storeadapter.ErrAuthentication, not a transient one.
 func NewWithCredential(ep Endpoints, cred azcore.TokenCredential, o *Options) (*Store, error) {
+	cred = signIn{cred}
 	o = o.copy()
 	t, err1 := aztables.NewServiceClient(ep.Table, cred, o.Tables)
 	q, err2 := azqueue.NewServiceClient(ep.Queue, cred, o.Queues)
@@ -308,7 +313,11 @@ func (f tryObserver) Do(req *policy.Request) (*http.Response, error) {
 	switch {
 	case errors.Is(err, context.Canceled): // the caller gave up: no news about storage
 	case err != nil:
-		f(interpretError("try", err))
+		// A try that failed before storage was asked (the credential
+		// could not get a token) says nothing about storage either.
+		if err := interpretError("try", err); storeadapter.IsTransient(err) {
+			f(err)
+		}
 	case resp.StatusCode == http.StatusRequestTimeout || resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
 		f(fmt.Errorf("azstore: try: %w (HTTP %d)", storeadapter.ErrUnavailable, resp.StatusCode))
 	default:
