@@ -202,7 +202,9 @@ type Stats struct {
 	// ReceiveFailures counts failed receive calls (not messages).
 	ReceiveFailures int64
 	// StopReason says why Run returned: "drained", "max messages", "max
-	// duration", "shutdown" or "receive failing"; "" while it runs.
+	// duration", "shutdown", "receive failing" or "credential refused"
+	// (storage refused the credential, on a receive or in a job: see
+	// classify); "" while it runs.
 	StopReason string
 	// Left is, when a drain ended, the queue's approximate count at that
 	// moment (none of them visible: held elsewhere, delayed, or expired and
@@ -231,6 +233,10 @@ type Runner struct {
 	// for a running job to free a slot; see LastLoop.
 	loop     atomic.Int64
 	slotWait atomic.Bool
+	// stopLoop ends Run's receive loop with the error Run is to return
+	// (see fail); set by Run.
+	stopLoop context.CancelCauseFunc
+	failOnce sync.Once
 }
 
 // New validates cfg and returns a runner.
@@ -362,6 +368,20 @@ func (r *Runner) touch() {
 	}
 }
 
+// fail stops Run's receive loop for err, which Run returns once the
+// running jobs have had their shutdown grace: a condition no message can
+// get past (see ClassCredential). The first call wins.
+func (r *Runner) fail(err error) {
+	r.failOnce.Do(func() {
+		r.mu.Lock()
+		stop := r.stopLoop
+		r.mu.Unlock()
+		if stop != nil {
+			stop(err)
+		}
+	})
+}
+
 // stop records why Run returns.
 func (r *Runner) stop(reason string, left int) {
 	r.mu.Lock()
@@ -444,6 +464,12 @@ func (r *Runner) Run(ctx context.Context) error {
 		stopCtx, cancel = context.WithTimeout(ctx, c.MaxDuration)
 		defer cancel()
 	}
+	// loopCtx ends the receive loop: shutdown, MaxDuration, or fail.
+	loopCtx, stopLoop := context.WithCancelCause(stopCtx)
+	defer stopLoop(nil)
+	r.mu.Lock()
+	r.stopLoop = stopLoop
+	r.mu.Unlock()
 
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, c.Concurrency)
@@ -464,7 +490,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	r.touch()
 	r.alive()
 	err := func() error {
-		for stopCtx.Err() == nil {
+		for loopCtx.Err() == nil {
 			wake := func() {
 				select { // wake the loop if it waits; never block
 				case done <- struct{}{}:
@@ -506,7 +532,7 @@ func (r *Runner) Run(ctx context.Context) error {
 				}
 			}
 			if n <= 0 || held > 0 && n < min(batch, capacity)/2 {
-				r.waitOne(stopCtx, done) // receive once half a batch fits
+				r.waitOne(loopCtx, done) // receive once half a batch fits
 				continue
 			}
 			// A receive is not cancelled by shutdown: once sent, the service
@@ -519,7 +545,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			cancel()
 			r.alive()
 			if err != nil {
-				if stopCtx.Err() != nil {
+				if loopCtx.Err() != nil {
 					return nil
 				}
 				r.count.receiveFailures.Add(1)
@@ -544,7 +570,7 @@ func (r *Runner) Run(ctx context.Context) error {
 				wait := min(idle.NextBackOff(), failingSince.Add(c.ReceiveOutage).Sub(c.Clock.Now()))
 				c.Logger.WarnContext(ctx, "receive failed; backing off", "queue", c.Queue.Name(), "err", err,
 					"failures_in_a_row", failures, "retry_in", wait, "next_batch", batch)
-				r.sleep(stopCtx, wait, done)
+				r.sleep(loopCtx, wait, done)
 				continue
 			}
 			failures = 0
@@ -555,7 +581,7 @@ func (r *Runner) Run(ctx context.Context) error {
 						return nil
 					}
 				}
-				r.sleep(stopCtx, idle.NextBackOff(), done)
+				r.sleep(loopCtx, idle.NextBackOff(), done)
 				continue
 			}
 			idle.Reset()
@@ -565,7 +591,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			r.touch()
 			for _, m := range msgs {
 				h := r.receive(ctx, m)
-				if stopCtx.Err() != nil {
+				if loopCtx.Err() != nil {
 					r.end(ctx, h, r.release(h, h.event(Released), m.PopReceipt, leaseEnd(began, c.Visibility, m.NextVisible)))
 					continue
 				}
@@ -576,12 +602,17 @@ func (r *Runner) Run(ctx context.Context) error {
 		return nil
 	}()
 	switch {
+	case errors.Is(err, storeadapter.ErrAuthentication):
+		r.stop("credential refused", 0)
 	case err != nil:
 		r.stop("receive failing", 0)
 	case ctx.Err() != nil:
 		r.stop("shutdown", 0)
 	case stopCtx.Err() != nil:
 		r.stop("max duration", 0)
+	case loopCtx.Err() != nil: // fail stopped it
+		err = fmt.Errorf("runner: a job on %s: %w", c.Queue.Name(), context.Cause(loopCtx))
+		r.stop("credential refused", 0)
 	}
 	// Messages received but never started go back to the queue at once.
 	for _, h := range pending {

@@ -524,6 +524,44 @@ func TestPoisonOnFirstDelivery(t *testing.T) {
 	}
 }
 
+// TestCredentialRefusedStopsTheRunner: a job whose storage call fails
+// because the credential was refused (an expired SAS, a token that cannot
+// be had) is not the message's fault and will not get better by retrying:
+// the message is handed back at once with no attempt recorded, nothing is
+// retried or poisoned, the runner stops receiving, and Run returns the
+// error (the worker exits 1) instead of running the queue message by
+// message into the poison queue.
+func TestCredentialRefusedStopsTheRunner(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var ran atomic.Int32
+		b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
+			ran.Add(1)
+			return fmt.Errorf("archive: read source: %w", storeadapter.ErrAuthentication)
+		})
+		b.cfg.Concurrency, b.cfg.BatchSize = 1, 1
+		for _, id := range []string{"op-a", "op-b", "op-c"} {
+			b.send(t, id)
+		}
+		r, errc := b.run(t)
+		err := b.drive(t, errc, time.Second)
+		if !errors.Is(err, storeadapter.ErrAuthentication) {
+			t.Fatalf("Run = %v; want the credential's error", err)
+		}
+		s := r.Stats()
+		checkAddsUp(t, s)
+		if s.StopReason != "credential refused" || s.Released != 1 || s.Retried != 0 || s.Poisoned != 0 || ran.Load() != 1 {
+			t.Errorf("stats %+v, %d jobs ran; want one job run and released, nothing retried or poisoned, stop reason \"credential refused\"", s, ran.Load())
+		}
+		if len(b.poison.attempts) != 0 {
+			t.Errorf("%d attempts recorded; a refused credential is not the message's failure", len(b.poison.attempts))
+		}
+		msgs, err := b.queue.Receive(context.Background(), 32, time.Second)
+		if err != nil || len(msgs) != 3 {
+			t.Fatalf("after the stop, a receive got %d messages (err %v); want all 3 visible", len(msgs), err)
+		}
+	})
+}
+
 // TestDrain returns once the queue is empty and every message handled.
 func TestDrain(t *testing.T) {
 	b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error { return nil })
