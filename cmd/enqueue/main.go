@@ -125,6 +125,10 @@ type Main struct {
 	// anything that looks like one) from everything Run writes to Stdout
 	// and Stderr.
 	redactor *cli.Redactor
+	// account is the account the current command connected to, nil
+	// before it did (or when Connect stands in): a refused credential's
+	// error names its form (see exit).
+	account *cli.Account
 }
 
 // NewMain returns a Main on the process's standard streams.
@@ -198,7 +202,7 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 	}
 	stdout, stderr := m.Stdout, m.Stderr
 	defer func() { m.Stdout, m.Stderr = stdout, stderr }()
-	m.redactor = &cli.Redactor{}
+	m.redactor, m.account = &cli.Redactor{}, nil
 	m.redactor.Add((&cli.Account{}).Secrets()...) // the environment's
 	m.Stdout, m.Stderr = m.redactor.Writer(stdout), m.redactor.Writer(stderr)
 	name, rest := args[0], args[1:]
@@ -252,6 +256,9 @@ func (m *Main) exit(cmd string, err error) int {
 		return exitUsage
 	case errors.Is(err, errReported):
 		return exitFailed
+	}
+	if m.account != nil {
+		err = m.account.Explain(err) // a refused credential: its form and what to check
 	}
 	fmt.Fprintf(m.Stderr, "enqueue %s: %s\n", cmd, m.redact(err.Error()))
 	return exitFailed
@@ -362,6 +369,7 @@ func (m *Main) connect(c *common) (storeadapter.Store, error) {
 	if m.ConfigureAccount != nil {
 		m.ConfigureAccount(&c.account)
 	}
+	m.account = &c.account
 	s, err := c.account.Connect()
 	if err != nil {
 		return nil, err // not a typed nil inside the interface

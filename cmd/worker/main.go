@@ -268,6 +268,11 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	if err := m.run(ctx, log); err != nil {
+		if m.Connect == nil {
+			// A refused credential: say which form was in force and
+			// what to check for it.
+			err = m.Account.Explain(err)
+		}
 		log.ErrorContext(context.WithoutCancel(ctx), "worker failed", "err", err)
 		return err
 	}
