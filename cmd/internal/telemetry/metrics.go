@@ -106,7 +106,7 @@ func New(kinds []string, maxDequeueCount int64) *Metrics {
 	m.storage = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tablekeeper_storage_calls_total",
 		Help: "Storage calls (the bill) by service (table, queue, blob), operation and status (ok or the error class)."}, []string{"service", "operation", "status"})
 	m.storageTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "tablekeeper_storage_call_duration_seconds",
-		Help: "How long each storage call took as the worker saw it (the SDK's retries included), by service (table, queue, blob) and operation, whatever its status.",
+		Help:    "How long each storage call took as the worker saw it (the SDK's retries included), by service (table, queue, blob) and operation, whatever its status.",
 		Buckets: StorageBuckets}, []string{"service", "operation"})
 	m.depth = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tablekeeper_queue_depth",
 		Help: "Approximate message count of the work queue (visible or not), sampled."}, []string{"queue"})

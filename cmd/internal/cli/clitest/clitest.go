@@ -251,7 +251,9 @@ func RefusingForms(t *testing.T) []Form {
 			f.Secrets, f.Hint = []string{sas, fakeSig}, "a connection string with a SAS"
 		case "account name + SAS token":
 			f.Env[cli.EnvSASToken], f.Secrets = sas, []string{sas, fakeSig}
-			f.Endpoints = func(string) azstore.Endpoints { return azstore.Endpoints{Table: refusing, Queue: refusing, Blob: refusing} }
+			f.Endpoints = func(string) azstore.Endpoints {
+				return azstore.Endpoints{Table: refusing, Queue: refusing, Blob: refusing}
+			}
 			f.Hint = "an account name with a SAS token"
 		case "account name + DefaultAzureCredential (client secret)", "account name + DefaultAzureCredential (workload identity)":
 			f.Hint = "an account name with DefaultAzureCredential"
