@@ -49,7 +49,8 @@
 // $AZURE_STORAGE_CONNECTION_STRING, which is preferable: a flag shows in
 // ps; never printed), -account (default $AZURE_STORAGE_ACCOUNT, used with
 // DefaultAzureCredential, or with -sas-token, default
-// $AZURE_STORAGE_SAS_TOKEN), -storage-retries N and -o table|json
+// $AZURE_STORAGE_SAS_TOKEN), -storage-retries N, -storage-timeout D and
+// -o table|json
 // (aligned tables for people, JSON for scripts). The index commands also
 // accept -config FILE (default $TABLEKEEPER_CONFIG), the worker's config
 // file, whose "index" section declares the indexes: lookup and check need
@@ -185,6 +186,8 @@ common flags:
   -sas-token T              account SAS (sv=…&sig=…) for -account (default $AZURE_STORAGE_SAS_TOKEN,
                             which is preferable; never printed)
   -storage-retries N        SDK retries of a failed storage call, 0-10 (default 3)
+  -storage-timeout D        longest one storage call may take, retries included, 1s-1h (default 2m);
+                            a silent endpoint is reported on stderr after 5s (or a quarter of D)
   -o table|json             output format (default table)
   -config FILE              index commands: the worker's config file, whose "index" section declares
                             the indexes (default $TABLEKEEPER_CONFIG)
@@ -349,6 +352,9 @@ func (m *Main) parse(fs *flag.FlagSet, c *common, args []string) ([]string, erro
 	}
 	if c.output != "table" && c.output != "json" {
 		return nil, usagef("-o: must be table or json, got %q", c.output)
+	}
+	if err := c.account.CheckFlags(); err != nil {
+		return nil, &usageError{err: err}
 	}
 	if err := storeadapter.ValidateQueueName(c.queue); err != nil {
 		return nil, usagef("-queue: %v", err)

@@ -219,6 +219,9 @@ func (m *Main) checkFlags() error {
 	case m.MetricsSample < time.Second:
 		return fmt.Errorf("%s: must be at least 1s, got %v", m.setting("metrics-sample"), m.MetricsSample)
 	}
+	if err := m.Account.CheckFlags(); err != nil {
+		return err
+	}
 	var err error
 	m.fs.VisitAll(func(f *flag.Flag) {
 		if d, ok := f.Value.(*durationValue); ok && err == nil && *d.d < 0 {

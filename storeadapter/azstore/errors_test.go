@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 
@@ -105,5 +106,21 @@ func TestInterpretTransactionError(t *testing.T) {
 	err = interpretTransactionError("transact t", responseError(400, "InvalidInput", `{"odata.error":{"code":"InvalidInput","message":{"value":"no index"}}}`))
 	if !errors.As(err, &txErr) || txErr.Index != -1 || !errors.Is(err, storeadapter.ErrInvalidInput) {
 		t.Fatalf("got %v (index %d), want index -1 wrapping ErrInvalidInput", err, txErr.Index)
+	}
+}
+
+// TestWaitNoticeDefault: OnWait first hears of a try after 5 s, or a
+// quarter of the call timeout when that is shorter, unless told.
+func TestWaitNoticeDefault(t *testing.T) {
+	for _, c := range []struct {
+		o    *Options
+		want time.Duration
+	}{
+		{nil, 5 * time.Second}, {&Options{}, 5 * time.Second}, {&Options{CallTimeout: 8 * time.Second}, 2 * time.Second},
+		{&Options{CallTimeout: -1}, 5 * time.Second}, {&Options{CallTimeout: 8 * time.Second, WaitNotice: time.Second}, time.Second},
+	} {
+		if got := c.o.copy().WaitNotice; got != c.want {
+			t.Errorf("%+v: WaitNotice %v, want %v", c.o, got, c.want)
+		}
 	}
 }

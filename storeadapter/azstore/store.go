@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -45,6 +46,10 @@ const (
 	// DefaultCallTimeout bounds one method call, retries and their delays
 	// included.
 	DefaultCallTimeout = 2 * time.Minute
+	// DefaultWaitNotice is how long a try waits for its answer before
+	// Options.OnWait hears of it (or a quarter of the call timeout, when
+	// that is shorter).
+	DefaultWaitNotice = 5 * time.Second
 )
 
 // Options pass SDK client options through to the three clients (retry
@@ -79,6 +84,29 @@ type Options struct {
 	// spent (8–10 s by default). The error holds no URL. It must be quick
 	// and safe for concurrent use.
 	OnTry func(err error)
+	// OnWait, if set, is called while an HTTP try of any client waits for
+	// its answer: once it has waited WaitNotice, then each time its wait
+	// has doubled (5 s, 10 s, 20 s by default), until it is answered or
+	// abandoned. It lets a command say what it is waiting for when an
+	// endpoint accepts connections and does not answer, long before the
+	// try's timeout. It must be quick and safe for concurrent use.
+	OnWait func(Wait)
+	// WaitNotice is the first wait OnWait hears of: 0 means
+	// DefaultWaitNotice or a quarter of CallTimeout, whichever is shorter.
+	WaitNotice time.Duration
+}
+
+// Wait describes an HTTP try that has not been answered yet (see
+// Options.OnWait).
+type Wait struct {
+	// Service is "table", "queue" or "blob".
+	Service string
+	// Host is the endpoint's host and port; never a path or query, which
+	// may hold a SAS.
+	Host string
+	// Waited is how long the try has waited: WaitNotice, then twice that,
+	// four times that, ….
+	Waited time.Duration
 }
 
 // Endpoints are the service URLs of one account, such as
@@ -243,7 +271,8 @@ func newStore(t *aztables.ServiceClient, q *azqueue.ServiceClient, b *service.Cl
 func (o *Options) copy() *Options {
 	c := &Options{Tables: &aztables.ClientOptions{}, Queues: &azqueue.ClientOptions{}, Blobs: &azblob.ClientOptions{}}
 	if o != nil {
-		*c = Options{Tables: c.Tables, Queues: c.Queues, Blobs: c.Blobs, TryTimeout: o.TryTimeout, CallTimeout: o.CallTimeout, OnTry: o.OnTry}
+		*c = Options{Tables: c.Tables, Queues: c.Queues, Blobs: c.Blobs, TryTimeout: o.TryTimeout, CallTimeout: o.CallTimeout, OnTry: o.OnTry,
+			OnWait: o.OnWait, WaitNotice: o.WaitNotice}
 		if o.Tables != nil {
 			*c.Tables = *o.Tables
 		}
@@ -262,9 +291,25 @@ func (o *Options) copy() *Options {
 	}
 	// New slices: appending to the caller's could write into its arrays.
 	c.Tables.PerCallPolicies = append(slices.Clone(c.Tables.PerCallPolicies), batchKeyQuotes{})
-	if c.OnTry != nil {
-		for _, co := range []*policy.ClientOptions{&c.Tables.ClientOptions, &c.Queues.ClientOptions, &c.Blobs.ClientOptions} {
-			co.PerRetryPolicies = append(slices.Clone(co.PerRetryPolicies), tryObserver(c.OnTry))
+	if c.WaitNotice == 0 {
+		c.WaitNotice = DefaultWaitNotice
+		if c.CallTimeout > 0 {
+			c.WaitNotice = min(c.WaitNotice, c.CallTimeout/4)
+		}
+	}
+	clients := []struct {
+		service string
+		co      *policy.ClientOptions
+	}{{"table", &c.Tables.ClientOptions}, {"queue", &c.Queues.ClientOptions}, {"blob", &c.Blobs.ClientOptions}}
+	for _, cl := range clients {
+		if c.OnTry != nil || c.OnWait != nil {
+			cl.co.PerRetryPolicies = slices.Clone(cl.co.PerRetryPolicies)
+		}
+		if c.OnTry != nil {
+			cl.co.PerRetryPolicies = append(cl.co.PerRetryPolicies, tryObserver(c.OnTry))
+		}
+		if c.OnWait != nil {
+			cl.co.PerRetryPolicies = append(cl.co.PerRetryPolicies, waitWatch{service: cl.service, notice: c.WaitNotice, f: c.OnWait})
 		}
 	}
 	for _, r := range []*policy.RetryOptions{&c.Tables.Retry, &c.Queues.Retry, &c.Blobs.Retry} {
@@ -323,5 +368,39 @@ func (f tryObserver) Do(req *policy.Request) (*http.Response, error) {
 	default:
 		f(nil)
 	}
+	return resp, err
+}
+
+// waitWatch tells Options.OnWait about a try still waiting for its answer
+// (see Options.OnWait).
+type waitWatch struct {
+	service string
+	notice  time.Duration
+	f       func(Wait)
+}
+
+func (w waitWatch) Do(req *policy.Request) (*http.Response, error) {
+	host := req.Raw().URL.Host
+	var mu sync.Mutex
+	answered := false
+	next := w.notice
+	mu.Lock()
+	var timer *time.Timer
+	timer = time.AfterFunc(next, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if answered {
+			return
+		}
+		w.f(Wait{Service: w.service, Host: host, Waited: next})
+		timer.Reset(next) // fires once the wait is twice as long
+		next *= 2
+	})
+	mu.Unlock()
+	resp, err := req.Next()
+	mu.Lock()
+	answered = true
+	timer.Stop()
+	mu.Unlock()
 	return resp, err
 }

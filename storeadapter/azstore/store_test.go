@@ -319,3 +319,67 @@ func TestOnTryHearsEachTry(t *testing.T) {
 		t.Errorf("OnTry heard %v for a 404, want one nil", heard)
 	}
 }
+
+// TestOnWaitHearsSilentTries: on an endpoint that accepts connections and
+// never answers, OnWait hears each try of every client once it has waited
+// WaitNotice and each time its wait doubles, with the service and the host
+// (no path or query), until the try times out; on an endpoint that answers
+// it hears nothing.
+func TestOnWaitHearsSilentTries(t *testing.T) {
+	conn := hangingEndpoints(t)
+	host := strings.Split(strings.Split(conn, "QueueEndpoint=")[1], "/")[2] // http://HOST/account
+	var mu sync.Mutex
+	var heard []azstore.Wait
+	noRetries := policy.ClientOptions{Retry: policy.RetryOptions{MaxRetries: -1}}
+	o := &azstore.Options{Tables: &aztables.ClientOptions{ClientOptions: noRetries}, Queues: &azqueue.ClientOptions{ClientOptions: noRetries},
+		Blobs: &azblob.ClientOptions{ClientOptions: noRetries}, TryTimeout: 450 * time.Millisecond, WaitNotice: 100 * time.Millisecond,
+		OnWait: func(w azstore.Wait) {
+			mu.Lock()
+			heard = append(heard, w)
+			mu.Unlock()
+		}}
+	s, err := azstore.NewFromConnectionString(conn, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	for _, c := range storeCalls {
+		mu.Lock()
+		heard = nil
+		mu.Unlock()
+		if err := c.call(ctx, s); !storeadapter.IsTransient(err) {
+			t.Fatalf("%s on a silent endpoint: %v, want a transient error", c.name, err)
+		}
+		time.Sleep(150 * time.Millisecond) // a notice after the try ended would show now
+		mu.Lock()
+		got := slices.Clone(heard)
+		mu.Unlock()
+		service := strings.Fields(c.name)[0]
+		want := []azstore.Wait{{service, host, 100 * time.Millisecond}, {service, host, 200 * time.Millisecond}, {service, host, 400 * time.Millisecond}}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: OnWait heard %v, want %v", c.name, got, want)
+		}
+	}
+
+	if emulator == nil {
+		t.Skip(azurite.EnvSkip + "=1: the Azurite half of this test skipped on request")
+	}
+	heard = nil
+	up, err := azstore.NewFromConnectionString(emulator.ConnectionString, &azstore.Options{WaitNotice: 2 * time.Second, OnWait: func(w azstore.Wait) {
+		mu.Lock()
+		heard = append(heard, w)
+		mu.Unlock()
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := up.Tables().GetEntity(ctx, "NoSuchTable", "p", "r"); !errors.Is(err, storeadapter.ErrTableNotFound) {
+		t.Fatalf("GetEntity on a missing table: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(heard) != 0 {
+		t.Errorf("OnWait heard %v for a call answered at once, want nothing", heard)
+	}
+}
