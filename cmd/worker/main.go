@@ -163,7 +163,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.IntVar(&r.MaxMessages, "max-messages", 0, "exit after this many messages (0: no limit)")
 	durationVar(fs, &r.MaxDuration, "max-duration", 0, "exit after this long (0: no limit)")
 	durationVar(fs, &r.ShutdownGrace, "shutdown-grace", runner.DefaultShutdownGrace, "time running jobs get to finish after SIGTERM")
-	durationVar(fs, &r.ReceiveOutage, "receive-outage", runner.DefaultReceiveOutage, "exit 1 once every receive has failed for this long")
+	durationVar(fs, &r.ReceiveOutage, "receive-outage", runner.DefaultReceiveOutage, "exit 1 once storage has failed every receive for this long (counted from the start when the work queue could not be created either)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(m.Stdout, usageHead)
@@ -328,7 +328,9 @@ func (m *Main) run(ctx context.Context, log *slog.Logger) (err error) {
 	defer close(stopped)
 	go m.watchSignals(log, r, cancel, stopped)
 
-	cctx, cancelCreate := context.WithTimeout(ctx, createTimeout)
+	// The creation gets at most half of -receive-outage, so that receives
+	// get the rest: the outage is counted from here (see below).
+	cctx, cancelCreate := context.WithTimeout(ctx, min(createTimeout, cmp.Or(m.Runner.ReceiveOutage, runner.DefaultReceiveOutage)/2))
 	err = store.Queue(m.Queue).Create(cctx)
 	cancelCreate()
 	close(created)
@@ -338,9 +340,11 @@ func (m *Main) run(ctx context.Context, log *slog.Logger) (err error) {
 		// A signal during start-up: Run sees the cancelled context and
 		// returns at once, so the summary says "shutdown" and the exit is 0.
 	case storeadapter.IsTransient(err):
-		// An outage: the receive loop logs it, retries, and gives up
-		// after -receive-outage.
+		// An outage from the start: the receive loop logs it, retries, and
+		// gives up once -receive-outage has passed since start, not since
+		// its own first failure.
 		log.WarnContext(ctx, "could not create the work queue; receiving anyway", "queue", m.Queue, "err", err)
+		r.StorageFailingSince(start)
 	default:
 		return fmt.Errorf("queue %s: %w", m.Queue, err)
 	}

@@ -113,7 +113,13 @@ type Config struct {
 	DrainQuiet time.Duration
 	// ReceiveOutage is how long receives may fail without one success
 	// before Run gives up and returns an error (a storage outage or a
-	// broken endpoint: the container should exit 1). Default 2 min.
+	// broken endpoint: the container should exit 1), counted from the
+	// first failure, or from when the caller says storage began failing
+	// (see Runner.StorageFailingSince). Run returns within it: each
+	// receive during an outage is bounded by what is left of it, and
+	// when too little is left for another (a quarter of ReceiveOutage, at
+	// most 10 s, after the shortest idle wait), Run waits out the rest and
+	// gives up. Default 2 min.
 	ReceiveOutage time.Duration
 	// MaxMessages stops Run after this many messages were handled
 	// (finished, continued, retried or poisoned; each continuation is a
@@ -237,7 +243,17 @@ type Runner struct {
 	// (see fail); set by Run.
 	stopLoop context.CancelCauseFunc
 	failOnce sync.Once
+	// failingSince is when storage began failing the caller's own calls
+	// before Run; see StorageFailingSince.
+	failingSince time.Time
 }
+
+// StorageFailingSince tells the runner, before Run, that storage has
+// failed the caller's own calls since t (the worker's creation of the work
+// queue at start): Run counts ReceiveOutage from t, not from its own first
+// failed receive, so a process that never reached storage exits within
+// ReceiveOutage of t. Run still tries at least one receive.
+func (r *Runner) StorageFailingSince(t time.Time) { r.failingSince = t }
 
 // New validates cfg and returns a runner.
 func New(cfg Config) (*Runner, error) {
@@ -483,10 +499,14 @@ func (r *Runner) Run(ctx context.Context) error {
 	// messages, so the next ones start at once and a receive fetches
 	// many messages, not the few slots just freed.
 	capacity := c.Concurrency + min(c.BatchSize/2, c.Concurrency)
-	batch := c.BatchSize       // 1 after a failed receive; see above
-	var lastFailure time.Time  // when a receive last failed
-	failures := 0              // receives failed in a row
-	var failingSince time.Time // when the first of them started
+	batch := c.BatchSize           // 1 after a failed receive; see above
+	var lastFailure time.Time      // when a receive last failed
+	failures := 0                  // receives failed in a row
+	failingSince := r.failingSince // when the outage started; zero when none
+	// lastTry is the least time a receive gets during an outage: with
+	// less of the outage left (after a wait of at least IdleMin), none is
+	// tried (see ReceiveOutage).
+	lastTry := min(receiveTimeout, c.ReceiveOutage/4)
 	r.touch()
 	r.alive()
 	err := func() error {
@@ -540,7 +560,15 @@ func (r *Runner) Run(ctx context.Context) error {
 			// would leave them hidden for a whole visibility timeout. What
 			// it returns after a shutdown signal is released below.
 			began := c.Clock.Now()
-			rctx, cancel := boundedCtx(receiveTimeout)
+			// A receive that fails is the start of an outage, so it is
+			// bounded by ReceiveOutage as well.
+			timeout := min(receiveTimeout, c.ReceiveOutage)
+			if !failingSince.IsZero() {
+				// During an outage a receive ends within it (the wait
+				// below leaves it at least lastTry).
+				timeout = min(timeout, max(failingSince.Add(c.ReceiveOutage).Sub(began), lastTry))
+			}
+			rctx, cancel := boundedCtx(timeout)
 			msgs, err := c.Queue.Receive(rctx, n, c.Visibility)
 			cancel()
 			r.alive()
@@ -552,11 +580,19 @@ func (r *Runner) Run(ctx context.Context) error {
 				if !storeadapter.IsTransient(err) {
 					return fmt.Errorf("runner: receive from %s: %w", c.Queue.Name(), err)
 				}
-				if failures++; failures == 1 {
+				if failures++; failingSince.IsZero() {
 					failingSince = began
 				}
-				if failing := c.Clock.Now().Sub(failingSince); failing >= c.ReceiveOutage {
-					return fmt.Errorf("runner: receive from %s failed %d times in a row for %v: %w", c.Queue.Name(), failures, failing.Round(time.Second), err)
+				if left := failingSince.Add(c.ReceiveOutage).Sub(c.Clock.Now()); left < lastTry+c.IdleMin {
+					// No other receive, after the shortest wait, would end
+					// within the outage: wait out its rest (a shutdown cuts
+					// it short), then give up.
+					r.sleep(loopCtx, left, nil)
+					if loopCtx.Err() != nil {
+						return nil
+					}
+					return fmt.Errorf("runner: receive from %s failed %d times in a row for %v: %w", c.Queue.Name(), failures,
+						c.Clock.Now().Sub(failingSince).Round(time.Second), err)
 				}
 				if n > 1 {
 					// It may have hidden good messages with a bad one: they
@@ -566,14 +602,14 @@ func (r *Runner) Run(ctx context.Context) error {
 					r.touch()
 				}
 				batch, lastFailure = 1, c.Clock.Now()
-				// The last try comes when the outage limit is reached.
-				wait := min(idle.NextBackOff(), failingSince.Add(c.ReceiveOutage).Sub(c.Clock.Now()))
+				// The last try starts early enough to end within the outage.
+				wait := min(idle.NextBackOff(), failingSince.Add(c.ReceiveOutage).Sub(c.Clock.Now())-lastTry)
 				c.Logger.WarnContext(ctx, "receive failed; backing off", "queue", c.Queue.Name(), "err", err,
 					"failures_in_a_row", failures, "retry_in", wait, "next_batch", batch)
 				r.sleep(loopCtx, wait, done)
 				continue
 			}
-			failures = 0
+			failures, failingSince = 0, time.Time{}
 			if len(msgs) == 0 {
 				if c.Drain && held == 0 {
 					if left, ok := r.drained(ctx); ok {

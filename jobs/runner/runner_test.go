@@ -1387,6 +1387,50 @@ func TestReceiveOutageEndsRun(t *testing.T) {
 	})
 }
 
+// TestHungReceivesEndWithinOutage: receives that never answer (an endpoint
+// that accepts connections and stays silent) are each bounded by what is
+// left of the outage, so Run returns within ReceiveOutage, counted from the
+// first failure or, when the caller says storage failed before Run (the
+// worker's queue creation at start), from then. On the wall clock: the
+// bound of a receive is real time.
+func TestHungReceivesEndWithinOutage(t *testing.T) {
+	for _, before := range []time.Duration{0, 700 * time.Millisecond} {
+		t.Run(fmt.Sprintf("failing %v before Run", before), func(t *testing.T) {
+			hung := instrument.Wrap(localstore.New(localstore.Options{}), instrument.Options{Fault: func(ctx context.Context, c instrument.Call) error {
+				if c.Op == instrument.OpReceive {
+					<-ctx.Done()
+					return fmt.Errorf("no answer: %w: %w", storeadapter.ErrUnavailable, ctx.Err())
+				}
+				return nil
+			}})
+			b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error { return nil })
+			b.cfg.Clock, b.cfg.Queue, b.cfg.Drain, b.cfg.ReceiveOutage = clock.Real{}, hung.Queue("work"), true, 2*time.Second
+			r, err := runner.New(b.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			if before > 0 {
+				r.StorageFailingSince(start.Add(-before))
+			}
+			errc := make(chan error, 1)
+			go func() { errc <- r.Run(context.Background()) }()
+			select {
+			case err := <-errc:
+				took := time.Since(start)
+				if err == nil || !strings.Contains(err.Error(), "failed") {
+					t.Fatalf("Run = %v; want the outage's error", err)
+				}
+				if limit := b.cfg.ReceiveOutage - before + 300*time.Millisecond; took > limit || took < b.cfg.ReceiveOutage-before-300*time.Millisecond {
+					t.Errorf("Run returned after %v; want about %v (the outage, counted from %v before Run)", took.Round(time.Millisecond), b.cfg.ReceiveOutage-before, before)
+				}
+			case <-time.After(8 * time.Second):
+				t.Fatal("Run has not returned 8 s into a 2 s receive outage")
+			}
+		})
+	}
+}
+
 // TestSetResultLogged: what a handler reports with SetResult appears on its
 // "job done" line, with its op id and kind.
 func TestSetResultLogged(t *testing.T) {
