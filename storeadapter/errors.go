@@ -62,6 +62,13 @@ var (
 	// ErrUnavailable: the service timed out, was busy or failed (408, 500,
 	// 503, 504, connection errors). Retry with backoff.
 	ErrUnavailable = errors.New("service unavailable")
+	// ErrServiceFailed: the service answered, with an internal error (HTTP
+	// 500): it is up, but failed this request. It wraps ErrUnavailable, so
+	// it is transient; but a request that fails this way every time does
+	// not get better: Azurite answers 500 to every receive that would
+	// return a message whose text it cannot write (a raw U+0001, which
+	// Azure refuses at send), so such a message can never be received.
+	ErrServiceFailed = fmt.Errorf("service failed the request: %w", ErrUnavailable)
 )
 
 // IsTransient reports whether err is worth retrying later: the service was

@@ -356,7 +356,7 @@ func (m *Main) run(ctx context.Context, log *slog.Logger) (err error) {
 	attrs := []any{"reason", s.StopReason, "elapsed", time.Since(start).Round(time.Millisecond),
 		"received", s.Received, "succeeded", s.Succeeded, "continued", s.Continued, "retried", s.Retried, "poisoned", s.Poisoned,
 		"lease_lost", s.LeaseLost, "released", s.Released, "ack_failed", s.AckFailed, "abandoned", s.Abandoned, "receive_failures", s.ReceiveFailures}
-	if s.StopReason == "drained" {
+	if s.StopReason == "drained" || s.StopReason == "drain incomplete" {
 		attrs = append(attrs, "left_invisible", s.Left)
 	}
 	if t, gerr := met.Totals(); gerr == nil {

@@ -208,12 +208,14 @@ type Stats struct {
 	// ReceiveFailures counts failed receive calls (not messages).
 	ReceiveFailures int64
 	// StopReason says why Run returned: "drained", "max messages", "max
-	// duration", "shutdown", "receive failing" or "credential refused"
+	// duration", "shutdown", "receive failing", "credential refused"
 	// (storage refused the credential, on a receive or in a job: see
-	// classify); "" while it runs.
+	// classify) or "drain incomplete" (a drain would have ended with
+	// messages left that the service failed to return; Run returns an
+	// error); "" while it runs.
 	StopReason string
-	// Left is, when a drain ended, the queue's approximate count at that
-	// moment (none of them visible: held elsewhere, delayed, or expired and
+	// Left is, when a drain ended (or was incomplete), the queue's
+	// approximate count at that moment (none of them visible: held elsewhere, delayed, or expired and
 	// not yet collected); -1 when it could not be read, 0 otherwise.
 	Left int
 }
@@ -457,8 +459,10 @@ func (r *Runner) acknowledge(until time.Time, call func(ctx context.Context, ret
 // until the queue is drained (see Config.Drain), or until MaxMessages or
 // MaxDuration. It returns nil then; Stats says why it stopped. Message-level
 // failures never end it; it returns an error only when the queue cannot be
-// used at all: missing, forbidden, or every receive failing for
-// ReceiveOutage.
+// used at all: missing, forbidden, every receive failing for
+// ReceiveOutage, or storage refusing the credential (see classify); or
+// when a drain would end with messages left that the service failed to
+// return (see drainIncomplete).
 //
 // Every failed receive is logged with its backoff. After one, the runner
 // asks for one message at a time until a visibility timeout has passed
@@ -503,6 +507,13 @@ func (r *Runner) Run(ctx context.Context) error {
 	var lastFailure time.Time      // when a receive last failed
 	failures := 0                  // receives failed in a row
 	failingSince := r.failingSince // when the outage started; zero when none
+	// Receives the service failed with an internal error (HTTP 500; see
+	// storeadapter.ErrServiceFailed): how many, how many of one message,
+	// the last. A message the service cannot return fails every receive
+	// that would return it; a drain must not end as a success while it is
+	// on the queue (see drainIncomplete).
+	var serviceFailures, singleFailures int
+	var lastServiceFailure time.Time
 	// lastTry is the least time a receive gets during an outage: with
 	// less of the outage left (after a wait of at least IdleMin), none is
 	// tried (see ReceiveOutage).
@@ -583,6 +594,18 @@ func (r *Runner) Run(ctx context.Context) error {
 				if failures++; failingSince.IsZero() {
 					failingSince = began
 				}
+				if errors.Is(err, storeadapter.ErrServiceFailed) {
+					serviceFailures, lastServiceFailure = serviceFailures+1, c.Clock.Now()
+					if n == 1 {
+						// One message, and the service answered with an
+						// error: not an outage but that message.
+						singleFailures++
+						c.Logger.ErrorContext(ctx, "the queue service failed to return a message (HTTP 500 on a receive of one): "+
+							"the queue holds a message it cannot return; the failed receive hid it for the visibility timeout, "+
+							"and every receive that would return it fails the same way",
+							"queue", c.Queue.Name(), "err", err, "times", singleFailures)
+					}
+				}
 				if left := failingSince.Add(c.ReceiveOutage).Sub(c.Clock.Now()); left < lastTry+c.IdleMin {
 					// No other receive, after the shortest wait, would end
 					// within the outage: wait out its rest (a shutdown cuts
@@ -613,6 +636,10 @@ func (r *Runner) Run(ctx context.Context) error {
 			if len(msgs) == 0 {
 				if c.Drain && held == 0 {
 					if left, ok := r.drained(ctx); ok {
+						if err := r.drainIncomplete(left, serviceFailures, singleFailures, lastServiceFailure); err != nil {
+							r.stop("drain incomplete", left)
+							return err
+						}
 						r.stop("drained", left)
 						return nil
 					}
@@ -638,6 +665,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		return nil
 	}()
 	switch {
+	case errors.Is(err, errDrainIncomplete): // stop recorded with the count
 	case errors.Is(err, storeadapter.ErrAuthentication):
 		r.stop("credential refused", 0)
 	case err != nil:
@@ -705,6 +733,39 @@ func (r *Runner) drained(ctx context.Context) (int, bool) {
 	c.Logger.InfoContext(ctx, "queue drained: nothing visible for the quiet period; the count still holds messages that are invisible (held elsewhere, delayed, or expired and not yet collected)",
 		"queue", c.Queue.Name(), "invisible", n, "quiet", c.DrainQuiet)
 	return n, true
+}
+
+// errDrainIncomplete is wrapped by the error of a drain that ended with
+// messages left that the service failed to return (see drainIncomplete).
+var errDrainIncomplete = errors.New("drain incomplete")
+
+// drainIncomplete returns the error that ends a drain, which would
+// otherwise end as a success, when the queue still holds messages (left,
+// -1 when the count could not be read) and the service failed receives with
+// an internal error lately (see storeadapter.ErrServiceFailed): a message
+// the service cannot return fails every receive that would return it, is
+// hidden by each for the visibility timeout, and would stay on the queue
+// unseen while the drain reports success. Lately is within a visibility
+// timeout (the message is visible again by then), the idle wait (a poll
+// comes by then) and the quiet period of the drain's end; an older failure
+// was a passing one. It returns nil otherwise.
+func (r *Runner) drainIncomplete(left, failures, single int, last time.Time) error {
+	c := &r.cfg
+	if left == 0 || failures == 0 || c.Clock.Now().Sub(last) > c.Visibility+c.IdleMax+c.DrainQuiet {
+		return nil
+	}
+	count := fmt.Sprintf("%d messages are left", left)
+	if left < 0 {
+		count = "its message count could not be read"
+	}
+	which := "a message the service cannot return may be among them"
+	if single > 0 {
+		which = fmt.Sprintf("%d of them receiving one message: the queue holds a message the service cannot return", single)
+	}
+	return fmt.Errorf("runner: %w: queue %s: %s, and %d receives failed with a service error (HTTP 500), the last %v ago, %s "+
+		"(Azurite answers 500 to every receive that would return text it cannot write, such as a raw U+0001, which Azure refuses at send); "+
+		"such a message stays on the queue, hidden after each failed receive, until it expires or the queue is cleared",
+		errDrainIncomplete, c.Queue.Name(), count, failures, c.Clock.Now().Sub(last).Round(time.Second), which)
 }
 
 // waitOne waits for a running message to finish, or for ctx.

@@ -1350,6 +1350,58 @@ func TestDrainWaitsForOwnRetry(t *testing.T) {
 	})
 }
 
+// unreturnable is a queue whose service fails every receive that would
+// return the message with text "UNRETURNABLE" (HTTP 500), after hiding
+// the messages it took, as Azurite does for text it cannot write.
+type unreturnable struct{ storeadapter.Queue }
+
+func (q unreturnable) Receive(ctx context.Context, n int, visibility time.Duration) ([]storeadapter.Message, error) {
+	msgs, err := q.Queue.Receive(ctx, n, visibility)
+	for _, m := range msgs {
+		if m.Text == "UNRETURNABLE" {
+			return nil, fmt.Errorf("azstore: receive from queue work: %w (HTTP 500 )", storeadapter.ErrServiceFailed)
+		}
+	}
+	return msgs, err
+}
+
+// TestDrainWithUnreturnableMessage: a message the service fails every
+// receive of (Azurite's HTTP 500 for a raw U+0001) does not let a drain
+// report success while it stays on the queue: the runner receives one
+// message at a time after the failure, so the good messages around it
+// run, says that the queue holds a message it cannot return, and Run
+// returns an error saying so (the worker exits 1), with the count left.
+func TestDrainWithUnreturnableMessage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error { return nil })
+		b.send(t, "op-a")
+		if _, err := b.queue.Send(context.Background(), "UNRETURNABLE", storeadapter.SendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		b.send(t, "op-b")
+		b.send(t, "op-c")
+		b.cfg.Queue, b.cfg.Visibility, b.cfg.IdleMax = unreturnable{b.queue}, 2*time.Second, time.Second
+		logs := b.logTo()
+		b.cfg.Drain = true
+		r, errc := b.run(t)
+		err := b.drive(t, errc, 500*time.Millisecond)
+		if err == nil || !strings.Contains(err.Error(), "drain incomplete: queue work: 1 messages are left") ||
+			!strings.Contains(err.Error(), "receiving one message: the queue holds a message the service cannot return") {
+			t.Fatalf("Run = %v; want the drain incomplete, naming the message the service cannot return", err)
+		}
+		s := r.Stats()
+		checkAddsUp(t, s)
+		if s.Succeeded != 3 || s.StopReason != "drain incomplete" || s.Left != 1 {
+			t.Errorf("stats %+v; want the 3 good messages run, stop reason \"drain incomplete\", 1 left", s)
+		}
+		if len(logs.lines("the queue service failed to return a message (HTTP 500 on a receive of one): "+
+			"the queue holds a message it cannot return; the failed receive hid it for the visibility timeout, "+
+			"and every receive that would return it fails the same way")) == 0 {
+			t.Errorf("no line says the queue holds a message the service cannot return")
+		}
+	})
+}
+
 // TestReceiveOutageEndsRun: every receive fails. The first failure is
 // logged at once with its backoff, every later one too, and Run returns an
 // error once receives have failed for ReceiveOutage.

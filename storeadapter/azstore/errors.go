@@ -64,7 +64,7 @@ var codeSentinels = map[string]error{
 
 	string(queueerror.OperationTimedOut): storeadapter.ErrUnavailable,
 	string(queueerror.ServerBusy):        storeadapter.ErrUnavailable,
-	string(queueerror.InternalError):     storeadapter.ErrUnavailable,
+	string(queueerror.InternalError):     storeadapter.ErrServiceFailed,
 }
 
 // statusSentinels is the fallback when the code is unknown or empty.
@@ -78,7 +78,7 @@ var statusSentinels = map[int]error{
 	http.StatusRequestEntityTooLarge: storeadapter.ErrTooLarge,
 	http.StatusRequestTimeout:        storeadapter.ErrUnavailable,
 	http.StatusTooManyRequests:       storeadapter.ErrUnavailable,
-	http.StatusInternalServerError:   storeadapter.ErrUnavailable,
+	http.StatusInternalServerError:   storeadapter.ErrServiceFailed,
 	http.StatusBadGateway:            storeadapter.ErrUnavailable,
 	http.StatusServiceUnavailable:    storeadapter.ErrUnavailable,
 	http.StatusGatewayTimeout:        storeadapter.ErrUnavailable,

@@ -46,6 +46,8 @@ func TestInterpretError(t *testing.T) {
 		{"being deleted", responseError(409, "TableBeingDeleted", ""), storeadapter.ErrTableBeingDeleted},
 		{"too large", responseError(400, "EntityTooLarge", ""), storeadapter.ErrTooLarge},
 		{"busy", responseError(503, "ServerBusy", ""), storeadapter.ErrUnavailable},
+		{"internal error", responseError(500, "InternalError", ""), storeadapter.ErrServiceFailed},
+		{"internal error, no code (Azurite)", responseError(500, "", ""), storeadapter.ErrServiceFailed},
 		{"role missing", responseError(403, "AuthorizationPermissionMismatch", ""), storeadapter.ErrForbidden},
 		{"forbidden, no code (HEAD)", responseError(403, "", ""), storeadapter.ErrForbidden},
 		{"wrong key or expired SAS", responseError(403, "AuthenticationFailed", ""), storeadapter.ErrAuthentication},
@@ -80,7 +82,7 @@ func TestInterpretError(t *testing.T) {
 			if c.want == storeadapter.ErrAuthentication && !errors.Is(got, storeadapter.ErrForbidden) {
 				t.Fatalf("interpretError = %v: ErrAuthentication must still match ErrForbidden", got)
 			}
-			transient := c.want == storeadapter.ErrUnavailable || c.want == storeadapter.ErrTableBeingDeleted
+			transient := c.want == storeadapter.ErrUnavailable || c.want == storeadapter.ErrServiceFailed || c.want == storeadapter.ErrTableBeingDeleted
 			if transient != storeadapter.IsTransient(got) {
 				t.Fatalf("IsTransient(%v) = %v", got, storeadapter.IsTransient(got))
 			}

@@ -29,6 +29,9 @@ type Store struct {
 	queues  *azqueue.ServiceClient
 	blobs   *service.Client
 	timeout callTimeout
+	// receiveRetry are the queue client's retry options with retries
+	// off, for Receive (see Queue.Receive).
+	receiveRetry policy.RetryOptions
 }
 
 var _ storeadapter.Store = (*Store)(nil)
@@ -79,7 +82,8 @@ type Options struct {
 	// nil when the service answered (whatever the status, but 408, 429 and
 	// 5xx), and with an error wrapping storeadapter.ErrUnavailable when the
 	// try failed in a way the SDK retries (no connection, no answer within
-	// TryTimeout, 408, 429, 5xx). It lets a command say at once that
+	// TryTimeout, 408, 429, 5xx; a 500 wraps storeadapter.ErrServiceFailed:
+	// the service did answer). It lets a command say at once that
 	// storage is not answering, before the SDK's retries of one call are
 	// spent (8–10 s by default). The error holds no URL. It must be quick
 	// and safe for concurrent use.
@@ -261,7 +265,9 @@ func newStore(t *aztables.ServiceClient, q *azqueue.ServiceClient, b *service.Cl
 		return nil, errors.New("azstore: an endpoint URL was rejected by the SDK (check the table, queue and blob endpoints)")
 	}
 	timeout := callTimeout(o.CallTimeout)
-	return &Store{tables: &Tables{svc: t, callTimeout: timeout}, queues: q, blobs: b, timeout: timeout}, nil
+	receiveRetry := o.Queues.Retry
+	receiveRetry.MaxRetries = -1
+	return &Store{tables: &Tables{svc: t, callTimeout: timeout}, queues: q, blobs: b, timeout: timeout, receiveRetry: receiveRetry}, nil
 }
 
 // copy returns a copy of o whose option structs are copies too, so the SDK
@@ -342,7 +348,7 @@ func (s *Store) Tables() storeadapter.Tables { return s.tables }
 
 // Queue returns a handle on the named queue.
 func (s *Store) Queue(name string) storeadapter.Queue {
-	return &Queue{name: name, c: s.queues.NewQueueClient(name), callTimeout: s.timeout}
+	return &Queue{name: name, c: s.queues.NewQueueClient(name), callTimeout: s.timeout, receiveRetry: s.receiveRetry}
 }
 
 // Container returns a handle on the named blob container.
@@ -363,6 +369,8 @@ func (f tryObserver) Do(req *policy.Request) (*http.Response, error) {
 		if err := interpretError("try", err); storeadapter.IsTransient(err) {
 			f(err)
 		}
+	case resp.StatusCode == http.StatusInternalServerError:
+		f(fmt.Errorf("azstore: try: %w (HTTP %d)", storeadapter.ErrServiceFailed, resp.StatusCode))
 	case resp.StatusCode == http.StatusRequestTimeout || resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
 		f(fmt.Errorf("azstore: try: %w (HTTP %d)", storeadapter.ErrUnavailable, resp.StatusCode))
 	default:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -287,8 +288,12 @@ func TestOnTryHearsEachTry(t *testing.T) {
 		mu.Lock()
 		got := slices.Clone(heard)
 		mu.Unlock()
-		if len(got) != 3 {
-			t.Errorf("%s: OnTry heard %d tries, want 3 (one try and two retries)", c.name, len(got))
+		want := 3 // one try and two retries
+		if c.name == "queue Receive" {
+			want = 1 // never retried (see TestReceiveIsNotRetried)
+		}
+		if len(got) != want {
+			t.Errorf("%s: OnTry heard %d tries, want %d", c.name, len(got), want)
 		}
 		for _, err := range got {
 			if !errors.Is(err, storeadapter.ErrUnavailable) || strings.Contains(err.Error(), azurite.Key) {
@@ -381,5 +386,43 @@ func TestOnWaitHearsSilentTries(t *testing.T) {
 	defer mu.Unlock()
 	if len(heard) != 0 {
 		t.Errorf("OnWait heard %v for a call answered at once, want nothing", heard)
+	}
+}
+
+// TestReceiveIsNotRetried: a receive whose try failed is not retried by the
+// SDK, whatever the client's retry options, as a retry would hide the
+// messages the failed try may have hidden and return the next ones; other
+// calls are retried as configured. The service here answers 500 to
+// everything, as Azurite answers a receive of a message it cannot return.
+func TestReceiveIsNotRetried(t *testing.T) {
+	var mu sync.Mutex
+	tries := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		tries[r.Method+" "+r.URL.Query().Get("peekonly")+" "+r.URL.Query().Get("comp")]++
+		mu.Unlock()
+		w.WriteHeader(http.StatusInternalServerError)
+	}))
+	defer srv.Close()
+	o := &azstore.Options{Tables: &aztables.ClientOptions{ClientOptions: fastRetries()}, Queues: &azqueue.ClientOptions{ClientOptions: fastRetries()},
+		Blobs: &azblob.ClientOptions{ClientOptions: fastRetries()}}
+	s, err := azstore.NewFromConnectionString(endpointsAt(strings.TrimPrefix(srv.URL, "http://")), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	q := s.Queue("queue1")
+	if _, err := q.Receive(ctx, 32, time.Minute); !errors.Is(err, storeadapter.ErrServiceFailed) {
+		t.Fatalf("Receive: %v, want ErrServiceFailed", err)
+	}
+	if _, err := q.Peek(ctx, 32); !errors.Is(err, storeadapter.ErrServiceFailed) {
+		t.Fatalf("Peek: %v, want ErrServiceFailed", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	receives, peeks := tries["GET  "], tries["GET true "]
+	if want := 1 + int(fastRetries().Retry.MaxRetries); receives != 1 || peeks != want {
+		t.Errorf("the service saw %d receives and %d peeks (%v); want 1 receive (no retry) and %d peeks (retried as configured)", receives, peeks, tries, want)
 	}
 }

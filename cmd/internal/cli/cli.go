@@ -100,7 +100,7 @@ func (a *Account) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&a.ConnectionString, "connection-string", "", "storage connection string: account key, SAS, or \"UseDevelopmentStorage=true\" for Azurite (default $"+EnvConnectionString+", which is preferable: a flag shows in ps)")
 	fs.StringVar(&a.Name, "account", os.Getenv(EnvAccount), "storage account name, used with DefaultAzureCredential, or with -sas-token (env "+EnvAccount+")")
 	fs.StringVar(&a.SASToken, "sas-token", "", "account SAS token (sv=…&sig=…) for -account (default $"+EnvSASToken+", which is preferable: a flag shows in ps)")
-	fs.IntVar(&a.Retries, "storage-retries", 3, "SDK retries of a failed storage call (0: none; the worker retries messages itself)")
+	fs.IntVar(&a.Retries, "storage-retries", 3, "SDK retries of a failed storage call (0: none; never of a receive; the worker retries messages itself)")
 	fs.DurationVar(&a.Timeout, "storage-timeout", azstore.DefaultCallTimeout, "longest one storage call may take, the SDK's retries included (1s-1h); "+
 		"a try unanswered after 5s (or a quarter of this) is reported on stderr")
 }
@@ -267,7 +267,10 @@ func (a *Account) options() (*azstore.Options, error) {
 // StorageWatch returns azstore's OnTry and OnWait hooks, which log:
 //
 //   - a warning on the first failed try after storage last answered
-//     ("storage is not answering; retrying");
+//     ("storage is not answering; retrying"), or the first answered with
+//     an internal error (HTTP 500: "storage answered with a server
+//     error"; Azurite answers so a receive of a message it cannot return,
+//     which is no outage);
 //   - a warning while a try waits for an endpoint that does not answer
 //     ("waiting for queue service at HOST (5s)", again as the wait
 //     doubles; one line per service and host at a time, however many
@@ -277,16 +280,24 @@ func (a *Account) options() (*azstore.Options, error) {
 // One line per change, not one per try, so an outage is visible at once
 // without flooding the log.
 func StorageWatch(log *slog.Logger) (onTry func(error), onWait func(azstore.Wait)) {
-	var failing, waited atomic.Bool
+	var failing, erring, waited atomic.Bool
 	var mu sync.Mutex
 	lastWait := map[string]time.Time{} // by service and host: when a wait was last logged
 	onTry = func(err error) {
-		if err != nil {
+		switch {
+		case errors.Is(err, storeadapter.ErrServiceFailed):
+			// It did answer: with an internal error (HTTP 500).
+			if !erring.Swap(true) {
+				log.Warn("storage answered with a server error", "err", err)
+			}
+			return
+		case err != nil:
 			if !failing.Swap(true) {
 				log.Warn("storage is not answering; retrying", "err", err)
 			}
 			return
 		}
+		erring.Store(false)
 		wasFailing, wasWaiting := failing.Swap(false), waited.Swap(false)
 		if wasFailing || wasWaiting {
 			log.Info("storage answers again")
