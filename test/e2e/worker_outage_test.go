@@ -145,8 +145,9 @@ func TestWorkerStorageDownExitsOne(t *testing.T) {
 }
 
 // TestWorkerSaysAtOnceStorageIsDown: with the SDK's default retries, a
-// failed receive takes 8–10 s to come back; the worker still says within
-// 2 s that storage is not answering, and stops on SIGTERM.
+// failed call (the work queue's creation at start) takes 8–10 s to come
+// back; the worker still says within 2 s that storage is not answering, and
+// stops on SIGTERM.
 func TestWorkerSaysAtOnceStorageIsDown(t *testing.T) {
 	t.Parallel()
 	e := setup(t, 60*time.Second)
