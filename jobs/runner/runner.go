@@ -215,8 +215,10 @@ type Stats struct {
 	// error); "" while it runs.
 	StopReason string
 	// Left is, when a drain ended (or was incomplete), the queue's
-	// approximate count at that moment (none of them visible: held elsewhere, delayed, or expired and
-	// not yet collected); -1 when it could not be read, 0 otherwise.
+	// approximate count at that moment (none of them visible: held
+	// elsewhere, delayed, or expired and not yet collected; or, when
+	// incomplete, hidden by the receives the service failed); -1 when it
+	// could not be read, 0 otherwise.
 	Left int
 }
 
@@ -512,8 +514,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	// the last. A message the service cannot return fails every receive
 	// that would return it; a drain must not end as a success while it is
 	// on the queue (see drainIncomplete).
-	var serviceFailures, singleFailures int
-	var lastServiceFailure time.Time
+	var sf serviceFailures
 	// lastTry is the least time a receive gets during an outage: with
 	// less of the outage left (after a wait of at least IdleMin), none is
 	// tried (see ReceiveOutage).
@@ -595,15 +596,15 @@ func (r *Runner) Run(ctx context.Context) error {
 					failingSince = began
 				}
 				if errors.Is(err, storeadapter.ErrServiceFailed) {
-					serviceFailures, lastServiceFailure = serviceFailures+1, c.Clock.Now()
+					sf.count, sf.last = sf.count+1, c.Clock.Now()
 					if n == 1 {
 						// One message, and the service answered with an
 						// error: not an outage but that message.
-						singleFailures++
+						sf.single++
 						c.Logger.ErrorContext(ctx, "the queue service failed to return a message (HTTP 500 on a receive of one): "+
 							"the queue holds a message it cannot return; the failed receive hid it for the visibility timeout, "+
 							"and every receive that would return it fails the same way",
-							"queue", c.Queue.Name(), "err", err, "times", singleFailures)
+							"queue", c.Queue.Name(), "err", err, "times", sf.single)
 					}
 				}
 				if left := failingSince.Add(c.ReceiveOutage).Sub(c.Clock.Now()); left < lastTry+c.IdleMin {
@@ -635,8 +636,8 @@ func (r *Runner) Run(ctx context.Context) error {
 			failures, failingSince = 0, time.Time{}
 			if len(msgs) == 0 {
 				if c.Drain && held == 0 {
-					if left, ok := r.drained(ctx); ok {
-						if err := r.drainIncomplete(left, serviceFailures, singleFailures, lastServiceFailure); err != nil {
+					if left, ok, err := r.drained(ctx, sf); ok {
+						if err != nil {
 							r.stop("drain incomplete", left)
 							return err
 						}
@@ -710,8 +711,10 @@ func (r *Runner) Run(ctx context.Context) error {
 // drained reports whether a drain may end now that a receive found nothing
 // and nothing runs: the queue's approximate count is 0, or DrainQuiet has
 // passed since the last activity. It returns the count (-1 when it could
-// not be read), and logs why the drain ends.
-func (r *Runner) drained(ctx context.Context) (int, bool) {
+// not be read), and logs why the drain ends; or, when it ends with
+// messages left that the service failed to return, the error to end it
+// with (see drainIncomplete).
+func (r *Runner) drained(ctx context.Context, sf serviceFailures) (int, bool, error) {
 	c := &r.cfg
 	cctx, cancel := boundedCtx(callTimeout)
 	n, err := c.Queue.ApproximateCount(cctx)
@@ -722,22 +725,39 @@ func (r *Runner) drained(ctx context.Context) (int, bool) {
 	switch {
 	case err == nil && n == 0:
 		c.Logger.InfoContext(ctx, "queue drained", "queue", c.Queue.Name(), "invisible", 0)
-		return 0, true
+		return 0, true, nil
 	case quiet < c.DrainQuiet:
-		return 0, false
+		return 0, false, nil
+	}
+	left := n
+	if err != nil {
+		left = -1
+	}
+	if ierr := r.drainIncomplete(left, sf); ierr != nil {
+		return left, true, ierr
+	}
+	switch {
 	case err != nil:
 		c.Logger.WarnContext(ctx, "queue drained: nothing visible for the quiet period; its message count could not be read",
 			"queue", c.Queue.Name(), "quiet", c.DrainQuiet, "err", err)
-		return -1, true
+		return -1, true, nil
 	}
 	c.Logger.InfoContext(ctx, "queue drained: nothing visible for the quiet period; the count still holds messages that are invisible (held elsewhere, delayed, or expired and not yet collected)",
 		"queue", c.Queue.Name(), "invisible", n, "quiet", c.DrainQuiet)
-	return n, true
+	return n, true, nil
 }
 
 // errDrainIncomplete is wrapped by the error of a drain that ended with
 // messages left that the service failed to return (see drainIncomplete).
 var errDrainIncomplete = errors.New("drain incomplete")
+
+// serviceFailures are the receives of a Run that the service failed with
+// an internal error (HTTP 500; see storeadapter.ErrServiceFailed).
+type serviceFailures struct {
+	count  int       // how many
+	single int       // how many of them asked for one message
+	last   time.Time // the last one's end
+}
 
 // drainIncomplete returns the error that ends a drain, which would
 // otherwise end as a success, when the queue still holds messages (left,
@@ -749,23 +769,23 @@ var errDrainIncomplete = errors.New("drain incomplete")
 // timeout (the message is visible again by then), the idle wait (a poll
 // comes by then) and the quiet period of the drain's end; an older failure
 // was a passing one. It returns nil otherwise.
-func (r *Runner) drainIncomplete(left, failures, single int, last time.Time) error {
+func (r *Runner) drainIncomplete(left int, sf serviceFailures) error {
 	c := &r.cfg
-	if left == 0 || failures == 0 || c.Clock.Now().Sub(last) > c.Visibility+c.IdleMax+c.DrainQuiet {
+	if left == 0 || sf.count == 0 || c.Clock.Now().Sub(sf.last) > c.Visibility+c.IdleMax+c.DrainQuiet {
 		return nil
 	}
-	count := fmt.Sprintf("%d messages are left", left)
+	count := fmt.Sprintf("its approximate count is still %d", left)
 	if left < 0 {
 		count = "its message count could not be read"
 	}
-	which := "a message the service cannot return may be among them"
-	if single > 0 {
-		which = fmt.Sprintf("%d of them receiving one message: the queue holds a message the service cannot return", single)
+	which := "a message the service cannot return may be among what is left"
+	if sf.single > 0 {
+		which = fmt.Sprintf("%d of them receiving one message: the queue holds a message the service cannot return", sf.single)
 	}
 	return fmt.Errorf("runner: %w: queue %s: %s, and %d receives failed with a service error (HTTP 500), the last %v ago, %s "+
 		"(Azurite answers 500 to every receive that would return text it cannot write, such as a raw U+0001, which Azure refuses at send); "+
 		"such a message stays on the queue, hidden after each failed receive, until it expires or the queue is cleared",
-		errDrainIncomplete, c.Queue.Name(), count, failures, c.Clock.Now().Sub(last).Round(time.Second), which)
+		errDrainIncomplete, c.Queue.Name(), count, sf.count, c.Clock.Now().Sub(sf.last).Round(time.Second), which)
 }
 
 // waitOne waits for a running message to finish, or for ctx.

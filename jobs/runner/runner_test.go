@@ -1385,7 +1385,7 @@ func TestDrainWithUnreturnableMessage(t *testing.T) {
 		b.cfg.Drain = true
 		r, errc := b.run(t)
 		err := b.drive(t, errc, 500*time.Millisecond)
-		if err == nil || !strings.Contains(err.Error(), "drain incomplete: queue work: 1 messages are left") ||
+		if err == nil || !strings.Contains(err.Error(), "drain incomplete: queue work: its approximate count is still 1") ||
 			!strings.Contains(err.Error(), "receiving one message: the queue holds a message the service cannot return") {
 			t.Fatalf("Run = %v; want the drain incomplete, naming the message the service cannot return", err)
 		}
