@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"regexp"
 	"strconv"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
@@ -192,9 +193,24 @@ func interpretTransactionError(op string, err error) error {
 // found, a rejected client secret or federated token) would arrive as an
 // error of no known type and be taken for storage not answering: retried
 // until the worker's receive outage ends.
-type signIn struct{ cred azcore.TokenCredential }
+//
+// While a token is awaited, onWait (Options.OnWait) hears of it as the
+// tries of the clients do, its Service SignIn: a token authority that does
+// not answer is said, not only a storage endpoint.
+type signIn struct {
+	cred   azcore.TokenCredential
+	onWait func(Wait)
+	notice time.Duration
+}
 
 func (s signIn) GetToken(ctx context.Context, opts policy.TokenRequestOptions) (azcore.AccessToken, error) {
+	if s.onWait != nil {
+		defer watchWait(Wait{Service: SignIn}, s.notice, s.onWait)()
+	}
+	if si, ok := ctx.Value(signingInKey{}).(*signingIn); ok {
+		si.n.Add(1) // the try's own notices wait (see waitWatch)
+		defer si.n.Add(-1)
+	}
 	tk, err := s.cred.GetToken(ctx, opts)
 	if err != nil && !signInMayRecover(ctx, err) {
 		err = &credentialError{err}

@@ -107,3 +107,45 @@ func TestSignInFailures(t *testing.T) {
 		})
 	}
 }
+
+// TestSignInWaitHeard: while the credential has not got its token (a token
+// authority that does not answer), OnWait hears of it as of a silent try:
+// after WaitNotice and each time the wait doubles, with the service
+// azstore.SignIn; the call ends with the call timeout, transient.
+func TestSignInWaitHeard(t *testing.T) {
+	const closed = "https://127.0.0.1:1/acct"
+	hang := func(ctx context.Context, _ policy.TokenRequestOptions) (azcore.AccessToken, error) {
+		<-ctx.Done()
+		return azcore.AccessToken{}, ctx.Err()
+	}
+	var mu sync.Mutex
+	var heard []azstore.Wait
+	s, err := azstore.NewWithCredential(azstore.Endpoints{Table: closed, Queue: closed, Blob: closed}, hangingCredential(hang), &azstore.Options{
+		CallTimeout: 450 * time.Millisecond, WaitNotice: 100 * time.Millisecond, OnWait: func(w azstore.Wait) {
+			mu.Lock()
+			heard = append(heard, w)
+			mu.Unlock()
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if _, err := s.Queue("queue1").ApproximateCount(ctx); !storeadapter.IsTransient(err) || errors.Is(err, storeadapter.ErrAuthentication) {
+		t.Fatalf("a sign-in that never answers: %v, want a transient error", err)
+	}
+	time.Sleep(150 * time.Millisecond) // a notice after the call ended would show now
+	mu.Lock()
+	defer mu.Unlock()
+	want := []azstore.Wait{{azstore.SignIn, "", 100 * time.Millisecond}, {azstore.SignIn, "", 200 * time.Millisecond}, {azstore.SignIn, "", 400 * time.Millisecond}}
+	if len(heard) != len(want) || heard[0] != want[0] || heard[1] != want[1] || heard[2] != want[2] {
+		t.Errorf("OnWait heard %v, want %v", heard, want)
+	}
+}
+
+// hangingCredential adapts a function to a token credential.
+type hangingCredential func(context.Context, policy.TokenRequestOptions) (azcore.AccessToken, error)
+
+func (f hangingCredential) GetToken(ctx context.Context, o policy.TokenRequestOptions) (azcore.AccessToken, error) {
+	return f(ctx, o)
+}

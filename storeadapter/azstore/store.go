@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -100,18 +101,22 @@ type Options struct {
 	WaitNotice time.Duration
 }
 
-// Wait describes an HTTP try that has not been answered yet (see
+// Wait describes an HTTP try that has not been answered yet, or a token
+// the credential of NewWithCredential has not got yet (see
 // Options.OnWait).
 type Wait struct {
-	// Service is "table", "queue" or "blob".
+	// Service is "table", "queue" or "blob"; SignIn for a token.
 	Service string
 	// Host is the endpoint's host and port; never a path or query, which
-	// may hold a SAS.
+	// may hold a SAS. "" for a token (the credential knows where it asks).
 	Host string
 	// Waited is how long the try has waited: WaitNotice, then twice that,
 	// four times that, ….
 	Waited time.Duration
 }
+
+// SignIn is the Wait.Service of a token the credential has not got yet.
+const SignIn = "sign-in"
 
 // Endpoints are the service URLs of one account, such as
 // https://acct.table.core.windows.net/ or http://127.0.0.1:10002/devstoreaccount1.
@@ -223,8 +228,8 @@ func NewWithSharedKey(ep Endpoints, account, key string, o *Options) (*Store, er
 // the authority refusing it) is an error wrapping
 // storeadapter.ErrAuthentication, not a transient one.
 func NewWithCredential(ep Endpoints, cred azcore.TokenCredential, o *Options) (*Store, error) {
-	cred = signIn{cred}
 	o = o.copy()
+	cred = signIn{cred: cred, onWait: o.OnWait, notice: o.WaitNotice}
 	t, err1 := aztables.NewServiceClient(ep.Table, cred, o.Tables)
 	q, err2 := azqueue.NewServiceClient(ep.Queue, cred, o.Queues)
 	b, err3 := service.NewClient(ep.Blob, cred, blobServiceOptions(o.Blobs))
@@ -388,27 +393,50 @@ type waitWatch struct {
 }
 
 func (w waitWatch) Do(req *policy.Request) (*http.Response, error) {
-	host := req.Raw().URL.Host
+	// The try includes getting the token, which the credential's own
+	// watch reports (see signIn): while it runs, the try's notices are
+	// held back, so a silent token authority is not said to be storage.
+	si := &signingIn{}
+	req = req.WithContext(context.WithValue(req.Raw().Context(), signingInKey{}, si))
+	defer watchWait(Wait{Service: w.service, Host: req.Raw().URL.Host}, w.notice, func(wt Wait) {
+		if si.n.Load() == 0 {
+			w.f(wt)
+		}
+	})()
+	return req.Next()
+}
+
+// signingInKey is the context key of a try's signingIn.
+type signingInKey struct{}
+
+// signingIn counts the credential's token requests running for one try.
+type signingIn struct{ n atomic.Int32 }
+
+// watchWait tells f about a wait that has lasted notice, and again each
+// time it has doubled, until the function it returns is called (when the
+// wait is over; no call to f follows).
+func watchWait(w Wait, notice time.Duration, f func(Wait)) (over func()) {
 	var mu sync.Mutex
-	answered := false
-	next := w.notice
+	ended := false
+	next := notice
 	mu.Lock()
+	defer mu.Unlock()
 	var timer *time.Timer
 	timer = time.AfterFunc(next, func() {
 		mu.Lock()
 		defer mu.Unlock()
-		if answered {
+		if ended {
 			return
 		}
-		w.f(Wait{Service: w.service, Host: host, Waited: next})
+		w.Waited = next
+		f(w)
 		timer.Reset(next) // fires once the wait is twice as long
 		next *= 2
 	})
-	mu.Unlock()
-	resp, err := req.Next()
-	mu.Lock()
-	answered = true
-	timer.Stop()
-	mu.Unlock()
-	return resp, err
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		ended = true
+		timer.Stop()
+	}
 }

@@ -274,7 +274,8 @@ func (a *Account) options() (*azstore.Options, error) {
 //   - a warning while a try waits for an endpoint that does not answer
 //     ("waiting for queue service at HOST (5s)", again as the wait
 //     doubles; one line per service and host at a time, however many
-//     calls wait);
+//     calls wait), or for a token ("waiting for the credential to sign
+//     in (5s)");
 //   - a notice when storage answers again after either.
 //
 // One line per change, not one per try, so an outage is visible at once
@@ -312,7 +313,12 @@ func StorageWatch(log *slog.Logger) (onTry func(error), onWait func(azstore.Wait
 			lastWait[key] = now
 		}
 		mu.Unlock()
-		if quiet {
+		switch {
+		case !quiet:
+		case w.Service == azstore.SignIn:
+			waited.Store(true)
+			log.Warn(fmt.Sprintf("waiting for the credential to sign in (%v)", w.Waited), "service", w.Service, "waited", w.Waited)
+		default:
 			waited.Store(true)
 			log.Warn(fmt.Sprintf("waiting for %s service at %s (%v)", w.Service, w.Host, w.Waited), "service", w.Service, "host", w.Host, "waited", w.Waited)
 		}

@@ -30,6 +30,7 @@ func TestStorageWatch(t *testing.T) {
 		onWait(q(5 * time.Second))
 	}
 	onWait(azstore.Wait{Service: "table", Host: "127.0.0.1:9", Waited: 5 * time.Second})
+	onWait(azstore.Wait{Service: azstore.SignIn, Waited: 5 * time.Second})
 	onTry(nil)
 	onTry(fmt.Errorf("azstore: try: %w: no answer in time", storeadapter.ErrUnavailable))
 	onTry(fmt.Errorf("azstore: try: %w: no answer in time", storeadapter.ErrUnavailable))
@@ -44,7 +45,7 @@ func TestStorageWatch(t *testing.T) {
 	for want, n := range map[string]int{
 		"waiting for queue service at 127.0.0.1:9 (5s)": 1, "waiting for table service at 127.0.0.1:9 (5s)": 1,
 		"waiting for queue service at 127.0.0.1:9 (20ms)": 1, "storage is not answering; retrying": 1, "storage answers again": 2,
-		"storage answered with a server error": 1,
+		"storage answered with a server error": 1, "waiting for the credential to sign in (5s)": 1,
 	} {
 		if c := strings.Count(got, want); c != n {
 			t.Errorf("%d lines %q, want %d:\n%s", c, want, n, got)
