@@ -91,8 +91,8 @@ type Account struct {
 	Credential *azidentity.DefaultAzureCredentialOptions
 }
 
-// RegisterFlags adds -connection-string, -account, -sas-token and
-// -storage-retries to fs; the account name's default comes from the
+// RegisterFlags adds -connection-string, -account, -sas-token,
+// -storage-retries and -storage-timeout to fs; the account name's default comes from the
 // environment, so flags override it. The connection string and the SAS
 // token are read from the environment only when used, so -help never
 // prints them.
