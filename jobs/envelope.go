@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"math/big"
 	"reflect"
 	"regexp"
 	"strings"
@@ -161,7 +163,12 @@ func (e *DecodeError) Unwrap() error { return e.Err }
 // (prefix + "." + name). Errors about a key or value are *DecodeError.
 func DecodeStrict(data []byte, v any, prefix string) error {
 	if json.Valid(data) {
-		if err := checkKeys(data, json.NewDecoder(bytes.NewReader(data)), reflect.TypeOf(v), prefix); err != nil {
+		// Numbers stay text while the keys are checked: read as float64,
+		// one out of its range (1e400) would fail here without naming its
+		// field; decoded into its field below, it is an error that does.
+		keys := json.NewDecoder(bytes.NewReader(data))
+		keys.UseNumber()
+		if err := checkKeys(data, keys, reflect.TypeOf(v), prefix); err != nil {
 			return err
 		}
 	}
@@ -189,8 +196,19 @@ func DecodeStrict(data []byte, v any, prefix string) error {
 		if te.Type == reflect.TypeFor[Duration]() {
 			want = `a duration with its unit, such as "30s", "1m30s" or "2h"`
 		}
-		if got, ok := strings.CutPrefix(te.Value, "number "); ok && want == "an integer" {
-			return &DecodeError{te.Offset, fmt.Errorf("%s: must be an integer, got %s", field, got)}
+		if got, ok := strings.CutPrefix(te.Value, "number "); ok {
+			// encoding/json reports the offset after the literal: point
+			// at its start, as errors about keys do.
+			te.Offset = max(te.Offset-int64(len(got)), 0)
+			switch {
+			case want == "an integer" && outOfRange(got, te.Type):
+				lo, hi := intRange(te.Type)
+				return &DecodeError{te.Offset, fmt.Errorf("%s: must be an integer from %d to %d, got %s", field, lo, hi, got)}
+			case want == "an integer":
+				return &DecodeError{te.Offset, fmt.Errorf("%s: must be an integer, got %s", field, got)}
+			case want == "a number":
+				return &DecodeError{te.Offset, fmt.Errorf("%s: must be a number from -%g to %g, got %s", field, math.MaxFloat64, math.MaxFloat64, got)}
+			}
 		}
 		return &DecodeError{te.Offset, fmt.Errorf("%s: must be %s, got %s", field, want, te.Value)}
 	case errors.As(err, &se):
@@ -340,4 +358,26 @@ func jsonTypeName(kind reflect.Kind) string {
 		return "an array"
 	}
 	return "an object"
+}
+
+// outOfRange reports whether the JSON number text is a whole number that
+// integer type t cannot hold (99999999999999999999 for an int64, 1e400),
+// rather than a fraction.
+func outOfRange(text string, t reflect.Type) bool {
+	f, ok := new(big.Float).SetString(text)
+	if !ok || !f.IsInt() {
+		return false
+	}
+	lo, hi := intRange(t)
+	return f.Cmp(new(big.Float).SetInt64(lo)) < 0 || f.Cmp(new(big.Float).SetUint64(hi)) > 0
+}
+
+// intRange returns the smallest and largest values of integer type t.
+func intRange(t reflect.Type) (lo int64, hi uint64) {
+	bits := t.Bits()
+	switch t.Kind() {
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return 0, math.MaxUint64 >> (64 - bits)
+	}
+	return math.MinInt64 >> (64 - bits), math.MaxInt64 >> (64 - bits)
 }

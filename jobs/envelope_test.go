@@ -8,6 +8,7 @@ import (
 
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/archive"
+	"github.com/tablekeeper/tablekeeper/jobs/purgeday"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
@@ -143,6 +144,44 @@ func TestEnvelopeReasonsAreAccurate(t *testing.T) {
 		_, err := jobs.DecodeEnvelope(c.text)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("DecodeEnvelope(%.50q) = %v, want an error containing %q", c.text, err, c.want)
+		}
+	}
+}
+
+// TestNumbersOutOfRange: a number no Go field can hold (1e400, an
+// integer past int64) is an error naming the field and its range, in the
+// envelope and in args, not encoding/json's "cannot unmarshal number 1e400
+// into Go value of type float64"; and it is permanent, so the runner
+// poisons the message on its first delivery.
+func TestNumbersOutOfRange(t *testing.T) {
+	reg := jobs.NewRegistry(nil)
+	if err := jobs.RegisterArgs[archive.Args](reg); err != nil {
+		t.Fatal(err)
+	}
+	if err := jobs.RegisterArgs[purgeday.Args](reg); err != nil {
+		t.Fatal(err)
+	}
+	const int64Range = "from -9223372036854775808 to 9223372036854775807"
+	cases := []struct{ text, want string }{
+		{`{"v":1e400,"id":"a","kind":"k","args":{}}`, "envelope: v: must be an integer " + int64Range + ", got 1e400"},
+		{`{"v":-1e400,"id":"a","kind":"k","args":{}}`, "envelope: v: must be an integer " + int64Range + ", got -1e400"},
+		{`{"v":99999999999999999999,"id":"a","kind":"k","args":{}}`, "envelope: v: must be an integer " + int64Range + ", got 99999999999999999999"},
+		{`{"v":1,"id":"a","kind":"k","args":{},"continued":1e999}`, "envelope: continued: must be an integer " + int64Range + ", got 1e999"},
+		{`{"v":1,"id":"a","kind":"archive","args":{"table":"Src","to":"Dst","pk":"p","rk":1e999}}`, "args.rk: must be a string, got number"},
+		{`{"v":1,"id":"a","kind":"archive","args":{"table":"Src","to":"Dst","pk":"p","rk":"r","x":[1e999]}}`, "args.x: unknown field"},
+		{`{"v":1,"id":"a","kind":"purgeday","args":{"prefix":"Days","keepDays":1e400}}`, "args.keepDays: must be an integer " + int64Range + ", got 1e400"},
+		{`{"v":1,"id":"a","kind":"purgeday","args":{"prefix":"Days","keepDays":1e1}}`, "args.keepDays: must be an integer, got 1e1"},
+	}
+	for _, c := range cases {
+		for _, text := range []string{c.text, base64.StdEncoding.EncodeToString([]byte(c.text))} {
+			_, err := reg.Decode(t.Context(), storeadapter.Message{Text: text})
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("Decode(%s)\n = %v\nwant an error containing %q", c.text, err, c.want)
+				continue
+			}
+			if !jobs.IsPermanent(err) {
+				t.Errorf("Decode(%s) error is not permanent: %v", c.text, err)
+			}
 		}
 	}
 }

@@ -44,11 +44,31 @@ var (
 	ErrPopReceiptMismatch = errors.New("pop receipt mismatch")
 	// ErrForbidden: the credential was refused or lacks a permission (401,
 	// 403): an expired SAS, or a role assignment not granted or not yet
-	// propagated. Not the request's fault; fix the deployment.
+	// propagated. Not the request's fault; fix the deployment. When the
+	// credential itself was refused the error is the more precise
+	// ErrAuthentication, which errors.Is(ErrForbidden) still matches.
 	ErrForbidden = errors.New("forbidden")
+	// ErrAuthentication: the credential itself cannot be had or was
+	// refused, whatever the request: a sign-in that cannot succeed (no
+	// identity found, a token the authority or the service rejects), a
+	// wrong or rotated account key, a SAS that expired or does not cover
+	// the service, resource type, protocol or address (401,
+	// 403 AuthenticationFailed, AuthorizationFailure — also the account's
+	// network rules refusing this client). Not transient: waiting does not
+	// fix it, the configuration must change, so a command fails at once.
+	// (A permission missing on an identity that signed in, possibly a role
+	// assignment still propagating, is ErrForbidden only.)
+	ErrAuthentication = fmt.Errorf("authentication failed: %w", ErrForbidden)
 	// ErrUnavailable: the service timed out, was busy or failed (408, 500,
 	// 503, 504, connection errors). Retry with backoff.
 	ErrUnavailable = errors.New("service unavailable")
+	// ErrServiceFailed: the service answered, with an internal error (HTTP
+	// 500): it is up, but failed this request. It wraps ErrUnavailable, so
+	// it is transient; but a request that fails this way every time does
+	// not get better: Azurite answers 500 to every receive that would
+	// return a message whose text it cannot write (a raw U+0001, which
+	// Azure refuses at send), so such a message can never be received.
+	ErrServiceFailed = fmt.Errorf("service failed the request: %w", ErrUnavailable)
 )
 
 // IsTransient reports whether err is worth retrying later: the service was

@@ -15,7 +15,13 @@ import (
 // describe (no Connect override), within a deadline.
 func runReal(t *testing.T, f clitest.Form, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	return runRealWithin(t, f, time.Minute, args...)
+}
+
+// runRealWithin is runReal with the command's deadline.
+func runRealWithin(t *testing.T, f clitest.Form, limit time.Duration, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), limit)
 	defer cancel()
 	var out, errOut bytes.Buffer
 	m := &Main{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errOut, ConfigureAccount: f.Configure}
@@ -47,6 +53,32 @@ func TestCredentialsNeverPrintedOnFailure(t *testing.T) {
 					}
 					f.CheckNoSecret(t, r.stdout, r.stderr)
 				}
+			}
+		})
+	}
+}
+
+// TestCredentialRefused: a credential storage refuses (a wrong key, an
+// expired SAS: 403 AuthenticationFailed) or a sign-in that cannot succeed
+// fails each command at once with status 1 and an error naming the
+// credential form in force and what to check, and no secret.
+func TestCredentialRefused(t *testing.T) {
+	for _, f := range clitest.RefusingForms(t) {
+		t.Run(f.Name, func(t *testing.T) {
+			setup(t)
+			f.Apply(t)
+			for _, args := range [][]string{{"stats"}, {"poison", "list"}, {"purgeday", "-prefix", "Logins", "-keep-days", "3"}} {
+				start := time.Now()
+				r := runRealWithin(t, f, 20*time.Second, args...)
+				took := time.Since(start)
+				if r.code != 1 || !strings.Contains(r.stderr, "storage refused the credential in force, "+f.Hint) || !strings.Contains(r.stderr, ": check ") {
+					t.Errorf("enqueue %s: exit %d after %v; want 1 and an error naming %q and what to check\nstderr:\n%s",
+						strings.Join(args, " "), r.code, took.Round(time.Millisecond), f.Hint, r.stderr)
+				}
+				if took > 10*time.Second {
+					t.Errorf("enqueue %s failed after %v; a refused credential must fail at once", strings.Join(args, " "), took.Round(time.Millisecond))
+				}
+				f.CheckNoSecret(t, r.stdout, r.stderr)
 			}
 		})
 	}

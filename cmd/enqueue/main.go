@@ -49,7 +49,8 @@
 // $AZURE_STORAGE_CONNECTION_STRING, which is preferable: a flag shows in
 // ps; never printed), -account (default $AZURE_STORAGE_ACCOUNT, used with
 // DefaultAzureCredential, or with -sas-token, default
-// $AZURE_STORAGE_SAS_TOKEN), -storage-retries N and -o table|json
+// $AZURE_STORAGE_SAS_TOKEN), -storage-retries N, -storage-timeout D and
+// -o table|json
 // (aligned tables for people, JSON for scripts). The index commands also
 // accept -config FILE (default $TABLEKEEPER_CONFIG), the worker's config
 // file, whose "index" section declares the indexes: lookup and check need
@@ -69,22 +70,28 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 	"unicode"
 
 	"github.com/tablekeeper/tablekeeper/cmd/internal/cli"
+	"github.com/tablekeeper/tablekeeper/cmd/internal/stopsignal"
 	"github.com/tablekeeper/tablekeeper/idempotent"
 	"github.com/tablekeeper/tablekeeper/internal/version"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := NewMain().Run(ctx, os.Args[1:])
-	stop()
-	os.Exit(code)
+	// SIGINT and SIGTERM are caught since the process started (see
+	// stopsignal): the first cancels the command's context; after it, the
+	// default action is back, so a second one ends the process at once.
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-stopsignal.C
+		signal.Stop(stopsignal.C)
+		cancel()
+	}()
+	os.Exit(NewMain().Run(ctx, os.Args[1:]))
 }
 
 // Exit statuses of Run.
@@ -119,6 +126,10 @@ type Main struct {
 	// anything that looks like one) from everything Run writes to Stdout
 	// and Stderr.
 	redactor *cli.Redactor
+	// account is the account the current command connected to, nil
+	// before it did (or when Connect stands in): a refused credential's
+	// error names its form (see exit).
+	account *cli.Account
 }
 
 // NewMain returns a Main on the process's standard streams.
@@ -175,6 +186,8 @@ common flags:
   -sas-token T              account SAS (sv=…&sig=…) for -account (default $AZURE_STORAGE_SAS_TOKEN,
                             which is preferable; never printed)
   -storage-retries N        SDK retries of a failed storage call, 0-10 (default 3)
+  -storage-timeout D        longest one storage call may take, retries included, 1s-1h (default 2m);
+                            a silent endpoint is reported on stderr after 5s (or a quarter of D)
   -o table|json             output format (default table)
   -config FILE              index commands: the worker's config file, whose "index" section declares
                             the indexes (default $TABLEKEEPER_CONFIG)
@@ -192,7 +205,7 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 	}
 	stdout, stderr := m.Stdout, m.Stderr
 	defer func() { m.Stdout, m.Stderr = stdout, stderr }()
-	m.redactor = &cli.Redactor{}
+	m.redactor, m.account = &cli.Redactor{}, nil
 	m.redactor.Add((&cli.Account{}).Secrets()...) // the environment's
 	m.Stdout, m.Stderr = m.redactor.Writer(stdout), m.redactor.Writer(stderr)
 	name, rest := args[0], args[1:]
@@ -246,6 +259,9 @@ func (m *Main) exit(cmd string, err error) int {
 		return exitUsage
 	case errors.Is(err, errReported):
 		return exitFailed
+	}
+	if m.account != nil {
+		err = m.account.Explain(err) // a refused credential: its form and what to check
 	}
 	fmt.Fprintf(m.Stderr, "enqueue %s: %s\n", cmd, m.redact(err.Error()))
 	return exitFailed
@@ -337,6 +353,9 @@ func (m *Main) parse(fs *flag.FlagSet, c *common, args []string) ([]string, erro
 	if c.output != "table" && c.output != "json" {
 		return nil, usagef("-o: must be table or json, got %q", c.output)
 	}
+	if err := c.account.CheckFlags(); err != nil {
+		return nil, &usageError{err: err}
+	}
 	if err := storeadapter.ValidateQueueName(c.queue); err != nil {
 		return nil, usagef("-queue: %v", err)
 	}
@@ -356,6 +375,7 @@ func (m *Main) connect(c *common) (storeadapter.Store, error) {
 	if m.ConfigureAccount != nil {
 		m.ConfigureAccount(&c.account)
 	}
+	m.account = &c.account
 	s, err := c.account.Connect()
 	if err != nil {
 		return nil, err // not a typed nil inside the interface

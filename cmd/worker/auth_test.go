@@ -21,7 +21,14 @@ import (
 // too, so every path that prints is covered.
 func runWorker(t *testing.T, f clitest.Form, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	return runWorkerWithin(t, f, time.Minute, args...)
+}
+
+// runWorkerWithin is runWorker with the run's deadline: a worker still
+// running then is stopped as by a signal (and Run returns nil).
+func runWorkerWithin(t *testing.T, f clitest.Form, limit time.Duration, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), limit)
 	defer cancel()
 	var out, errOut bytes.Buffer
 	m := &Main{Stdout: &out, Stderr: &errOut}
@@ -60,6 +67,33 @@ func TestCredentialsNeverPrintedOnFailure(t *testing.T) {
 				out, errOut, _ = runWorker(t, f, append(common, "-print-config")...)
 				f.CheckNoSecret(t, out, errOut)
 			}
+		})
+	}
+}
+
+// TestCredentialRefusedFailsAtStart: a credential storage refuses (a wrong
+// key, an expired SAS: 403 AuthenticationFailed) or a sign-in that cannot
+// succeed is a broken configuration, not an outage: the worker fails at
+// start, well within -receive-outage, with an error that names the
+// credential form in force and what to check, and prints no secret.
+func TestCredentialRefusedFailsAtStart(t *testing.T) {
+	for _, f := range clitest.RefusingForms(t) {
+		t.Run(f.Name, func(t *testing.T) {
+			f.Apply(t)
+			t.Setenv(cli.EnvQueue, "")
+			start := time.Now()
+			out, errOut, err := runWorkerWithin(t, f, 20*time.Second, "-queue", "work", "-drain", "-receive-outage", "1m", "-log-format", "json")
+			took := time.Since(start)
+			if err == nil || !strings.Contains(err.Error(), "storage refused the credential in force, "+f.Hint) || !strings.Contains(err.Error(), ": check ") {
+				t.Errorf("worker: %v (after %v); want an error naming %q and what to check\nstderr:\n%s", err, took.Round(time.Millisecond), f.Hint, errOut)
+			}
+			if took > 10*time.Second {
+				t.Errorf("the worker failed after %v; a refused credential must fail at start, not after retries", took.Round(time.Millisecond))
+			}
+			if !strings.Contains(errOut, `"msg":"worker failed"`) || strings.Contains(errOut, "storage is not answering") {
+				t.Errorf("want the failure logged, and no 'storage is not answering' line:\n%s", errOut)
+			}
+			f.CheckNoSecret(t, out, errOut)
 		})
 	}
 }

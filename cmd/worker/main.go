@@ -17,15 +17,14 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"slices"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 	"unicode/utf8"
 
 	"github.com/tablekeeper/tablekeeper/cmd/internal/cli"
+	"github.com/tablekeeper/tablekeeper/cmd/internal/stopsignal"
 	"github.com/tablekeeper/tablekeeper/cmd/internal/telemetry"
 	"github.com/tablekeeper/tablekeeper/internal/version"
 	"github.com/tablekeeper/tablekeeper/jobs/archive"
@@ -44,10 +43,11 @@ const (
 )
 
 func main() {
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	m := NewMain()
-	m.Signals = sigs
+	// Caught since the process started (stopsignal's init), not from
+	// here on: package initialisation takes milliseconds, and a SIGTERM
+	// in that window must stop the worker cleanly (exit 0), not kill it.
+	m.Signals = stopsignal.C
 	if err := m.ParseFlags(os.Args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) || errors.Is(err, ErrVersion) {
 			os.Exit(exitOK)
@@ -163,7 +163,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.IntVar(&r.MaxMessages, "max-messages", 0, "exit after this many messages (0: no limit)")
 	durationVar(fs, &r.MaxDuration, "max-duration", 0, "exit after this long (0: no limit)")
 	durationVar(fs, &r.ShutdownGrace, "shutdown-grace", runner.DefaultShutdownGrace, "time running jobs get to finish after SIGTERM")
-	durationVar(fs, &r.ReceiveOutage, "receive-outage", runner.DefaultReceiveOutage, "exit 1 once every receive has failed for this long")
+	durationVar(fs, &r.ReceiveOutage, "receive-outage", runner.DefaultReceiveOutage, "exit 1 once storage has failed every receive for this long (counted from the start when the work queue could not be created either)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(m.Stdout, usageHead)
@@ -219,6 +219,9 @@ func (m *Main) checkFlags() error {
 	case m.MetricsSample < time.Second:
 		return fmt.Errorf("%s: must be at least 1s, got %v", m.setting("metrics-sample"), m.MetricsSample)
 	}
+	if err := m.Account.CheckFlags(); err != nil {
+		return err
+	}
 	var err error
 	m.fs.VisitAll(func(f *flag.Flag) {
 		if d, ok := f.Value.(*durationValue); ok && err == nil && *d.d < 0 {
@@ -268,6 +271,11 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	if err := m.run(ctx, log); err != nil {
+		if m.Connect == nil {
+			// A refused credential: say which form was in force and
+			// what to check for it.
+			err = m.Account.Explain(err)
+		}
 		log.ErrorContext(context.WithoutCancel(ctx), "worker failed", "err", err)
 		return err
 	}
@@ -320,7 +328,9 @@ func (m *Main) run(ctx context.Context, log *slog.Logger) (err error) {
 	defer close(stopped)
 	go m.watchSignals(log, r, cancel, stopped)
 
-	cctx, cancelCreate := context.WithTimeout(ctx, createTimeout)
+	// The creation gets at most half of -receive-outage, so that receives
+	// get the rest: the outage is counted from here (see below).
+	cctx, cancelCreate := context.WithTimeout(ctx, min(createTimeout, cmp.Or(m.Runner.ReceiveOutage, runner.DefaultReceiveOutage)/2))
 	err = store.Queue(m.Queue).Create(cctx)
 	cancelCreate()
 	close(created)
@@ -330,9 +340,11 @@ func (m *Main) run(ctx context.Context, log *slog.Logger) (err error) {
 		// A signal during start-up: Run sees the cancelled context and
 		// returns at once, so the summary says "shutdown" and the exit is 0.
 	case storeadapter.IsTransient(err):
-		// An outage: the receive loop logs it, retries, and gives up
-		// after -receive-outage.
+		// An outage from the start: the receive loop logs it, retries, and
+		// gives up once -receive-outage has passed since start, not since
+		// its own first failure.
 		log.WarnContext(ctx, "could not create the work queue; receiving anyway", "queue", m.Queue, "err", err)
+		r.StorageFailingSince(start)
 	default:
 		return fmt.Errorf("queue %s: %w", m.Queue, err)
 	}
@@ -344,7 +356,7 @@ func (m *Main) run(ctx context.Context, log *slog.Logger) (err error) {
 	attrs := []any{"reason", s.StopReason, "elapsed", time.Since(start).Round(time.Millisecond),
 		"received", s.Received, "succeeded", s.Succeeded, "continued", s.Continued, "retried", s.Retried, "poisoned", s.Poisoned,
 		"lease_lost", s.LeaseLost, "released", s.Released, "ack_failed", s.AckFailed, "abandoned", s.Abandoned, "receive_failures", s.ReceiveFailures}
-	if s.StopReason == "drained" {
+	if s.StopReason == "drained" || s.StopReason == "drain incomplete" {
 		attrs = append(attrs, "left_invisible", s.Left)
 	}
 	if t, gerr := met.Totals(); gerr == nil {
@@ -380,7 +392,7 @@ func (m *Main) redact() {
 func (m *Main) serve(ctx context.Context, log *slog.Logger, met *telemetry.Metrics, r *runner.Runner, store storeadapter.Store, created <-chan struct{}) (func(), error) {
 	srv, err := telemetry.Listen(m.HTTP, met)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", m.setting("http"), err)
 	}
 	work := store.Queue(m.Queue)
 	srv.Alive = r.LastLoop
@@ -390,6 +402,12 @@ func (m *Main) serve(ctx context.Context, log *slog.Logger, met *telemetry.Metri
 	// loop that is merely idle or waiting on storage.
 	srv.AliveWindow = 2*cmp.Or(m.Runner.IdleMax, runner.DefaultIdleMax) + 40*time.Second
 	srv.Ready = telemetry.QueueReady(work)
+	// What the server writes on its own goes through the redactor too:
+	// /readyz quotes a storage error, and net/http logs a handler's panic
+	// (its value may quote anything) to the log package's default logger,
+	// straight to the process's stderr, unless told otherwise.
+	srv.Redact = m.redactor.String
+	srv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelError)
 	served := make(chan struct{})
 	go func() {
 		defer close(served)

@@ -106,13 +106,40 @@ func TestConfigFile(t *testing.T) {
 		t.Fatalf("with $TABLEKEEPER_CONFIG, archive.maxConflicts = %d, want the file's 9", m.Kinds.Archive.MaxConflicts)
 	}
 	t.Setenv("TABLEKEEPER_CONFIG", "")
+	// The health server's settings: from the file, the flag winning.
+	write(`{"runner": {"http": "127.0.0.1:0", "metricsSample": "5s"}}`)
+	m = &Main{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}}
+	if err := m.ParseFlags([]string{"-config", path}); err != nil {
+		t.Fatal(err)
+	}
+	if m.HTTP != "127.0.0.1:0" || m.MetricsSample != 5*time.Second {
+		t.Fatalf("http %q, metrics sample %v; want the file's 127.0.0.1:0 and 5s", m.HTTP, m.MetricsSample)
+	}
+	m = &Main{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}}
+	if err := m.ParseFlags([]string{"-config", path, "-http", ":9090", "-metrics-sample", "7s"}); err != nil {
+		t.Fatal(err)
+	}
+	if m.HTTP != ":9090" || m.MetricsSample != 7*time.Second {
+		t.Fatalf("http %q, metrics sample %v; want the flags' :9090 and 7s over the file's", m.HTTP, m.MetricsSample)
+	}
+	write(`{"runner": {"http": "127.0.0.1:99999"}}`)
+	m = &Main{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}, Connect: func() (storeadapter.Store, error) { return localstore.New(localstore.Options{}), nil }}
+	if err := m.ParseFlags([]string{"-config", path}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Run(t.Context()); err == nil || !strings.Contains(err.Error(), "-config "+path+": runner.http: listen tcp") {
+		t.Fatalf("an address the file gives that cannot be bound: got %v, want an error naming runner.http", err)
+	}
 	for body, want := range map[string]string{
+		`{"runner": {"metricsSample": "500ms"}}`:          `worker.json: runner.metricsSample: must be at least 1s, got 500ms`,
+		`{"runner": {"http": 8080}}`:                      `runner.http: must be a string, got number`,
 		`{"runner": {"connectionString": "x"}}`:           `worker.json:1:13: runner.connectionString: unknown field`,
 		"{\n  \"runner\": {\n    \"concurency\": 1}}":     `worker.json:3:5: runner.concurency: unknown field`,
 		`{"runner": {"Concurrency": 1}}`:                  `runner.Concurrency: unknown field (names are case-sensitive: did you mean "concurrency"?)`,
 		`{"archive": {"maxConflicts": 1}, "archive": {}}`: `worker.json:1:34: archive: given twice`,
 		`{"runner": {"visibility": "soon"}}`:              `runner.visibility: must be a duration with its unit, such as "30s"`,
 		`{"runner": {"concurrency": 5000}}`:               `worker.json: runner.concurrency: must be 1-1024, got 5000`,
+		`{"runner": {"concurrency": 1e400}}`:              `worker.json:1:28: runner.concurrency: must be an integer from -9223372036854775808 to 9223372036854775807, got 1e400`,
 		`{"runner": {"batch": 40}}`:                       `worker.json: runner.batch: must be 1-32`,
 		`{"runner": {"retryMax": "-1s"}}`:                 `worker.json: runner.retryMax: must not be negative`,
 		`{"archive": {"maxConflicts": 1000}}`:             `archive.maxConflicts: must be 1-100, got 1000`,
@@ -138,7 +165,7 @@ func TestPrintConfig(t *testing.T) {
 	t.Setenv("TABLEKEEPER_QUEUE", "")
 	var out bytes.Buffer
 	m := &Main{Stdout: &out, Stderr: &bytes.Buffer{}}
-	if err := m.ParseFlags([]string{"-print-config", "-queue", "orders", "-visibility", "1m"}); err != nil {
+	if err := m.ParseFlags([]string{"-print-config", "-queue", "orders", "-visibility", "1m", "-http", ":8080"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Run(context.Background()); err != nil {
@@ -147,9 +174,11 @@ func TestPrintConfig(t *testing.T) {
 	var got struct {
 		ConnectionString string
 		Runner           struct {
-			Queue      string
-			Visibility string
-			DrainQuiet string
+			Queue         string
+			Visibility    string
+			DrainQuiet    string
+			HTTP          string
+			MetricsSample string
 		}
 		Archive struct {
 			CheckpointTable string
@@ -163,7 +192,7 @@ func TestPrintConfig(t *testing.T) {
 	if strings.Contains(out.String(), "AccountKey") || got.ConnectionString != "(set; redacted)" {
 		t.Errorf("-print-config shows the connection string, or not that it is set:\n%s", out.String())
 	}
-	if r, a := got.Runner, got.Archive; r.Queue != "orders" || r.Visibility != "1m0s" || r.DrainQuiet != "2m0s" ||
+	if r, a := got.Runner, got.Archive; r.Queue != "orders" || r.Visibility != "1m0s" || r.DrainQuiet != "2m0s" || r.HTTP != ":8080" || r.MetricsSample != "30s" ||
 		a.CheckpointTable != "TablekeeperCheckpoints" || a.MaxConflicts != 5 || a.MaxRunTime != "30m0s" {
 		t.Errorf("-print-config printed %+v; want the flags' values and the defaults filled in", got)
 	}

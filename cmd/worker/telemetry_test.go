@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -160,5 +164,80 @@ func TestPrintConfigAccountNotRepeated(t *testing.T) {
 	}
 	if strings.Contains(out.String(), "RkFLRS1BQ0NPVU5U") {
 		t.Errorf("-print-config repeats the value of AZURE_STORAGE_ACCOUNT, which is no account name:\n%s", out.String())
+	}
+}
+
+// TestHTTPServerOutputRedacted: what the health server writes that comes
+// from elsewhere goes through the worker's redactor: the /readyz body,
+// which quotes the readiness check's storage error, and net/http's own
+// error log (here a readiness check that panics), which would otherwise go
+// to the log package's default logger, straight to the process's stderr.
+func TestHTTPServerOutputRedacted(t *testing.T) {
+	const sig = "KNOWNSIGNATURE0123456789abcdef"
+	t.Setenv(cli.EnvConnectionString, "")
+	t.Setenv(cli.EnvAccount, "acct")
+	t.Setenv(cli.EnvSASToken, "sv=2020-08-04&ss=bqt&sig="+sig)
+	secretErr := errors.New("GET https://acct.queue.core.windows.net/ready?sv=1&sig=" + sig + " AccountKey=UNKNOWNKEY0123456789")
+	var mode atomic.Int32 // 0: pass, 1: fail with secretErr, 2: panic with it
+	store := instrument.Wrap(localstore.New(localstore.Options{}), instrument.Options{Fault: func(_ context.Context, c instrument.Call) error {
+		if c.Op != instrument.OpApproximateCount || c.Name != "ready" {
+			return nil
+		}
+		switch mode.Load() {
+		case 1:
+			return secretErr
+		case 2:
+			panic(secretErr.Error())
+		}
+		return nil
+	}})
+	logs := &releaseOnDrained{release: make(chan struct{})}
+	m := &Main{Stdout: &bytes.Buffer{}, Stderr: logs, Connect: func() (storeadapter.Store, error) { return store, nil }}
+	if err := m.ParseFlags([]string{"-queue", "ready", "-log-format", "json", "-http", "127.0.0.1:0", "-idle-max", "100ms", "-metrics-sample", "1h"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	ran := make(chan error, 1)
+	go func() { ran <- m.Run(ctx) }()
+	addr := ""
+	for deadline := time.Now().Add(10 * time.Second); addr == ""; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the worker logged no listening address:\n%s", logs.String())
+		}
+		for line := range strings.SplitSeq(logs.String(), "\n") {
+			var v struct{ Msg, Addr string }
+			if json.Unmarshal([]byte(line), &v) == nil && v.Msg == "serving health and metrics" {
+				addr = v.Addr
+			}
+		}
+	}
+	get := func() (int, string) {
+		t.Helper()
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return 0, err.Error() // the panic closes the connection
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	mode.Store(2) // a panic leaves nothing cached: the next request checks again
+	get()
+	mode.Store(1)
+	code, body := get()
+	cancel()
+	if err := <-ran; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, cli.Redacted) || strings.Contains(body, sig) || strings.Contains(body, "UNKNOWNKEY") {
+		t.Errorf("/readyz: %d %q; want 503 with the error's credentials shown as %s", code, body, cli.Redacted)
+	}
+	out := logs.String()
+	if !strings.Contains(out, "http: panic serving") {
+		t.Errorf("net/http's error log did not reach the worker's log:\n%s", out)
+	}
+	if strings.Contains(out, sig) || strings.Contains(out, "UNKNOWNKEY") {
+		t.Errorf("the worker's log holds a credential:\n%s", out)
 	}
 }

@@ -20,19 +20,20 @@ type Class int
 // events of a message whose job did not run (released unstarted, lease lost
 // while waiting, abandoned), so an observer never counts those as successes.
 const (
-	ClassNone      Class = iota // no job ran
-	ClassSuccess                // the handler returned nil
-	ClassPermanent              // a jobs.Permanent error: a malformed message, invalid args, a handler panic
-	ClassRefused                // storage refused the request itself (invalid input, too large)
-	ClassTransient              // anything else: retried, poisoned past MaxDequeueCount
-	ClassLeaseLost              // the lease was lost while the job ran
-	ClassShutdown               // the job failed after the shutdown grace period cancelled it
-	ClassContinue               // the handler saved its progress and asked to continue later (jobs.ContinueLater)
+	ClassNone       Class = iota // no job ran
+	ClassSuccess                 // the handler returned nil
+	ClassPermanent               // a jobs.Permanent error: a malformed message, invalid args, a handler panic
+	ClassRefused                 // storage refused the request itself (invalid input, too large)
+	ClassTransient               // anything else: retried, poisoned past MaxDequeueCount
+	ClassLeaseLost               // the lease was lost while the job ran
+	ClassShutdown                // the job failed after the shutdown grace period cancelled it
+	ClassContinue                // the handler saved its progress and asked to continue later (jobs.ContinueLater)
+	ClassCredential              // storage refused the credential (storeadapter.ErrAuthentication): released, and the runner stops
 )
 
 // String names a class.
 func (c Class) String() string {
-	return [...]string{"none", "success", "permanent", "storage refusal", "transient", "lease lost", "shutdown", "continue"}[c]
+	return [...]string{"none", "success", "permanent", "storage refusal", "transient", "lease lost", "shutdown", "continue", "credential refused"}[c]
 }
 
 // classify is the one table that decides what happens to a message whose
@@ -46,10 +47,14 @@ func (c Class) String() string {
 //	                                                            failure record (see continueLater)
 //	4    shutdown: the grace period cancelled it    shutdown    releases the message at once, no attempt counted
 //	5    jobs.IsPermanent(err)                      permanent   poisons the message now
-//	6    storage refused the request (400, 413):    refused     poisons the message now (retrying the same request
+//	6    storage refused the credential itself      credential  releases the message at once, no attempt counted (not
+//	     (storeadapter.ErrAuthentication: a                     its fault), and stops the runner: Run returns the error
+//	     sign-in that cannot succeed, a wrong key,              (every other message would fail alike; the worker
+//	     an expired SAS)                                        exits 1 instead of poisoning the queue message by message)
+//	7    storage refused the request (400, 413):    refused     poisons the message now (retrying the same request
 //	     ErrInvalidInput or ErrTooLarge, not                    cannot succeed; DESIGN asks this of 4xx)
 //	     transient
-//	7    anything else: a transient storage error,  transient   records the attempt and retries after RetryDelay;
+//	8    anything else: a transient storage error,  transient   records the attempt and retries after RetryDelay;
 //	     404/409/412/403 escaping a handler, the                poisons once the delivery count reaches MaxDequeueCount
 //	     maximum run time, a message delivered
 //	     more than MaxDequeueCount times
@@ -60,9 +65,11 @@ func (c Class) String() string {
 // (row 1): the message reappears and its next delivery resumes from the
 // same checkpoint.
 //
-// Row 7 keeps 404, 409, 412 and 401/403 transient: they may depend on what
-// others do meanwhile, a role assignment still propagating or a lease that
-// lapses, and a handler that knows better returns a Permanent error.
+// Row 8 keeps 404, 409, 412 and a 403 for a missing permission
+// (storeadapter.ErrForbidden without ErrAuthentication) transient: they may
+// depend on what others do meanwhile, a role assignment still propagating
+// or a lease that lapses, and a handler that knows better returns a
+// Permanent error.
 func classify(err error, leaseLost, shutdown bool) Class {
 	switch {
 	case leaseLost:
@@ -78,6 +85,8 @@ func classify(err error, leaseLost, shutdown bool) Class {
 		return ClassShutdown
 	case jobs.IsPermanent(err):
 		return ClassPermanent
+	case errors.Is(err, storeadapter.ErrAuthentication):
+		return ClassCredential
 	case !storeadapter.IsTransient(err) && (errors.Is(err, storeadapter.ErrInvalidInput) || errors.Is(err, storeadapter.ErrTooLarge)):
 		return ClassRefused
 	}
@@ -165,6 +174,14 @@ func (r *Runner) process(ctx context.Context, h *held) Event {
 	case ClassShutdown:
 		// The shutdown grace period ran out: not the job's fault. Hand the
 		// message back at once, without counting an attempt.
+		e.Type = Released
+		return r.release(h, e, receipt, until)
+	case ClassCredential:
+		// Not the message's fault, and every message would fail alike:
+		// stop receiving, and hand this one back at once without counting
+		// an attempt (with the refused credential the release may fail
+		// too: then it reappears when its lease ends).
+		r.fail(err)
 		e.Type = Released
 		return r.release(h, e, receipt, until)
 	case ClassSuccess:

@@ -113,7 +113,13 @@ type Config struct {
 	DrainQuiet time.Duration
 	// ReceiveOutage is how long receives may fail without one success
 	// before Run gives up and returns an error (a storage outage or a
-	// broken endpoint: the container should exit 1). Default 2 min.
+	// broken endpoint: the container should exit 1), counted from the
+	// first failure, or from when the caller says storage began failing
+	// (see Runner.StorageFailingSince). Run returns within it: each
+	// receive during an outage is bounded by what is left of it, and
+	// when too little is left for another (a quarter of ReceiveOutage, at
+	// most 10 s, after the shortest idle wait), Run waits out the rest and
+	// gives up. Default 2 min.
 	ReceiveOutage time.Duration
 	// MaxMessages stops Run after this many messages were handled
 	// (finished, continued, retried or poisoned; each continuation is a
@@ -202,11 +208,17 @@ type Stats struct {
 	// ReceiveFailures counts failed receive calls (not messages).
 	ReceiveFailures int64
 	// StopReason says why Run returned: "drained", "max messages", "max
-	// duration", "shutdown" or "receive failing"; "" while it runs.
+	// duration", "shutdown", "receive failing", "credential refused"
+	// (storage refused the credential, on a receive or in a job: see
+	// classify) or "drain incomplete" (a drain would have ended with
+	// messages left that the service failed to return; Run returns an
+	// error); "" while it runs.
 	StopReason string
-	// Left is, when a drain ended, the queue's approximate count at that
-	// moment (none of them visible: held elsewhere, delayed, or expired and
-	// not yet collected); -1 when it could not be read, 0 otherwise.
+	// Left is, when a drain ended (or was incomplete), the queue's
+	// approximate count at that moment (none of them visible: held
+	// elsewhere, delayed, or expired and not yet collected; or, when
+	// incomplete, hidden by the receives the service failed); -1 when it
+	// could not be read, 0 otherwise.
 	Left int
 }
 
@@ -231,7 +243,21 @@ type Runner struct {
 	// for a running job to free a slot; see LastLoop.
 	loop     atomic.Int64
 	slotWait atomic.Bool
+	// stopLoop ends Run's receive loop with the error Run is to return
+	// (see fail); set by Run.
+	stopLoop context.CancelCauseFunc
+	failOnce sync.Once
+	// failingSince is when storage began failing the caller's own calls
+	// before Run; see StorageFailingSince.
+	failingSince time.Time
 }
+
+// StorageFailingSince tells the runner, before Run, that storage has
+// failed the caller's own calls since t (the worker's creation of the work
+// queue at start): Run counts ReceiveOutage from t, not from its own first
+// failed receive, so a process that never reached storage exits within
+// ReceiveOutage of t. Run still tries at least one receive.
+func (r *Runner) StorageFailingSince(t time.Time) { r.failingSince = t }
 
 // New validates cfg and returns a runner.
 func New(cfg Config) (*Runner, error) {
@@ -362,6 +388,20 @@ func (r *Runner) touch() {
 	}
 }
 
+// fail stops Run's receive loop for err, which Run returns once the
+// running jobs have had their shutdown grace: a condition no message can
+// get past (see ClassCredential). The first call wins.
+func (r *Runner) fail(err error) {
+	r.failOnce.Do(func() {
+		r.mu.Lock()
+		stop := r.stopLoop
+		r.mu.Unlock()
+		if stop != nil {
+			stop(err)
+		}
+	})
+}
+
 // stop records why Run returns.
 func (r *Runner) stop(reason string, left int) {
 	r.mu.Lock()
@@ -421,8 +461,10 @@ func (r *Runner) acknowledge(until time.Time, call func(ctx context.Context, ret
 // until the queue is drained (see Config.Drain), or until MaxMessages or
 // MaxDuration. It returns nil then; Stats says why it stopped. Message-level
 // failures never end it; it returns an error only when the queue cannot be
-// used at all: missing, forbidden, or every receive failing for
-// ReceiveOutage.
+// used at all: missing, forbidden, every receive failing for
+// ReceiveOutage, or storage refusing the credential (see classify); or
+// when a drain would end with messages left that the service failed to
+// return (see drainIncomplete).
 //
 // Every failed receive is logged with its backoff. After one, the runner
 // asks for one message at a time until a visibility timeout has passed
@@ -444,6 +486,12 @@ func (r *Runner) Run(ctx context.Context) error {
 		stopCtx, cancel = context.WithTimeout(ctx, c.MaxDuration)
 		defer cancel()
 	}
+	// loopCtx ends the receive loop: shutdown, MaxDuration, or fail.
+	loopCtx, stopLoop := context.WithCancelCause(stopCtx)
+	defer stopLoop(nil)
+	r.mu.Lock()
+	r.stopLoop = stopLoop
+	r.mu.Unlock()
 
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, c.Concurrency)
@@ -457,14 +505,24 @@ func (r *Runner) Run(ctx context.Context) error {
 	// messages, so the next ones start at once and a receive fetches
 	// many messages, not the few slots just freed.
 	capacity := c.Concurrency + min(c.BatchSize/2, c.Concurrency)
-	batch := c.BatchSize       // 1 after a failed receive; see above
-	var lastFailure time.Time  // when a receive last failed
-	failures := 0              // receives failed in a row
-	var failingSince time.Time // when the first of them started
+	batch := c.BatchSize           // 1 after a failed receive; see above
+	var lastFailure time.Time      // when a receive last failed
+	failures := 0                  // receives failed in a row
+	failingSince := r.failingSince // when the outage started; zero when none
+	// Receives the service failed with an internal error (HTTP 500; see
+	// storeadapter.ErrServiceFailed): how many, how many of one message,
+	// the last. A message the service cannot return fails every receive
+	// that would return it; a drain must not end as a success while it is
+	// on the queue (see drainIncomplete).
+	var sf serviceFailures
+	// lastTry is the least time a receive gets during an outage: with
+	// less of the outage left (after a wait of at least IdleMin), none is
+	// tried (see ReceiveOutage).
+	lastTry := min(receiveTimeout, c.ReceiveOutage/4)
 	r.touch()
 	r.alive()
 	err := func() error {
-		for stopCtx.Err() == nil {
+		for loopCtx.Err() == nil {
 			wake := func() {
 				select { // wake the loop if it waits; never block
 				case done <- struct{}{}:
@@ -506,7 +564,7 @@ func (r *Runner) Run(ctx context.Context) error {
 				}
 			}
 			if n <= 0 || held > 0 && n < min(batch, capacity)/2 {
-				r.waitOne(stopCtx, done) // receive once half a batch fits
+				r.waitOne(loopCtx, done) // receive once half a batch fits
 				continue
 			}
 			// A receive is not cancelled by shutdown: once sent, the service
@@ -514,23 +572,51 @@ func (r *Runner) Run(ctx context.Context) error {
 			// would leave them hidden for a whole visibility timeout. What
 			// it returns after a shutdown signal is released below.
 			began := c.Clock.Now()
-			rctx, cancel := boundedCtx(receiveTimeout)
+			// A receive that fails is the start of an outage, so it is
+			// bounded by ReceiveOutage as well.
+			timeout := min(receiveTimeout, c.ReceiveOutage)
+			if !failingSince.IsZero() {
+				// During an outage a receive ends within it (the wait
+				// below leaves it at least lastTry).
+				timeout = min(timeout, max(failingSince.Add(c.ReceiveOutage).Sub(began), lastTry))
+			}
+			rctx, cancel := boundedCtx(timeout)
 			msgs, err := c.Queue.Receive(rctx, n, c.Visibility)
 			cancel()
 			r.alive()
 			if err != nil {
-				if stopCtx.Err() != nil {
+				if loopCtx.Err() != nil {
 					return nil
 				}
 				r.count.receiveFailures.Add(1)
 				if !storeadapter.IsTransient(err) {
 					return fmt.Errorf("runner: receive from %s: %w", c.Queue.Name(), err)
 				}
-				if failures++; failures == 1 {
+				if failures++; failingSince.IsZero() {
 					failingSince = began
 				}
-				if failing := c.Clock.Now().Sub(failingSince); failing >= c.ReceiveOutage {
-					return fmt.Errorf("runner: receive from %s failed %d times in a row for %v: %w", c.Queue.Name(), failures, failing.Round(time.Second), err)
+				if errors.Is(err, storeadapter.ErrServiceFailed) {
+					sf.count, sf.last = sf.count+1, c.Clock.Now()
+					if n == 1 {
+						// One message, and the service answered with an
+						// error: not an outage but that message.
+						sf.single++
+						c.Logger.ErrorContext(ctx, "the queue service failed to return a message (HTTP 500 on a receive of one): "+
+							"the queue holds a message it cannot return; the failed receive hid it for the visibility timeout, "+
+							"and every receive that would return it fails the same way",
+							"queue", c.Queue.Name(), "err", err, "times", sf.single)
+					}
+				}
+				if left := failingSince.Add(c.ReceiveOutage).Sub(c.Clock.Now()); left < lastTry+c.IdleMin {
+					// No other receive, after the shortest wait, would end
+					// within the outage: wait out its rest (a shutdown cuts
+					// it short), then give up.
+					r.sleep(loopCtx, left, nil)
+					if loopCtx.Err() != nil {
+						return nil
+					}
+					return fmt.Errorf("runner: receive from %s failed %d times in a row for %v: %w", c.Queue.Name(), failures,
+						c.Clock.Now().Sub(failingSince).Round(time.Second), err)
 				}
 				if n > 1 {
 					// It may have hidden good messages with a bad one: they
@@ -540,22 +626,26 @@ func (r *Runner) Run(ctx context.Context) error {
 					r.touch()
 				}
 				batch, lastFailure = 1, c.Clock.Now()
-				// The last try comes when the outage limit is reached.
-				wait := min(idle.NextBackOff(), failingSince.Add(c.ReceiveOutage).Sub(c.Clock.Now()))
+				// The last try starts early enough to end within the outage.
+				wait := min(idle.NextBackOff(), failingSince.Add(c.ReceiveOutage).Sub(c.Clock.Now())-lastTry)
 				c.Logger.WarnContext(ctx, "receive failed; backing off", "queue", c.Queue.Name(), "err", err,
 					"failures_in_a_row", failures, "retry_in", wait, "next_batch", batch)
-				r.sleep(stopCtx, wait, done)
+				r.sleep(loopCtx, wait, done)
 				continue
 			}
-			failures = 0
+			failures, failingSince = 0, time.Time{}
 			if len(msgs) == 0 {
 				if c.Drain && held == 0 {
-					if left, ok := r.drained(ctx); ok {
+					if left, ok, err := r.drained(ctx, sf); ok {
+						if err != nil {
+							r.stop("drain incomplete", left)
+							return err
+						}
 						r.stop("drained", left)
 						return nil
 					}
 				}
-				r.sleep(stopCtx, idle.NextBackOff(), done)
+				r.sleep(loopCtx, idle.NextBackOff(), done)
 				continue
 			}
 			idle.Reset()
@@ -565,7 +655,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			r.touch()
 			for _, m := range msgs {
 				h := r.receive(ctx, m)
-				if stopCtx.Err() != nil {
+				if loopCtx.Err() != nil {
 					r.end(ctx, h, r.release(h, h.event(Released), m.PopReceipt, leaseEnd(began, c.Visibility, m.NextVisible)))
 					continue
 				}
@@ -576,12 +666,18 @@ func (r *Runner) Run(ctx context.Context) error {
 		return nil
 	}()
 	switch {
+	case errors.Is(err, errDrainIncomplete): // stop recorded with the count
+	case errors.Is(err, storeadapter.ErrAuthentication):
+		r.stop("credential refused", 0)
 	case err != nil:
 		r.stop("receive failing", 0)
 	case ctx.Err() != nil:
 		r.stop("shutdown", 0)
 	case stopCtx.Err() != nil:
 		r.stop("max duration", 0)
+	case loopCtx.Err() != nil: // fail stopped it
+		err = fmt.Errorf("runner: a job on %s: %w", c.Queue.Name(), context.Cause(loopCtx))
+		r.stop("credential refused", 0)
 	}
 	// Messages received but never started go back to the queue at once.
 	for _, h := range pending {
@@ -615,8 +711,10 @@ func (r *Runner) Run(ctx context.Context) error {
 // drained reports whether a drain may end now that a receive found nothing
 // and nothing runs: the queue's approximate count is 0, or DrainQuiet has
 // passed since the last activity. It returns the count (-1 when it could
-// not be read), and logs why the drain ends.
-func (r *Runner) drained(ctx context.Context) (int, bool) {
+// not be read), and logs why the drain ends; or, when it ends with
+// messages left that the service failed to return, the error to end it
+// with (see drainIncomplete).
+func (r *Runner) drained(ctx context.Context, sf serviceFailures) (int, bool, error) {
 	c := &r.cfg
 	cctx, cancel := boundedCtx(callTimeout)
 	n, err := c.Queue.ApproximateCount(cctx)
@@ -627,17 +725,67 @@ func (r *Runner) drained(ctx context.Context) (int, bool) {
 	switch {
 	case err == nil && n == 0:
 		c.Logger.InfoContext(ctx, "queue drained", "queue", c.Queue.Name(), "invisible", 0)
-		return 0, true
+		return 0, true, nil
 	case quiet < c.DrainQuiet:
-		return 0, false
+		return 0, false, nil
+	}
+	left := n
+	if err != nil {
+		left = -1
+	}
+	if ierr := r.drainIncomplete(left, sf); ierr != nil {
+		return left, true, ierr
+	}
+	switch {
 	case err != nil:
 		c.Logger.WarnContext(ctx, "queue drained: nothing visible for the quiet period; its message count could not be read",
 			"queue", c.Queue.Name(), "quiet", c.DrainQuiet, "err", err)
-		return -1, true
+		return -1, true, nil
 	}
 	c.Logger.InfoContext(ctx, "queue drained: nothing visible for the quiet period; the count still holds messages that are invisible (held elsewhere, delayed, or expired and not yet collected)",
 		"queue", c.Queue.Name(), "invisible", n, "quiet", c.DrainQuiet)
-	return n, true
+	return n, true, nil
+}
+
+// errDrainIncomplete is wrapped by the error of a drain that ended with
+// messages left that the service failed to return (see drainIncomplete).
+var errDrainIncomplete = errors.New("drain incomplete")
+
+// serviceFailures are the receives of a Run that the service failed with
+// an internal error (HTTP 500; see storeadapter.ErrServiceFailed).
+type serviceFailures struct {
+	count  int       // how many
+	single int       // how many of them asked for one message
+	last   time.Time // the last one's end
+}
+
+// drainIncomplete returns the error that ends a drain, which would
+// otherwise end as a success, when the queue still holds messages (left,
+// -1 when the count could not be read) and the service failed receives with
+// an internal error lately (see storeadapter.ErrServiceFailed): a message
+// the service cannot return fails every receive that would return it, is
+// hidden by each for the visibility timeout, and would stay on the queue
+// unseen while the drain reports success. Lately is within a visibility
+// timeout (the message is visible again by then), the idle wait (a poll
+// comes by then) and the quiet period of the drain's end; an older failure
+// was a passing one. It returns nil otherwise.
+func (r *Runner) drainIncomplete(left int, sf serviceFailures) error {
+	c := &r.cfg
+	if left == 0 || sf.count == 0 || c.Clock.Now().Sub(sf.last) > c.Visibility+c.IdleMax+c.DrainQuiet {
+		return nil
+	}
+	count := fmt.Sprintf("its approximate count is still %d", left)
+	if left < 0 {
+		count = "its message count could not be read"
+	}
+	which := "a message the service cannot return may be among what is left"
+	if sf.single > 0 {
+		which = fmt.Sprintf("%d of them receiving one message: the queue holds a message the service cannot return", sf.single)
+	}
+	return fmt.Errorf("runner: %w: queue %s: %s, and %d receives failed with a service error (HTTP 500), the last %v ago, %s "+
+		"(Azurite answers 500 to every receive that would return text it cannot write, such as a raw U+0001, which Azure refuses at send); "+
+		"such a message stays on the queue, hidden after each failed receive, until it expires or the queue is cleared",
+		errDrainIncomplete, c.Queue.Name(), count, sf.count, c.Clock.Now().Sub(sf.last).Round(time.Second), which)
 }
 
 // waitOne waits for a running message to finish, or for ctx.

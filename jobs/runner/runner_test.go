@@ -501,18 +501,20 @@ func TestPoisonOnFirstDelivery(t *testing.T) {
 	b.send(t, "op-permanent")
 	b.send(t, "op-panic")
 	b.send(t, "op-ok")
-	for _, text := range []string{"not base64 at all!", `{"v":1,"id":"x","kind":"test","args":{},"extra":1}`, `{"v":2,"id":"x","kind":"test","args":{}}`} {
+	for _, text := range []string{"not base64 at all!", `{"v":1,"id":"x","kind":"test","args":{},"extra":1}`, `{"v":2,"id":"x","kind":"test","args":{}}`,
+		`{"v":1e400,"id":"x","kind":"test","args":{}}`} {
 		if _, err := b.queue.Send(context.Background(), text, storeadapter.SendOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	r, stop := b.start(t)
-	waitFor(t, func() bool { s := r.Stats(); return s.Poisoned == 6 && s.Succeeded == 1 })
+	waitFor(t, func() bool { s := r.Stats(); return s.Poisoned == 7 && s.Succeeded == 1 })
 	if err := stop(); err != nil {
 		t.Fatalf("Run = %v after bad messages; want nil", err)
 	}
 	all := strings.Join(b.poison.reasons(), "\n")
-	for _, want := range []string{"write to target: too large", "target table name is not allowed", "handler panic: boom", "neither JSON nor base64", "extra: unknown field", "v: must be 1"} {
+	for _, want := range []string{"write to target: too large", "target table name is not allowed", "handler panic: boom", "neither JSON nor base64", "extra: unknown field", "v: must be 1",
+		"v: must be an integer from -9223372036854775808 to 9223372036854775807, got 1e400"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("poison reasons lack %q:\n%s", want, all)
 		}
@@ -520,6 +522,44 @@ func TestPoisonOnFirstDelivery(t *testing.T) {
 	if r.Stats().Retried != 0 {
 		t.Errorf("retried %d times; permanent failures must not be retried", r.Stats().Retried)
 	}
+}
+
+// TestCredentialRefusedStopsTheRunner: a job whose storage call fails
+// because the credential was refused (an expired SAS, a token that cannot
+// be had) is not the message's fault and will not get better by retrying:
+// the message is handed back at once with no attempt recorded, nothing is
+// retried or poisoned, the runner stops receiving, and Run returns the
+// error (the worker exits 1) instead of running the queue message by
+// message into the poison queue.
+func TestCredentialRefusedStopsTheRunner(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var ran atomic.Int32
+		b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
+			ran.Add(1)
+			return fmt.Errorf("archive: read source: %w", storeadapter.ErrAuthentication)
+		})
+		b.cfg.Concurrency, b.cfg.BatchSize = 1, 1
+		for _, id := range []string{"op-a", "op-b", "op-c"} {
+			b.send(t, id)
+		}
+		r, errc := b.run(t)
+		err := b.drive(t, errc, time.Second)
+		if !errors.Is(err, storeadapter.ErrAuthentication) {
+			t.Fatalf("Run = %v; want the credential's error", err)
+		}
+		s := r.Stats()
+		checkAddsUp(t, s)
+		if s.StopReason != "credential refused" || s.Released != 1 || s.Retried != 0 || s.Poisoned != 0 || ran.Load() != 1 {
+			t.Errorf("stats %+v, %d jobs ran; want one job run and released, nothing retried or poisoned, stop reason \"credential refused\"", s, ran.Load())
+		}
+		if len(b.poison.attempts) != 0 {
+			t.Errorf("%d attempts recorded; a refused credential is not the message's failure", len(b.poison.attempts))
+		}
+		msgs, err := b.queue.Receive(context.Background(), 32, time.Second)
+		if err != nil || len(msgs) != 3 {
+			t.Fatalf("after the stop, a receive got %d messages (err %v); want all 3 visible", len(msgs), err)
+		}
+	})
 }
 
 // TestDrain returns once the queue is empty and every message handled.
@@ -1310,6 +1350,58 @@ func TestDrainWaitsForOwnRetry(t *testing.T) {
 	})
 }
 
+// unreturnable is a queue whose service fails every receive that would
+// return the message with text "UNRETURNABLE" (HTTP 500), after hiding
+// the messages it took, as Azurite does for text it cannot write.
+type unreturnable struct{ storeadapter.Queue }
+
+func (q unreturnable) Receive(ctx context.Context, n int, visibility time.Duration) ([]storeadapter.Message, error) {
+	msgs, err := q.Queue.Receive(ctx, n, visibility)
+	for _, m := range msgs {
+		if m.Text == "UNRETURNABLE" {
+			return nil, fmt.Errorf("azstore: receive from queue work: %w (HTTP 500 )", storeadapter.ErrServiceFailed)
+		}
+	}
+	return msgs, err
+}
+
+// TestDrainWithUnreturnableMessage: a message the service fails every
+// receive of (Azurite's HTTP 500 for a raw U+0001) does not let a drain
+// report success while it stays on the queue: the runner receives one
+// message at a time after the failure, so the good messages around it
+// run, says that the queue holds a message it cannot return, and Run
+// returns an error saying so (the worker exits 1), with the count left.
+func TestDrainWithUnreturnableMessage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error { return nil })
+		b.send(t, "op-a")
+		if _, err := b.queue.Send(context.Background(), "UNRETURNABLE", storeadapter.SendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		b.send(t, "op-b")
+		b.send(t, "op-c")
+		b.cfg.Queue, b.cfg.Visibility, b.cfg.IdleMax = unreturnable{b.queue}, 2*time.Second, time.Second
+		logs := b.logTo()
+		b.cfg.Drain = true
+		r, errc := b.run(t)
+		err := b.drive(t, errc, 500*time.Millisecond)
+		if err == nil || !strings.Contains(err.Error(), "drain incomplete: queue work: its approximate count is still 1") ||
+			!strings.Contains(err.Error(), "receiving one message: the queue holds a message the service cannot return") {
+			t.Fatalf("Run = %v; want the drain incomplete, naming the message the service cannot return", err)
+		}
+		s := r.Stats()
+		checkAddsUp(t, s)
+		if s.Succeeded != 3 || s.StopReason != "drain incomplete" || s.Left != 1 {
+			t.Errorf("stats %+v; want the 3 good messages run, stop reason \"drain incomplete\", 1 left", s)
+		}
+		if len(logs.lines("the queue service failed to return a message (HTTP 500 on a receive of one): "+
+			"the queue holds a message it cannot return; the failed receive hid it for the visibility timeout, "+
+			"and every receive that would return it fails the same way")) == 0 {
+			t.Errorf("no line says the queue holds a message the service cannot return")
+		}
+	})
+}
+
 // TestReceiveOutageEndsRun: every receive fails. The first failure is
 // logged at once with its backoff, every later one too, and Run returns an
 // error once receives have failed for ReceiveOutage.
@@ -1345,6 +1437,50 @@ func TestReceiveOutageEndsRun(t *testing.T) {
 			t.Errorf("stats %+v with %d failure lines; want stop reason \"receive failing\" and every failure but the last (reported by Run) logged", s, len(logs.lines("receive failed")))
 		}
 	})
+}
+
+// TestHungReceivesEndWithinOutage: receives that never answer (an endpoint
+// that accepts connections and stays silent) are each bounded by what is
+// left of the outage, so Run returns within ReceiveOutage, counted from the
+// first failure or, when the caller says storage failed before Run (the
+// worker's queue creation at start), from then. On the wall clock: the
+// bound of a receive is real time.
+func TestHungReceivesEndWithinOutage(t *testing.T) {
+	for _, before := range []time.Duration{0, 700 * time.Millisecond} {
+		t.Run(fmt.Sprintf("failing %v before Run", before), func(t *testing.T) {
+			hung := instrument.Wrap(localstore.New(localstore.Options{}), instrument.Options{Fault: func(ctx context.Context, c instrument.Call) error {
+				if c.Op == instrument.OpReceive {
+					<-ctx.Done()
+					return fmt.Errorf("no answer: %w: %w", storeadapter.ErrUnavailable, ctx.Err())
+				}
+				return nil
+			}})
+			b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error { return nil })
+			b.cfg.Clock, b.cfg.Queue, b.cfg.Drain, b.cfg.ReceiveOutage = clock.Real{}, hung.Queue("work"), true, 2*time.Second
+			r, err := runner.New(b.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			if before > 0 {
+				r.StorageFailingSince(start.Add(-before))
+			}
+			errc := make(chan error, 1)
+			go func() { errc <- r.Run(context.Background()) }()
+			select {
+			case err := <-errc:
+				took := time.Since(start)
+				if err == nil || !strings.Contains(err.Error(), "failed") {
+					t.Fatalf("Run = %v; want the outage's error", err)
+				}
+				if limit := b.cfg.ReceiveOutage - before + 300*time.Millisecond; took > limit || took < b.cfg.ReceiveOutage-before-300*time.Millisecond {
+					t.Errorf("Run returned after %v; want about %v (the outage, counted from %v before Run)", took.Round(time.Millisecond), b.cfg.ReceiveOutage-before, before)
+				}
+			case <-time.After(8 * time.Second):
+				t.Fatal("Run has not returned 8 s into a 2 s receive outage")
+			}
+		})
+	}
 }
 
 // TestSetResultLogged: what a handler reports with SetResult appears on its

@@ -8,9 +8,12 @@ import (
 	"net/url"
 	"regexp"
 	"strconv"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue/queueerror"
@@ -48,20 +51,27 @@ var codeSentinels = map[string]error{
 	string(queueerror.RequestBodyTooLarge): storeadapter.ErrTooLarge,
 	string(aztables.TooManyProperties):     storeadapter.ErrTooLarge,
 
-	string(queueerror.AuthenticationFailed):           storeadapter.ErrForbidden,
-	string(queueerror.AuthorizationFailure):           storeadapter.ErrForbidden,
+	// The credential itself (see ErrAuthentication) ...
+	string(queueerror.AuthenticationFailed):              storeadapter.ErrAuthentication,
+	string(queueerror.InvalidAuthenticationInfo):         storeadapter.ErrAuthentication,
+	string(queueerror.AuthorizationFailure):              storeadapter.ErrAuthentication,
+	string(queueerror.AuthorizationProtocolMismatch):     storeadapter.ErrAuthentication,
+	string(queueerror.AuthorizationResourceTypeMismatch): storeadapter.ErrAuthentication,
+	string(queueerror.AuthorizationServiceMismatch):      storeadapter.ErrAuthentication,
+	string(queueerror.AuthorizationSourceIPMismatch):     storeadapter.ErrAuthentication,
+	// ... or a permission it lacks, perhaps only for the moment.
 	string(bloberror.AuthorizationPermissionMismatch): storeadapter.ErrForbidden,
 	string(queueerror.InsufficientAccountPermissions): storeadapter.ErrForbidden,
 
 	string(queueerror.OperationTimedOut): storeadapter.ErrUnavailable,
 	string(queueerror.ServerBusy):        storeadapter.ErrUnavailable,
-	string(queueerror.InternalError):     storeadapter.ErrUnavailable,
+	string(queueerror.InternalError):     storeadapter.ErrServiceFailed,
 }
 
 // statusSentinels is the fallback when the code is unknown or empty.
 var statusSentinels = map[int]error{
 	http.StatusBadRequest:            storeadapter.ErrInvalidInput,
-	http.StatusUnauthorized:          storeadapter.ErrForbidden,
+	http.StatusUnauthorized:          storeadapter.ErrAuthentication,
 	http.StatusForbidden:             storeadapter.ErrForbidden,
 	http.StatusNotFound:              storeadapter.ErrNotFound,
 	http.StatusConflict:              storeadapter.ErrAlreadyExists,
@@ -69,7 +79,7 @@ var statusSentinels = map[int]error{
 	http.StatusRequestEntityTooLarge: storeadapter.ErrTooLarge,
 	http.StatusRequestTimeout:        storeadapter.ErrUnavailable,
 	http.StatusTooManyRequests:       storeadapter.ErrUnavailable,
-	http.StatusInternalServerError:   storeadapter.ErrUnavailable,
+	http.StatusInternalServerError:   storeadapter.ErrServiceFailed,
 	http.StatusBadGateway:            storeadapter.ErrUnavailable,
 	http.StatusServiceUnavailable:    storeadapter.ErrUnavailable,
 	http.StatusGatewayTimeout:        storeadapter.ErrUnavailable,
@@ -101,6 +111,12 @@ func interpretErrorOn(op string, err, notFound error) error {
 	}
 	if errors.Is(err, context.Canceled) {
 		return fmt.Errorf("azstore: %s: %w", op, err)
+	}
+	var ce *credentialError
+	if errors.As(err, &ce) {
+		// The credential's own error says why it could not sign in; it
+		// quotes the token authority's URL, never a storage URL.
+		return fmt.Errorf("azstore: %s: %w: the credential could not get a token: %v", op, storeadapter.ErrAuthentication, ce.err)
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		// The per-try timeout (on the last try), the call timeout or the
@@ -169,3 +185,64 @@ func interpretTransactionError(op string, err error) error {
 	}
 	return &storeadapter.TransactionError{Index: index, Err: interpretError(op, err)}
 }
+
+// signIn is the token credential a Store built by NewWithCredential uses:
+// the caller's, whose failures to get a token are marked credentialError
+// unless waiting may cure them, so that interpretError reports them as
+// ErrAuthentication. Without it, a sign-in that cannot succeed (no identity
+// found, a rejected client secret or federated token) would arrive as an
+// error of no known type and be taken for storage not answering: retried
+// until the worker's receive outage ends.
+//
+// While a token is awaited, onWait (Options.OnWait) hears of it as the
+// tries of the clients do, its Service SignIn: a token authority that does
+// not answer is said, not only a storage endpoint.
+type signIn struct {
+	cred   azcore.TokenCredential
+	onWait func(Wait)
+	notice time.Duration
+}
+
+func (s signIn) GetToken(ctx context.Context, opts policy.TokenRequestOptions) (azcore.AccessToken, error) {
+	if s.onWait != nil {
+		defer watchWait(Wait{Service: SignIn}, s.notice, s.onWait)()
+	}
+	if si, ok := ctx.Value(signingInKey{}).(*signingIn); ok {
+		si.n.Add(1) // the try's own notices wait (see waitWatch)
+		defer si.n.Add(-1)
+	}
+	tk, err := s.cred.GetToken(ctx, opts)
+	if err != nil && !signInMayRecover(ctx, err) {
+		err = &credentialError{err}
+	}
+	return tk, err
+}
+
+// signInMayRecover reports whether a failure to get a token may go away by
+// itself: the caller's context ended (no answer in time), or the token
+// authority answered 408, 429 or 5xx (busy or failing). Everything else —
+// no identity available (azidentity's CredentialUnavailableError), the
+// authority refusing the identity, a token endpoint that cannot be reached
+// or resolved — needs the configuration changed.
+func signInMayRecover(ctx context.Context, err error) bool {
+	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return true
+	}
+	var af *azidentity.AuthenticationFailedError
+	if errors.As(err, &af) && af.RawResponse != nil {
+		code := af.RawResponse.StatusCode
+		return code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500
+	}
+	return false
+}
+
+// credentialError is a failure to get a token that retrying will not fix
+// (see signIn). It is NonRetriable, as azidentity's own errors are, so the
+// SDK does not retry the call either.
+type credentialError struct{ err error }
+
+func (e *credentialError) Error() string { return e.err.Error() }
+func (e *credentialError) Unwrap() error { return e.err }
+
+// NonRetriable marks the error as one the SDK's retry policy gives up on.
+func (*credentialError) NonRetriable() {}

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 
@@ -45,9 +46,17 @@ func TestInterpretError(t *testing.T) {
 		{"being deleted", responseError(409, "TableBeingDeleted", ""), storeadapter.ErrTableBeingDeleted},
 		{"too large", responseError(400, "EntityTooLarge", ""), storeadapter.ErrTooLarge},
 		{"busy", responseError(503, "ServerBusy", ""), storeadapter.ErrUnavailable},
+		{"internal error", responseError(500, "InternalError", ""), storeadapter.ErrServiceFailed},
+		{"internal error, no code (Azurite)", responseError(500, "", ""), storeadapter.ErrServiceFailed},
 		{"role missing", responseError(403, "AuthorizationPermissionMismatch", ""), storeadapter.ErrForbidden},
-		{"expired SAS, no code", responseError(403, "", ""), storeadapter.ErrForbidden},
-		{"bad key", responseError(401, "", ""), storeadapter.ErrForbidden},
+		{"forbidden, no code (HEAD)", responseError(403, "", ""), storeadapter.ErrForbidden},
+		{"wrong key or expired SAS", responseError(403, "AuthenticationFailed", ""), storeadapter.ErrAuthentication},
+		{"network rules", responseError(403, "AuthorizationFailure", ""), storeadapter.ErrAuthentication},
+		{"SAS for other services", responseError(403, "AuthorizationServiceMismatch", ""), storeadapter.ErrAuthentication},
+		{"SAS for https over http", responseError(403, "AuthorizationProtocolMismatch", ""), storeadapter.ErrAuthentication},
+		{"token of another tenant", responseError(401, "InvalidAuthenticationInfo", ""), storeadapter.ErrAuthentication},
+		{"unauthorized, no code", responseError(401, "", ""), storeadapter.ErrAuthentication},
+		{"sign-in failed", &credentialError{errors.New("ClientSecretCredential: AADSTS7000215: invalid client secret")}, storeadapter.ErrAuthentication},
 		{"gateway timeout, no code", responseError(504, "", ""), storeadapter.ErrUnavailable},
 		{"bad request, no code", responseError(400, "", ""), storeadapter.ErrInvalidInput},
 		{"code only in body", responseError(400, "", `{"odata.error":{"code":"InvalidResourceName","message":{"value":"bad"}}}`), storeadapter.ErrInvalidInput},
@@ -67,7 +76,13 @@ func TestInterpretError(t *testing.T) {
 				errors.Is(got, storeadapter.ErrQueueNotFound) || errors.Is(got, storeadapter.ErrContainerNotFound)) {
 				t.Fatalf("interpretError = %v: a missing item, not a missing table, queue or container", got)
 			}
-			transient := c.want == storeadapter.ErrUnavailable || c.want == storeadapter.ErrTableBeingDeleted
+			if c.want == storeadapter.ErrForbidden && errors.Is(got, storeadapter.ErrAuthentication) {
+				t.Fatalf("interpretError = %v: a permission missing, not the credential refused", got)
+			}
+			if c.want == storeadapter.ErrAuthentication && !errors.Is(got, storeadapter.ErrForbidden) {
+				t.Fatalf("interpretError = %v: ErrAuthentication must still match ErrForbidden", got)
+			}
+			transient := c.want == storeadapter.ErrUnavailable || c.want == storeadapter.ErrServiceFailed || c.want == storeadapter.ErrTableBeingDeleted
 			if transient != storeadapter.IsTransient(got) {
 				t.Fatalf("IsTransient(%v) = %v", got, storeadapter.IsTransient(got))
 			}
@@ -93,5 +108,21 @@ func TestInterpretTransactionError(t *testing.T) {
 	err = interpretTransactionError("transact t", responseError(400, "InvalidInput", `{"odata.error":{"code":"InvalidInput","message":{"value":"no index"}}}`))
 	if !errors.As(err, &txErr) || txErr.Index != -1 || !errors.Is(err, storeadapter.ErrInvalidInput) {
 		t.Fatalf("got %v (index %d), want index -1 wrapping ErrInvalidInput", err, txErr.Index)
+	}
+}
+
+// TestWaitNoticeDefault: OnWait first hears of a try after 5 s, or a
+// quarter of the call timeout when that is shorter, unless told.
+func TestWaitNoticeDefault(t *testing.T) {
+	for _, c := range []struct {
+		o    *Options
+		want time.Duration
+	}{
+		{nil, 5 * time.Second}, {&Options{}, 5 * time.Second}, {&Options{CallTimeout: 8 * time.Second}, 2 * time.Second},
+		{&Options{CallTimeout: -1}, 5 * time.Second}, {&Options{CallTimeout: 8 * time.Second, WaitNotice: time.Second}, time.Second},
+	} {
+		if got := c.o.copy().WaitNotice; got != c.want {
+			t.Errorf("%+v: WaitNotice %v, want %v", c.o, got, c.want)
+		}
 	}
 }

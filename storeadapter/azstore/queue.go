@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 
@@ -19,6 +20,7 @@ type Queue struct {
 	name string
 	c    *azqueue.QueueClient
 	callTimeout
+	receiveRetry policy.RetryOptions // see Receive
 }
 
 var _ storeadapter.Queue = (*Queue)(nil)
@@ -109,9 +111,18 @@ func expires(t *time.Time) time.Time {
 }
 
 // Receive takes up to n visible messages and hides them for visibility.
+//
+// The SDK does not retry it, whatever the client's retry options (its try
+// timeout still holds): a try whose answer was lost or failed may have
+// hidden the messages it was to return, and a retry would silently return
+// the next ones instead, leaving those hidden for a whole visibility
+// timeout — or, for a message the service cannot return (see
+// storeadapter.ErrServiceFailed), for good, with no error ever reaching
+// the caller. The caller sees the failure and retries itself.
 func (q *Queue) Receive(ctx context.Context, n int, visibility time.Duration) ([]storeadapter.Message, error) {
 	ctx, cancel := q.bound(ctx)
 	defer cancel()
+	ctx = policy.WithRetryOptions(ctx, q.receiveRetry)
 	if err := storeadapter.ValidateQueueName(q.name); err != nil {
 		return nil, err
 	}

@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -28,6 +30,9 @@ type Store struct {
 	queues  *azqueue.ServiceClient
 	blobs   *service.Client
 	timeout callTimeout
+	// receiveRetry are the queue client's retry options with retries
+	// off, for Receive (see Queue.Receive).
+	receiveRetry policy.RetryOptions
 }
 
 var _ storeadapter.Store = (*Store)(nil)
@@ -45,6 +50,10 @@ const (
 	// DefaultCallTimeout bounds one method call, retries and their delays
 	// included.
 	DefaultCallTimeout = 2 * time.Minute
+	// DefaultWaitNotice is how long a try waits for its answer before
+	// Options.OnWait hears of it (or a quarter of the call timeout, when
+	// that is shorter).
+	DefaultWaitNotice = 5 * time.Second
 )
 
 // Options pass SDK client options through to the three clients (retry
@@ -74,12 +83,40 @@ type Options struct {
 	// nil when the service answered (whatever the status, but 408, 429 and
 	// 5xx), and with an error wrapping storeadapter.ErrUnavailable when the
 	// try failed in a way the SDK retries (no connection, no answer within
-	// TryTimeout, 408, 429, 5xx). It lets a command say at once that
+	// TryTimeout, 408, 429, 5xx; a 500 wraps storeadapter.ErrServiceFailed:
+	// the service did answer). It lets a command say at once that
 	// storage is not answering, before the SDK's retries of one call are
 	// spent (8–10 s by default). The error holds no URL. It must be quick
 	// and safe for concurrent use.
 	OnTry func(err error)
+	// OnWait, if set, is called while an HTTP try of any client waits for
+	// its answer: once it has waited WaitNotice, then each time its wait
+	// has doubled (5 s, 10 s, 20 s by default), until it is answered or
+	// abandoned. It lets a command say what it is waiting for when an
+	// endpoint accepts connections and does not answer, long before the
+	// try's timeout. It must be quick and safe for concurrent use.
+	OnWait func(Wait)
+	// WaitNotice is the first wait OnWait hears of: 0 means
+	// DefaultWaitNotice or a quarter of CallTimeout, whichever is shorter.
+	WaitNotice time.Duration
 }
+
+// Wait describes an HTTP try that has not been answered yet, or a token
+// the credential of NewWithCredential has not got yet (see
+// Options.OnWait).
+type Wait struct {
+	// Service is "table", "queue" or "blob"; SignIn for a token.
+	Service string
+	// Host is the endpoint's host and port; never a path or query, which
+	// may hold a SAS. "" for a token (the credential knows where it asks).
+	Host string
+	// Waited is how long the try has waited: WaitNotice, then twice that,
+	// four times that, ….
+	Waited time.Duration
+}
+
+// SignIn is the Wait.Service of a token the credential has not got yet.
+const SignIn = "sign-in"
 
 // Endpoints are the service URLs of one account, such as
 // https://acct.table.core.windows.net/ or http://127.0.0.1:10002/devstoreaccount1.
@@ -186,8 +223,13 @@ func NewWithSharedKey(ep Endpoints, account, key string, o *Options) (*Store, er
 // such as azidentity.NewDefaultAzureCredential (managed identity in
 // production). The identity needs the Storage Table Data Contributor, Queue
 // Data Message Processor (or Contributor) and Blob Data Contributor roles.
+//
+// A failure to get a token that waiting will not cure (no identity found,
+// the authority refusing it) is an error wrapping
+// storeadapter.ErrAuthentication, not a transient one.
 func NewWithCredential(ep Endpoints, cred azcore.TokenCredential, o *Options) (*Store, error) {
 	o = o.copy()
+	cred = signIn{cred: cred, onWait: o.OnWait, notice: o.WaitNotice}
 	t, err1 := aztables.NewServiceClient(ep.Table, cred, o.Tables)
 	q, err2 := azqueue.NewServiceClient(ep.Queue, cred, o.Queues)
 	b, err3 := service.NewClient(ep.Blob, cred, blobServiceOptions(o.Blobs))
@@ -228,7 +270,9 @@ func newStore(t *aztables.ServiceClient, q *azqueue.ServiceClient, b *service.Cl
 		return nil, errors.New("azstore: an endpoint URL was rejected by the SDK (check the table, queue and blob endpoints)")
 	}
 	timeout := callTimeout(o.CallTimeout)
-	return &Store{tables: &Tables{svc: t, callTimeout: timeout}, queues: q, blobs: b, timeout: timeout}, nil
+	receiveRetry := o.Queues.Retry
+	receiveRetry.MaxRetries = -1
+	return &Store{tables: &Tables{svc: t, callTimeout: timeout}, queues: q, blobs: b, timeout: timeout, receiveRetry: receiveRetry}, nil
 }
 
 // copy returns a copy of o whose option structs are copies too, so the SDK
@@ -238,7 +282,8 @@ func newStore(t *aztables.ServiceClient, q *azqueue.ServiceClient, b *service.Cl
 func (o *Options) copy() *Options {
 	c := &Options{Tables: &aztables.ClientOptions{}, Queues: &azqueue.ClientOptions{}, Blobs: &azblob.ClientOptions{}}
 	if o != nil {
-		*c = Options{Tables: c.Tables, Queues: c.Queues, Blobs: c.Blobs, TryTimeout: o.TryTimeout, CallTimeout: o.CallTimeout, OnTry: o.OnTry}
+		*c = Options{Tables: c.Tables, Queues: c.Queues, Blobs: c.Blobs, TryTimeout: o.TryTimeout, CallTimeout: o.CallTimeout, OnTry: o.OnTry,
+			OnWait: o.OnWait, WaitNotice: o.WaitNotice}
 		if o.Tables != nil {
 			*c.Tables = *o.Tables
 		}
@@ -257,9 +302,25 @@ func (o *Options) copy() *Options {
 	}
 	// New slices: appending to the caller's could write into its arrays.
 	c.Tables.PerCallPolicies = append(slices.Clone(c.Tables.PerCallPolicies), batchKeyQuotes{})
-	if c.OnTry != nil {
-		for _, co := range []*policy.ClientOptions{&c.Tables.ClientOptions, &c.Queues.ClientOptions, &c.Blobs.ClientOptions} {
-			co.PerRetryPolicies = append(slices.Clone(co.PerRetryPolicies), tryObserver(c.OnTry))
+	if c.WaitNotice == 0 {
+		c.WaitNotice = DefaultWaitNotice
+		if c.CallTimeout > 0 {
+			c.WaitNotice = min(c.WaitNotice, c.CallTimeout/4)
+		}
+	}
+	clients := []struct {
+		service string
+		co      *policy.ClientOptions
+	}{{"table", &c.Tables.ClientOptions}, {"queue", &c.Queues.ClientOptions}, {"blob", &c.Blobs.ClientOptions}}
+	for _, cl := range clients {
+		if c.OnTry != nil || c.OnWait != nil {
+			cl.co.PerRetryPolicies = slices.Clone(cl.co.PerRetryPolicies)
+		}
+		if c.OnTry != nil {
+			cl.co.PerRetryPolicies = append(cl.co.PerRetryPolicies, tryObserver(c.OnTry))
+		}
+		if c.OnWait != nil {
+			cl.co.PerRetryPolicies = append(cl.co.PerRetryPolicies, waitWatch{service: cl.service, notice: c.WaitNotice, f: c.OnWait})
 		}
 	}
 	for _, r := range []*policy.RetryOptions{&c.Tables.Retry, &c.Queues.Retry, &c.Blobs.Retry} {
@@ -292,7 +353,7 @@ func (s *Store) Tables() storeadapter.Tables { return s.tables }
 
 // Queue returns a handle on the named queue.
 func (s *Store) Queue(name string) storeadapter.Queue {
-	return &Queue{name: name, c: s.queues.NewQueueClient(name), callTimeout: s.timeout}
+	return &Queue{name: name, c: s.queues.NewQueueClient(name), callTimeout: s.timeout, receiveRetry: s.receiveRetry}
 }
 
 // Container returns a handle on the named blob container.
@@ -308,11 +369,74 @@ func (f tryObserver) Do(req *policy.Request) (*http.Response, error) {
 	switch {
 	case errors.Is(err, context.Canceled): // the caller gave up: no news about storage
 	case err != nil:
-		f(interpretError("try", err))
+		// A try that failed before storage was asked (the credential
+		// could not get a token) says nothing about storage either.
+		if err := interpretError("try", err); storeadapter.IsTransient(err) {
+			f(err)
+		}
+	case resp.StatusCode == http.StatusInternalServerError:
+		f(fmt.Errorf("azstore: try: %w (HTTP %d)", storeadapter.ErrServiceFailed, resp.StatusCode))
 	case resp.StatusCode == http.StatusRequestTimeout || resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
 		f(fmt.Errorf("azstore: try: %w (HTTP %d)", storeadapter.ErrUnavailable, resp.StatusCode))
 	default:
 		f(nil)
 	}
 	return resp, err
+}
+
+// waitWatch tells Options.OnWait about a try still waiting for its answer
+// (see Options.OnWait).
+type waitWatch struct {
+	service string
+	notice  time.Duration
+	f       func(Wait)
+}
+
+func (w waitWatch) Do(req *policy.Request) (*http.Response, error) {
+	// The try includes getting the token, which the credential's own
+	// watch reports (see signIn): while it runs, the try's notices are
+	// held back, so a silent token authority is not said to be storage.
+	si := &signingIn{}
+	req = req.WithContext(context.WithValue(req.Raw().Context(), signingInKey{}, si))
+	defer watchWait(Wait{Service: w.service, Host: req.Raw().URL.Host}, w.notice, func(wt Wait) {
+		if si.n.Load() == 0 {
+			w.f(wt)
+		}
+	})()
+	return req.Next()
+}
+
+// signingInKey is the context key of a try's signingIn.
+type signingInKey struct{}
+
+// signingIn counts the credential's token requests running for one try.
+type signingIn struct{ n atomic.Int32 }
+
+// watchWait tells f about a wait that has lasted notice, and again each
+// time it has doubled, until the function it returns is called (when the
+// wait is over; no call to f follows).
+func watchWait(w Wait, notice time.Duration, f func(Wait)) (over func()) {
+	var mu sync.Mutex
+	ended := false
+	next := notice
+	mu.Lock()
+	defer mu.Unlock()
+	var timer *time.Timer
+	timer = time.AfterFunc(next, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if ended {
+			return
+		}
+		w.Waited = next
+		f(w)
+		timer.Reset(next) // fires once the wait is twice as long
+		next *= 2
+	})
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		ended = true
+		timer.Stop()
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -287,8 +288,12 @@ func TestOnTryHearsEachTry(t *testing.T) {
 		mu.Lock()
 		got := slices.Clone(heard)
 		mu.Unlock()
-		if len(got) != 3 {
-			t.Errorf("%s: OnTry heard %d tries, want 3 (one try and two retries)", c.name, len(got))
+		want := 3 // one try and two retries
+		if c.name == "queue Receive" {
+			want = 1 // never retried (see TestReceiveIsNotRetried)
+		}
+		if len(got) != want {
+			t.Errorf("%s: OnTry heard %d tries, want %d", c.name, len(got), want)
 		}
 		for _, err := range got {
 			if !errors.Is(err, storeadapter.ErrUnavailable) || strings.Contains(err.Error(), azurite.Key) {
@@ -317,5 +322,107 @@ func TestOnTryHearsEachTry(t *testing.T) {
 	defer mu.Unlock()
 	if len(heard) != 1 || heard[0] != nil {
 		t.Errorf("OnTry heard %v for a 404, want one nil", heard)
+	}
+}
+
+// TestOnWaitHearsSilentTries: on an endpoint that accepts connections and
+// never answers, OnWait hears each try of every client once it has waited
+// WaitNotice and each time its wait doubles, with the service and the host
+// (no path or query), until the try times out; on an endpoint that answers
+// it hears nothing.
+func TestOnWaitHearsSilentTries(t *testing.T) {
+	conn := hangingEndpoints(t)
+	host := strings.Split(strings.Split(conn, "QueueEndpoint=")[1], "/")[2] // http://HOST/account
+	var mu sync.Mutex
+	var heard []azstore.Wait
+	noRetries := policy.ClientOptions{Retry: policy.RetryOptions{MaxRetries: -1}}
+	o := &azstore.Options{Tables: &aztables.ClientOptions{ClientOptions: noRetries}, Queues: &azqueue.ClientOptions{ClientOptions: noRetries},
+		Blobs: &azblob.ClientOptions{ClientOptions: noRetries}, TryTimeout: 450 * time.Millisecond, WaitNotice: 100 * time.Millisecond,
+		OnWait: func(w azstore.Wait) {
+			mu.Lock()
+			heard = append(heard, w)
+			mu.Unlock()
+		}}
+	s, err := azstore.NewFromConnectionString(conn, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	for _, c := range storeCalls {
+		mu.Lock()
+		heard = nil
+		mu.Unlock()
+		if err := c.call(ctx, s); !storeadapter.IsTransient(err) {
+			t.Fatalf("%s on a silent endpoint: %v, want a transient error", c.name, err)
+		}
+		time.Sleep(150 * time.Millisecond) // a notice after the try ended would show now
+		mu.Lock()
+		got := slices.Clone(heard)
+		mu.Unlock()
+		service := strings.Fields(c.name)[0]
+		want := []azstore.Wait{{service, host, 100 * time.Millisecond}, {service, host, 200 * time.Millisecond}, {service, host, 400 * time.Millisecond}}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: OnWait heard %v, want %v", c.name, got, want)
+		}
+	}
+
+	if emulator == nil {
+		t.Skip(azurite.EnvSkip + "=1: the Azurite half of this test skipped on request")
+	}
+	heard = nil
+	up, err := azstore.NewFromConnectionString(emulator.ConnectionString, &azstore.Options{WaitNotice: 2 * time.Second, OnWait: func(w azstore.Wait) {
+		mu.Lock()
+		heard = append(heard, w)
+		mu.Unlock()
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := up.Tables().GetEntity(ctx, "NoSuchTable", "p", "r"); !errors.Is(err, storeadapter.ErrTableNotFound) {
+		t.Fatalf("GetEntity on a missing table: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(heard) != 0 {
+		t.Errorf("OnWait heard %v for a call answered at once, want nothing", heard)
+	}
+}
+
+// TestReceiveIsNotRetried: a receive whose try failed is not retried by the
+// SDK, whatever the client's retry options, as a retry would hide the
+// messages the failed try may have hidden and return the next ones; other
+// calls are retried as configured. The service here answers 500 to
+// everything, as Azurite answers a receive of a message it cannot return.
+func TestReceiveIsNotRetried(t *testing.T) {
+	var mu sync.Mutex
+	tries := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		tries[r.Method+" "+r.URL.Query().Get("peekonly")+" "+r.URL.Query().Get("comp")]++
+		mu.Unlock()
+		w.WriteHeader(http.StatusInternalServerError)
+	}))
+	defer srv.Close()
+	o := &azstore.Options{Tables: &aztables.ClientOptions{ClientOptions: fastRetries()}, Queues: &azqueue.ClientOptions{ClientOptions: fastRetries()},
+		Blobs: &azblob.ClientOptions{ClientOptions: fastRetries()}}
+	s, err := azstore.NewFromConnectionString(endpointsAt(strings.TrimPrefix(srv.URL, "http://")), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	q := s.Queue("queue1")
+	if _, err := q.Receive(ctx, 32, time.Minute); !errors.Is(err, storeadapter.ErrServiceFailed) {
+		t.Fatalf("Receive: %v, want ErrServiceFailed", err)
+	}
+	if _, err := q.Peek(ctx, 32); !errors.Is(err, storeadapter.ErrServiceFailed) {
+		t.Fatalf("Peek: %v, want ErrServiceFailed", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	receives, peeks := tries["GET  "], tries["GET true "]
+	if want := 1 + int(fastRetries().Retry.MaxRetries); receives != 1 || peeks != want {
+		t.Errorf("the service saw %d receives and %d peeks (%v); want 1 receive (no retry) and %d peeks (retried as configured)", receives, peeks, tries, want)
 	}
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"net"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -29,6 +30,84 @@ func deadEndpoints(t *testing.T, cs string) string {
 		}
 	}
 	return strings.Join(parts, ";")
+}
+
+// silentEndpoints returns cs with every service endpoint on a loopback
+// listener that accepts connections and never answers (a black-holed
+// network, a broken proxy), and the listener's host:port.
+func silentEndpoints(t *testing.T, cs string) (string, string) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	host := l.Addr().String()
+	parts := strings.Split(cs, ";")
+	for i, p := range parts {
+		for _, svc := range []string{"BlobEndpoint=", "QueueEndpoint=", "TableEndpoint="} {
+			if strings.HasPrefix(p, svc) {
+				parts[i] = svc + "http://" + host + "/" + azurite.Account
+			}
+		}
+	}
+	return strings.Join(parts, ";"), host
+}
+
+// TestWorkerSilentStorageExitsWithinOutage points a draining worker at an
+// endpoint that accepts connections and never answers: it says what it is
+// waiting for within a second (a quarter of -storage-timeout), and exits 1
+// within -receive-outage counted from its start — the work queue's creation
+// at start, which fails too, is part of the outage — with the failure
+// logged, and no secret.
+func TestWorkerSilentStorageExitsWithinOutage(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 60*time.Second)
+	cs, host := silentEndpoints(t, emulatorConnectionString)
+	e.environ = childEnvironment(cs)
+	start := time.Now()
+	w := e.startWorker("silent", "-drain", "-receive-outage", "3s", "-storage-timeout", "4s")
+	e.poll(2*time.Second, 20*time.Millisecond, "the worker to say what it waits for", func() bool {
+		return strings.Contains(w.stderr.String(), `"msg":"waiting for queue service at `+host+` (1s)"`)
+	})
+	if code := w.wait(e.ctx, 10*time.Second); code != 1 {
+		t.Fatalf("%s exited with %d, want 1", w, code)
+	}
+	took := time.Since(start)
+	t.Logf("exited 1 after %v", took.Round(time.Millisecond))
+	if took > 4500*time.Millisecond {
+		t.Errorf("the worker exited %v after its start; want within the 3s -receive-outage (and a margin for the process)", took.Round(time.Millisecond))
+	}
+	out := w.stderr.String()
+	for _, want := range []string{`"msg":"could not create the work queue; receiving anyway"`, `"reason":"receive failing"`,
+		`"level":"ERROR","msg":"worker failed"`, "\nworker: runner: receive from silent failed"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, azurite.Key) {
+		t.Error("the account key appears in the worker's output")
+	}
 }
 
 // TestWorkerStorageDownExitsOne points a draining worker at a port where
@@ -66,8 +145,9 @@ func TestWorkerStorageDownExitsOne(t *testing.T) {
 }
 
 // TestWorkerSaysAtOnceStorageIsDown: with the SDK's default retries, a
-// failed receive takes 8–10 s to come back; the worker still says within
-// 2 s that storage is not answering, and stops on SIGTERM.
+// failed call (the work queue's creation at start) takes 8–10 s to come
+// back; the worker still says within 2 s that storage is not answering, and
+// stops on SIGTERM.
 func TestWorkerSaysAtOnceStorageIsDown(t *testing.T) {
 	t.Parallel()
 	e := setup(t, 60*time.Second)

@@ -2,8 +2,12 @@ package cli
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
 // TestAuthForms: each form is recognised, and conflicting or incomplete
@@ -108,5 +112,54 @@ func TestRedactor(t *testing.T) {
 	}
 	if r.Writer(w) != w || strings.Contains(buf.String(), "SIG") {
 		t.Errorf("writer: %q (or it wrapped itself twice)", buf.String())
+	}
+}
+
+// TestExplain: an error of a refused credential, or of a missing
+// permission, gains the form in force, where it came from and what to check
+// for it, without quoting the credential; other errors are unchanged.
+func TestExplain(t *testing.T) {
+	const key = "U0VDUkVUS0VZMDEyMzQ1Njc4OQ=="
+	const sas = "sv=2020-08-04&ss=bqt&sig=SECRETSIGNATURE0123"
+	refused := fmt.Errorf("queue work: azstore: create queue work: %w (HTTP 403 AuthenticationFailed)", storeadapter.ErrAuthentication)
+	lacking := fmt.Errorf("queue work: azstore: create queue work: %w (HTTP 403 AuthorizationPermissionMismatch)", storeadapter.ErrForbidden)
+	for _, c := range []struct {
+		name                   string
+		a                      Account
+		refused, lacking, both string
+	}{
+		{name: "account key", a: Account{ConnectionString: "AccountName=acct;AccountKey=" + key},
+			both:    "a connection string with an account key (-connection-string or $AZURE_STORAGE_CONNECTION_STRING)",
+			refused: "check that its AccountKey is one of the account's two current keys", lacking: "check that shared key access is allowed"},
+		{name: "SAS connection string", a: Account{ConnectionString: "QueueEndpoint=https://acct.queue.core.windows.net;SharedAccessSignature=" + sas},
+			both:    "a connection string with a SAS (-connection-string or $AZURE_STORAGE_CONNECTION_STRING)",
+			refused: "check that the SAS has not expired (se=)", lacking: "grants the permissions rwdlacup"},
+		{name: "development storage", a: Account{ConnectionString: "UseDevelopmentStorage=true"},
+			both: "development storage (UseDevelopmentStorage=true", refused: "Azurite", lacking: "Azurite"},
+		{name: "SAS token", a: Account{Name: "acct", SASToken: sas},
+			both:    "an account name with a SAS token (-account or $AZURE_STORAGE_ACCOUNT, with -sas-token or $AZURE_STORAGE_SAS_TOKEN)",
+			refused: "ss=bqt", lacking: "rwdlacup"},
+		{name: "Entra ID", a: Account{Name: "acct"},
+			both:    "an account name with DefaultAzureCredential (-account or $AZURE_STORAGE_ACCOUNT alone)",
+			refused: "that an identity is available to DefaultAzureCredential here", lacking: "Storage Queue Data Contributor"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv(EnvConnectionString, "")
+			t.Setenv(EnvSASToken, "")
+			for err, want := range map[error]string{refused: c.refused, lacking: c.lacking} {
+				got := c.a.Explain(err)
+				msg := got.Error()
+				if !errors.Is(got, err) || !strings.HasPrefix(msg, err.Error()) || !strings.Contains(msg, c.both) || !strings.Contains(msg, want) {
+					t.Errorf("Explain(%v)\n = %s\nwant it to keep the error and add %q and %q", err, msg, c.both, want)
+				}
+				if strings.Contains(msg, "SECRET") || strings.Contains(msg, key) {
+					t.Errorf("the explanation quotes a credential: %s", msg)
+				}
+			}
+			other := fmt.Errorf("queue work: %w", storeadapter.ErrUnavailable)
+			if got := c.a.Explain(other); got != other {
+				t.Errorf("Explain(%v) = %v; want it unchanged", other, got)
+			}
+		})
 	}
 }

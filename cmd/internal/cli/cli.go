@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -70,8 +71,13 @@ type Account struct {
 	// storage call before the error reaches tablekeeper, which has its own
 	// retries per message. Default 3, the SDK's; 0 turns them off.
 	Retries int
+	// Timeout (flag -storage-timeout) bounds each storage call, the SDK's
+	// retries included. Default (0) azstore.DefaultCallTimeout, 2 min;
+	// 1s-1h.
+	Timeout time.Duration
 	// Log, if set, hears at once when storage stops answering (the first
-	// failed try, before the SDK's retries are spent) and when it answers
+	// failed try, before the SDK's retries are spent), what a call is
+	// waiting for while an endpoint stays silent, and when storage answers
 	// again: see StorageWatch.
 	Log *slog.Logger
 	// Endpoints, if set, returns the service URLs of an account name
@@ -85,8 +91,8 @@ type Account struct {
 	Credential *azidentity.DefaultAzureCredentialOptions
 }
 
-// RegisterFlags adds -connection-string, -account, -sas-token and
-// -storage-retries to fs; the account name's default comes from the
+// RegisterFlags adds -connection-string, -account, -sas-token,
+// -storage-retries and -storage-timeout to fs; the account name's default comes from the
 // environment, so flags override it. The connection string and the SAS
 // token are read from the environment only when used, so -help never
 // prints them.
@@ -94,7 +100,9 @@ func (a *Account) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&a.ConnectionString, "connection-string", "", "storage connection string: account key, SAS, or \"UseDevelopmentStorage=true\" for Azurite (default $"+EnvConnectionString+", which is preferable: a flag shows in ps)")
 	fs.StringVar(&a.Name, "account", os.Getenv(EnvAccount), "storage account name, used with DefaultAzureCredential, or with -sas-token (env "+EnvAccount+")")
 	fs.StringVar(&a.SASToken, "sas-token", "", "account SAS token (sv=…&sig=…) for -account (default $"+EnvSASToken+", which is preferable: a flag shows in ps)")
-	fs.IntVar(&a.Retries, "storage-retries", 3, "SDK retries of a failed storage call (0: none; the worker retries messages itself)")
+	fs.IntVar(&a.Retries, "storage-retries", 3, "SDK retries of a failed storage call (0: none; never of a receive; the worker retries messages itself)")
+	fs.DurationVar(&a.Timeout, "storage-timeout", azstore.DefaultCallTimeout, "longest one storage call may take, the SDK's retries included (1s-1h); "+
+		"a try unanswered after 5s (or a quarter of this) is reported on stderr")
 }
 
 // AuthForm is the credential form an Account resolves to.
@@ -220,10 +228,28 @@ func (a *Account) Secrets() []string {
 	return append(out, os.Getenv("AZURE_CLIENT_SECRET"), os.Getenv("AZURE_CLIENT_CERTIFICATE_PASSWORD"), os.Getenv("AZURE_PASSWORD"))
 }
 
-// options returns the SDK client options for Retries.
-func (a *Account) options() (*azstore.Options, error) {
+// Limits of -storage-timeout.
+const (
+	MinStorageTimeout = time.Second
+	MaxStorageTimeout = time.Hour
+)
+
+// CheckFlags refuses a -storage-retries or -storage-timeout out of range,
+// naming the flag and its rule (a usage error; Connect checks them too).
+func (a *Account) CheckFlags() error {
 	if a.Retries < 0 || a.Retries > 10 {
-		return nil, fmt.Errorf("-storage-retries: must be 0-10, got %d", a.Retries)
+		return fmt.Errorf("-storage-retries: must be 0-10, got %d", a.Retries)
+	}
+	if a.Timeout != 0 && (a.Timeout < MinStorageTimeout || a.Timeout > MaxStorageTimeout) {
+		return fmt.Errorf("-storage-timeout: must be %v-%v, got %v", MinStorageTimeout, MaxStorageTimeout, a.Timeout)
+	}
+	return nil
+}
+
+// options returns the SDK client options for Retries and Timeout.
+func (a *Account) options() (*azstore.Options, error) {
+	if err := a.CheckFlags(); err != nil {
+		return nil, err
 	}
 	var co azcore.ClientOptions
 	co.Retry.MaxRetries = int32(a.Retries)
@@ -231,27 +257,73 @@ func (a *Account) options() (*azstore.Options, error) {
 		co.Retry.MaxRetries = -1 // the SDK reads 0 as "default"
 	}
 	o := &azstore.Options{Tables: &aztables.ClientOptions{ClientOptions: co}, Queues: &azqueue.ClientOptions{ClientOptions: co},
-		Blobs: &azblob.ClientOptions{ClientOptions: co}}
+		Blobs: &azblob.ClientOptions{ClientOptions: co}, CallTimeout: a.Timeout}
 	if a.Log != nil {
-		o.OnTry = StorageWatch(a.Log)
+		o.OnTry, o.OnWait = StorageWatch(a.Log)
 	}
 	return o, nil
 }
 
-// StorageWatch returns an azstore OnTry hook that logs a warning on the
-// first failed try after storage last answered, and a notice when it
-// answers again: one line per change, not one per try, so an outage is
-// visible at once without flooding the log.
-func StorageWatch(log *slog.Logger) func(error) {
-	var failing atomic.Bool
-	return func(err error) {
+// StorageWatch returns azstore's OnTry and OnWait hooks, which log:
+//
+//   - a warning on the first failed try after storage last answered
+//     ("storage is not answering; retrying"), or the first answered with
+//     an internal error (HTTP 500: "storage answered with a server
+//     error"; Azurite answers so a receive of a message it cannot return,
+//     which is no outage);
+//   - a warning while a try waits for an endpoint that does not answer
+//     ("waiting for queue service at HOST (5s)", again as the wait
+//     doubles; one line per service and host at a time, however many
+//     calls wait), or for a token ("waiting for the credential to sign
+//     in (5s)");
+//   - a notice when storage answers again after either.
+//
+// One line per change, not one per try, so an outage is visible at once
+// without flooding the log.
+func StorageWatch(log *slog.Logger) (onTry func(error), onWait func(azstore.Wait)) {
+	var failing, erring, waited atomic.Bool
+	var mu sync.Mutex
+	lastWait := map[string]time.Time{} // by service and host: when a wait was last logged
+	onTry = func(err error) {
 		switch {
-		case err != nil && !failing.Swap(true):
-			log.Warn("storage is not answering; retrying", "err", err)
-		case err == nil && failing.Swap(false):
+		case errors.Is(err, storeadapter.ErrServiceFailed):
+			// It did answer: with an internal error (HTTP 500).
+			if !erring.Swap(true) {
+				log.Warn("storage answered with a server error", "err", err)
+			}
+			return
+		case err != nil:
+			if !failing.Swap(true) {
+				log.Warn("storage is not answering; retrying", "err", err)
+			}
+			return
+		}
+		erring.Store(false)
+		wasFailing, wasWaiting := failing.Swap(false), waited.Swap(false)
+		if wasFailing || wasWaiting {
 			log.Info("storage answers again")
 		}
 	}
+	onWait = func(w azstore.Wait) {
+		key := w.Service + " " + w.Host
+		now := time.Now()
+		mu.Lock()
+		quiet := now.Sub(lastWait[key]) >= w.Waited/2
+		if quiet {
+			lastWait[key] = now
+		}
+		mu.Unlock()
+		switch {
+		case !quiet:
+		case w.Service == azstore.SignIn:
+			waited.Store(true)
+			log.Warn(fmt.Sprintf("waiting for the credential to sign in (%v)", w.Waited), "service", w.Service, "waited", w.Waited)
+		default:
+			waited.Store(true)
+			log.Warn(fmt.Sprintf("waiting for %s service at %s (%v)", w.Service, w.Host, w.Waited), "service", w.Service, "host", w.Host, "waited", w.Waited)
+		}
+	}
+	return onTry, onWait
 }
 
 // Connect returns the store the flags and environment describe (see

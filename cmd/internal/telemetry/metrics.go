@@ -51,6 +51,11 @@ var reasons = []string{ReasonPermanent, ReasonRefused, ReasonDequeueCount, Reaso
 // delivery (its time budget, 5 min by default, and up to maxRunTime).
 var DurationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800}
 
+// StorageBuckets are the storage latency histogram's upper bounds in
+// seconds: from a fast table read (milliseconds) through the SDK's retries
+// (seconds) to the per-try (30 s) and per-call (2 min) time bounds.
+var StorageBuckets = []float64{0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120}
+
 // Metrics holds the worker's metrics in their own registry (with the Go
 // runtime and process collectors). Create it with New.
 type Metrics struct {
@@ -67,6 +72,7 @@ type Metrics struct {
 	leasesLost    prometheus.Counter
 	duration      *prometheus.HistogramVec
 	storage       *prometheus.CounterVec
+	storageTime   *prometheus.HistogramVec
 	depth         *prometheus.GaugeVec
 	poisonDepth   *prometheus.GaugeVec
 	oldest        *prometheus.GaugeVec
@@ -99,6 +105,9 @@ func New(kinds []string, maxDequeueCount int64) *Metrics {
 		Help: "How long each processed delivery ran, by kind (refused messages included).", Buckets: DurationBuckets}, []string{"kind"})
 	m.storage = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tablekeeper_storage_calls_total",
 		Help: "Storage calls (the bill) by service (table, queue, blob), operation and status (ok or the error class)."}, []string{"service", "operation", "status"})
+	m.storageTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "tablekeeper_storage_call_duration_seconds",
+		Help:    "How long each storage call took as the worker saw it (the SDK's retries included), by service (table, queue, blob) and operation, whatever its status.",
+		Buckets: StorageBuckets}, []string{"service", "operation"})
 	m.depth = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tablekeeper_queue_depth",
 		Help: "Approximate message count of the work queue (visible or not), sampled."}, []string{"queue"})
 	m.poisonDepth = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tablekeeper_poison_queue_depth",
@@ -109,7 +118,7 @@ func New(kinds []string, maxDequeueCount int64) *Metrics {
 		Help: "When the queue gauges were last sampled successfully (Unix time)."}, []string{"queue"})
 	m.sampleFailure = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tablekeeper_queue_sample_failures_total",
 		Help: "Samples of the queue gauges that failed (the gauges keep their last values)."}, []string{"queue"})
-	m.Registry.MustRegister(m.received, m.finished, m.retried, m.poisoned, m.renewals, m.leasesLost, m.duration, m.storage,
+	m.Registry.MustRegister(m.received, m.finished, m.retried, m.poisoned, m.renewals, m.leasesLost, m.duration, m.storage, m.storageTime,
 		m.depth, m.poisonDepth, m.oldest, m.sampled, m.sampleFailure,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, k := range append(slices.Sorted(maps.Keys(m.kinds)), UnknownKind) {
@@ -185,11 +194,14 @@ func (m *Metrics) Observe(_ context.Context, e runner.Event) {
 var _ runner.Observer = (*Metrics)(nil)
 
 // Storage returns the instrument.Observer that counts storage calls into
-// tablekeeper_storage_calls_total; pass it in instrument.Options.Observers
-// of the store the worker uses.
+// tablekeeper_storage_calls_total and times them into
+// tablekeeper_storage_call_duration_seconds; pass it in
+// instrument.Options.Observers of the store the worker uses.
 func (m *Metrics) Storage() instrument.Observer {
-	return instrument.ObserverFunc(func(c instrument.Call, _ time.Duration, err error) {
-		m.storage.WithLabelValues(c.Op.Service(), string(c.Op), Status(err)).Inc()
+	return instrument.ObserverFunc(func(c instrument.Call, took time.Duration, err error) {
+		service, op := c.Op.Service(), string(c.Op)
+		m.storage.WithLabelValues(service, op, Status(err)).Inc()
+		m.storageTime.WithLabelValues(service, op).Observe(took.Seconds())
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -35,6 +36,15 @@ type Server struct {
 	Ready func(ctx context.Context) error
 	// Now is the clock Alive's times are on; nil is time.Now.
 	Now func() time.Time
+	// Redact, if set, scrubs credentials from every text a response
+	// carries that did not come from the server itself (the /readyz
+	// body quotes the readiness check's error).
+	Redact func(string) string
+	// ErrorLog, if set, receives net/http's own errors (a handler's panic,
+	// a failed accept) and the metrics handler's; nil is the log package's
+	// default logger, which writes to the process's stderr directly, past
+	// any redaction. Set it before Serve.
+	ErrorLog *log.Logger
 
 	metrics *Metrics
 	ln      net.Listener
@@ -48,17 +58,17 @@ type Server struct {
 }
 
 // Listen binds addr (":8080", "127.0.0.1:0", …) for m's endpoints. Set
-// Alive, AliveWindow and Ready, then call Serve.
+// Alive, AliveWindow and Ready, then call Serve. Its error is net.Listen's.
 func Listen(addr string, m *Metrics) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("-http: %w", err)
+		return nil, err // the caller names the setting
 	}
 	s := &Server{metrics: m, ln: ln}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry, ErrorLog: errorLog{s}}))
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	return s, nil
 }
@@ -69,6 +79,7 @@ func (s *Server) Addr() string { return s.ln.Addr().String() }
 // Serve serves until Shutdown; it returns nil then.
 func (s *Server) Serve() error {
 	s.started = s.now()
+	s.srv.ErrorLog = s.ErrorLog
 	if err := s.srv.Serve(s.ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
@@ -112,7 +123,11 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 // old) passed, 503 with its error otherwise.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if err := s.ready(r.Context()); err != nil {
-		http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+		msg := err.Error()
+		if s.Redact != nil {
+			msg = s.Redact(msg)
+		}
+		http.Error(w, "not ready: "+msg, http.StatusServiceUnavailable)
 		return
 	}
 	fmt.Fprintln(w, "ok")
@@ -154,4 +169,14 @@ func QueueReady(work storeadapter.Queue) func(ctx context.Context) error {
 // when the port was chosen by the system.
 func (s *Server) LogListening(log *slog.Logger) {
 	log.Info("serving health and metrics", "addr", s.Addr(), "paths", "/healthz /readyz /metrics")
+}
+
+// errorLog is the metrics handler's promhttp.Logger: the server's
+// ErrorLog, or nothing while it is unset.
+type errorLog struct{ s *Server }
+
+func (l errorLog) Println(v ...any) {
+	if l.s.ErrorLog != nil {
+		l.s.ErrorLog.Println(v...)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/tablekeeper/tablekeeper/cmd/internal/telemetry"
 	"github.com/tablekeeper/tablekeeper/internal/clock"
@@ -220,6 +222,50 @@ func TestStorageCounts(t *testing.T) {
 		if tot.Storage[string(op)] != s.Calls {
 			t.Errorf("%s: metrics %d calls, instrument %d", op, tot.Storage[string(op)], s.Calls)
 		}
+	}
+}
+
+// TestStorageLatency: every storage call, whatever its status, is timed
+// into the latency histogram of its service and operation, as long as its
+// caller waited for it (an injected round trip included).
+func TestStorageLatency(t *testing.T) {
+	m := telemetry.New(nil, 5)
+	obs := m.Storage()
+	obs.Observe(instrument.Call{Op: instrument.OpGetEntity, Name: "T"}, 3*time.Millisecond, nil)
+	obs.Observe(instrument.Call{Op: instrument.OpGetEntity, Name: "T"}, 2*time.Second, storeadapter.ErrUnavailable)
+	obs.Observe(instrument.Call{Op: instrument.OpReceive, Name: "q"}, 40*time.Millisecond, nil)
+	store := instrument.Wrap(localstore.New(localstore.Options{}), instrument.Options{Observers: []instrument.Observer{m.Storage()},
+		Latency: instrument.Fixed(30 * time.Millisecond)})
+	if err := store.Container("ccc").Create(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	hist := func(service, op string) *dto.Histogram {
+		t.Helper()
+		return find(t, m, "tablekeeper_storage_call_duration_seconds", "service", service, "operation", op).GetHistogram()
+	}
+	// below returns the histogram's cumulative count at the bucket whose
+	// upper bound is le.
+	below := func(h *dto.Histogram, le float64) uint64 {
+		t.Helper()
+		for _, b := range h.GetBucket() {
+			if b.GetUpperBound() == le {
+				return b.GetCumulativeCount()
+			}
+		}
+		t.Fatalf("no bucket le=%v", le)
+		return 0
+	}
+	if h := hist("table", "GetEntity"); h.GetSampleCount() != 2 || math.Abs(h.GetSampleSum()-2.003) > 1e-9 || below(h, 0.005) != 1 || below(h, 2.5) != 2 {
+		t.Errorf("GetEntity: count %d, sum %v, buckets %v; want 2 calls of 3 ms and 2 s", h.GetSampleCount(), h.GetSampleSum(), h.GetBucket())
+	}
+	if h := hist("queue", "Receive"); h.GetSampleCount() != 1 || below(h, 0.025) != 0 || below(h, 0.05) != 1 {
+		t.Errorf("Receive: count %d, buckets %v; want 1 call of 40 ms", h.GetSampleCount(), h.GetBucket())
+	}
+	if h := hist("blob", "CreateContainer"); h.GetSampleCount() != 1 || h.GetSampleSum() < 0.03 {
+		t.Errorf("CreateContainer: count %d, sum %v; want 1 call of at least the injected 30 ms", h.GetSampleCount(), h.GetSampleSum())
+	}
+	if n := testutil.CollectAndCount(m.Registry, "tablekeeper_storage_call_duration_seconds"); n != 3 {
+		t.Errorf("%d latency series, want 3 (one per service and operation called; status is no label)", n)
 	}
 }
 

@@ -6,9 +6,14 @@
 package clitest
 
 import (
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,6 +39,9 @@ type Form struct {
 	Credential *azidentity.DefaultAzureCredentialOptions
 	// Secrets are the values that must never be printed.
 	Secrets []string
+	// Hint, in RefusingForms, is what a command's error must say about the
+	// form when storage refuses its credential.
+	Hint string
 }
 
 // credentialEnv lists the variables Apply controls: the account's and
@@ -213,4 +221,89 @@ func WorkingForms(t *testing.T, conn string) []Form {
 		{Name: "account name + SAS token", Secrets: []string{sas, sig}, Endpoints: endpoints,
 			Env: map[string]string{cli.EnvAccount: azurite.Account, cli.EnvSASToken: sas}},
 	}
+}
+
+// RefusingForms returns every credential form aimed at storage that
+// refuses it: a server that answers every request 403 AuthenticationFailed,
+// as Azure answers a wrong or rotated key or an expired SAS, for the key
+// and SAS forms; a token authority that refuses connections for the Entra
+// ID forms (the sign-in cannot succeed). Each form's Hint is the
+// description of the form a command's error must give.
+func RefusingForms(t *testing.T) []Form {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("x-ms-error-code", "AuthenticationFailed")
+		w.Header().Set("Content-Type", "application/xml")
+		w.WriteHeader(http.StatusForbidden)
+		io.WriteString(w, `<?xml version="1.0" encoding="utf-8"?><Error><Code>AuthenticationFailed</Code>`+
+			`<Message>Server failed to authenticate the request.</Message></Error>`)
+	}))
+	t.Cleanup(srv.Close)
+	refusing := srv.URL + "/acct"
+	sas := "sv=2020-08-04&ss=bqt&srt=sco&sp=rwdlacup&se=2020-01-01T00%3A00%3A00Z&sig=" + fakeSig
+	eps := "BlobEndpoint=" + refusing + ";QueueEndpoint=" + refusing + ";TableEndpoint=" + refusing + ";"
+	var forms []Form
+	for _, f := range FailingForms(t) {
+		switch f.Name {
+		case "connection string with account key":
+			f.Env = map[string]string{cli.EnvConnectionString: "DefaultEndpointsProtocol=http;AccountName=acct;AccountKey=" + fakeKey + ";" + eps}
+			f.Hint = "a connection string with an account key"
+		case "connection string with SAS":
+			f.Env = map[string]string{cli.EnvConnectionString: eps + "SharedAccessSignature=" + sas}
+			f.Secrets, f.Hint = []string{sas, fakeSig}, "a connection string with a SAS"
+		case "account name + SAS token":
+			f.Env[cli.EnvSASToken], f.Secrets = sas, []string{sas, fakeSig}
+			f.Endpoints = func(string) azstore.Endpoints {
+				return azstore.Endpoints{Table: refusing, Queue: refusing, Blob: refusing}
+			}
+			f.Hint = "an account name with a SAS token"
+		case "account name + DefaultAzureCredential (client secret)", "account name + DefaultAzureCredential (workload identity)":
+			f.Hint = "an account name with DefaultAzureCredential"
+		default:
+			continue
+		}
+		forms = append(forms, f)
+	}
+	return forms
+}
+
+// Silent returns the address (host:port) of a loopback listener that
+// accepts every connection and never answers, as a storage endpoint behind
+// a broken proxy or a black-holed network does; it closes when the test
+// ends.
+func Silent(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return l.Addr().String()
+}
+
+// SilentConnectionString returns a connection string (account key form)
+// whose three endpoints are host (see Silent).
+func SilentConnectionString(host string) string {
+	ep := "http://" + host + "/acct"
+	return "DefaultEndpointsProtocol=http;AccountName=acct;AccountKey=" + fakeKey + ";BlobEndpoint=" + ep + ";QueueEndpoint=" + ep + ";TableEndpoint=" + ep + ";"
 }
