@@ -35,7 +35,10 @@ import (
 //     (with the prefix in force for the container, see Config.prefixFor)
 //     must fit Azure's blob-name rules, else permanent naming args.pk or
 //     args.rk.
-//  1. Read the entity: its properties and ETag e. Missing: permanent.
+//  1. Read the entity: its properties and ETag e. Missing (the
+//     application deleted it after sending the job; its table exists):
+//     done, nothing offloaded, as an archive takes a moved source; a blob
+//     an earlier round put for it is an orphan a reconcile collects.
 //     P absent and TkBlob_P present: already done. P absent with no
 //     reference: permanent when args named P ("property does not exist"),
 //     else nothing to offload. A property over offloadOver whose name is
@@ -99,7 +102,9 @@ import (
 //  1. Open the blob args.blob and stream it: its SHA-256, length, ETag a
 //     and content type. Missing container or blob: permanent, naming
 //     args.container or args.blob.
-//  2. Read the entity (ETag e). P inline and neither String nor Binary:
+//  2. Read the entity (ETag e). Missing: done, nothing attached (as in
+//     offload; the blob is the application's and stays). P inline and
+//     neither String nor Binary:
 //     permanent, naming args.property (its value would be lost). If
 //     TkBlob_P already names this blob with ETag a and that SHA-256 (and P
 //     is absent): done. The entity as it will be written is checked
@@ -253,6 +258,12 @@ type Result struct {
 	// left inline, each with why: a name too long for a TkBlob_ reference,
 	// or a reference larger than its value in an entity near 1 MiB.
 	Skipped []string
+	// Gone is set when the entity does not exist (offload, attach): the
+	// application deleted it after sending the job, so there is nothing to
+	// do, as an archive takes a source already moved. A blob an earlier
+	// round of an offload put for it is an orphan that a reconcile collects
+	// after its grace period.
+	Gone bool
 	// Reconcile holds the counts of a reconcile.
 	Reconcile ReconcileCounts
 }
@@ -295,6 +306,8 @@ func (r Result) String() string {
 		verb := map[string]string{ModeOffload: "offloaded", ModeAttach: "attached"}[r.Mode]
 		var s string
 		switch {
+		case r.Gone:
+			s = "nothing " + verb + ": the entity does not exist (deleted since the job was sent); a reconcile collects any blob left for it"
 		case len(r.Properties) == 0 && len(r.Skipped) > 0:
 			s = "nothing " + verb
 		case r.Already || len(r.Properties) == 0:
@@ -346,12 +359,17 @@ func (w *Worker) read(ctx context.Context, a Args) (storeadapter.Entity, error) 
 	case errors.Is(err, storeadapter.ErrTableNotFound):
 		return e, jobs.Permanentf("args.table: table %s does not exist", a.Table)
 	case errors.Is(err, storeadapter.ErrNotFound):
-		return e, jobs.Permanentf("args.rk: entity %s/%s does not exist in %s", a.PK, a.RK, a.Table)
+		return e, errEntityGone
 	case err != nil:
 		return e, fmt.Errorf("blobsync: read %s %s/%s: %w", a.Table, a.PK, a.RK, err)
 	}
 	return e, nil
 }
+
+// errEntityGone is read's answer for an entity that does not exist (its
+// table does): the application deleted it after sending the job, which
+// offload and attach then take as done (see Result.Gone).
+var errEntityGone = errors.New("the entity does not exist")
 
 // replace writes next over the entity If-Match etag. lost reports a
 // write that lost to another writer (412, or the entity deleted since).
@@ -393,6 +411,10 @@ func (w *Worker) offload(ctx context.Context, a Args) (Result, error) {
 	blobs := w.store.Container(container)
 	for round := 0; round < w.cfg.MaxConflicts; round++ {
 		e, err := w.read(ctx, a)
+		if errors.Is(err, errEntityGone) {
+			res.Gone = true
+			return res, nil
+		}
 		if err != nil {
 			return res, err
 		}
@@ -659,6 +681,10 @@ func (w *Worker) attach(ctx context.Context, a Args) (Result, error) {
 			return res, fmt.Errorf("blobsync: read %s/%s: %w", a.Container, a.Blob, err)
 		}
 		e, err := w.read(ctx, a)
+		if errors.Is(err, errEntityGone) {
+			res.Gone = true
+			return res, w.deletePrevious(ctx, &res, previous)
+		}
 		if err != nil {
 			return res, err
 		}

@@ -374,37 +374,19 @@ func toBytes(v any) []byte {
 	return b
 }
 
-// checkBlobsyncPoison checks that the only poisoned messages of the
-// blobsync test are offloads and attaches of entities the application
-// deleted, refused because the entity does not exist.
+// checkBlobsyncPoison checks that nothing of the blobsync test was
+// poisoned: an offload or attach of an entity the application deleted
+// meanwhile is done, not refused (it was poisoned, 6 to 13 a run).
 func checkBlobsyncPoison(t *testing.T, e *env, q string, all []*bsEntity) {
 	t.Helper()
-	deleted := map[string]bool{}
+	deleted := 0
 	for _, x := range all {
 		if x.deleted {
-			deleted[x.key()] = true
+			deleted++
 		}
 	}
-	recs, err := mover(q).List(e.ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range recs {
-		if r.Original == "" {
-			if r, err = mover(q).Show(e.ctx, r.MessageID); err != nil {
-				t.Fatal(err)
-			}
-		}
-		env, err := jobs.DecodeEnvelope(r.Original)
-		var a blobsync.Args
-		if err == nil {
-			err = json.Unmarshal(env.Args, &a)
-		}
-		if err != nil || !deleted[a.PK+"/"+a.RK] || !strings.Contains(r.Reason, "args.rk: entity") || !strings.Contains(r.Reason, "does not exist") {
-			t.Errorf("poisoned: %s %+v (%v): %s; only the messages of deleted entities may be", r.Kind, a, err, r.Reason)
-		}
-	}
-	t.Logf("%d messages of the %d deleted entities poisoned", len(recs), len(deleted))
+	checkNoPoison(t, e, q)
+	t.Logf("none of the messages of the %d deleted entities poisoned", deleted)
 }
 
 // checkBlobsyncGetCLI checks that `enqueue blobsync get -o json` prints
@@ -593,7 +575,7 @@ func (a *bsApp) delete(x *bsEntity) error {
 
 // TestBadArgsPoisonedOnFirstDelivery sends export and blobsync jobs whose
 // arguments pass validation but name what does not exist (a container,
-// a table, a property, a blob, an entity) or break a bound that only the
+// a table, a property, a blob) or break a bound that only the
 // worker's config gives (a grace period below the blobsync maxRunTime),
 // and checks that each is poisoned on its first delivery with a reason
 // that names the field and the rule, and that none of them wrote
@@ -625,8 +607,6 @@ func TestBadArgsPoisonedOnFirstDelivery(t *testing.T) {
 			want: []string{"args.property", "property Nope does not exist"}},
 		{id: "offload-container", args: blobsync.Args{Mode: blobsync.ModeOffload, Table: tbl, PK: "p", RK: "r", Property: "Doc", Container: missing},
 			want: []string{"args.container", "container " + missing + " does not exist"}},
-		{id: "offload-entity", args: blobsync.Args{Mode: blobsync.ModeOffload, Table: tbl, PK: "p", RK: "gone"},
-			want: []string{"args.rk", "does not exist"}},
 		{id: "attach-container", args: blobsync.Args{Mode: blobsync.ModeAttach, Table: tbl, PK: "p", RK: "r", Property: "Photo", Container: missing, Blob: "b"},
 			want: []string{"args.container", "container " + missing + " does not exist"}},
 		{id: "attach-blob", cli: []string{"blobsync", "attach", "-table", tbl, "-pk", "p", "-rk", "r", "-property", "Photo", "-container", c, "-blob", "no/such/blob"},
