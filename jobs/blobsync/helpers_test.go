@@ -72,7 +72,7 @@ func newBundle(t *testing.T, cfg blobsync.Config) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.w = w.WithClock(b.clock.Now)
+	b.w = w
 	return b
 }
 

@@ -128,6 +128,21 @@ func (w *Worker) savePosition(ctx context.Context, opID string, pos Position) er
 	return nil
 }
 
+// serviceNow saves pos and returns the time the storage service gave the
+// save (the checkpoint's Timestamp): the service's clock, which blobs'
+// Last-Modified times are read by. It is a little earlier than the calls
+// after it, which only makes blobs look younger.
+func (w *Worker) serviceNow(ctx context.Context, opID string, pos Position) (time.Time, error) {
+	if err := w.savePosition(ctx, opID, pos); err != nil {
+		return time.Time{}, err
+	}
+	e, err := w.store.Tables().GetEntity(ctx, w.checkpoints.Table, opID, CheckpointStep)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("blobsync: read the checkpoint's time: %w", err)
+	}
+	return e.Timestamp, nil
+}
+
 // problem records a finding, up to MaxProblems.
 func (c *ReconcileCounts) problem(format string, args ...any) {
 	if len(c.Problems) < MaxProblems {
@@ -309,9 +324,17 @@ func (r *reconciler) check(ctx context.Context, e storeadapter.Entity, found *Re
 }
 
 // container is phase 2: the managed blobs of the table (or partition)
-// older than the grace period that their entity does not name.
+// older than the grace period that their entity does not name. A blob's
+// age is the storage service's time less its Last-Modified, both by the
+// service's clock: the time is the Timestamp of this phase's checkpoint,
+// written at its start (so no clock of the worker's, which may run ahead
+// of the service's, ever makes a young blob look old).
 func (r *reconciler) container(ctx context.Context, opID, marker string) error {
 	listPrefix := r.listPrefix()
+	now, err := r.w.serviceNow(ctx, opID, Position{Phase: 2, Token: marker})
+	if err != nil {
+		return err
+	}
 	for {
 		page, err := r.blobs.List(ctx, listPrefix, marker)
 		if errors.Is(err, storeadapter.ErrContainerNotFound) {
@@ -324,7 +347,6 @@ func (r *reconciler) container(ctx context.Context, opID, marker string) error {
 		// earlier page: that order is what makes a blob old enough to list
 		// as collectable safe to delete (see Worker).
 		cache := entityCache{r: r}
-		now := r.w.now()
 		for _, b := range page.Blobs {
 			if err := r.blob(ctx, b, now, &cache); err != nil {
 				return err

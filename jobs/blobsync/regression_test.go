@@ -370,7 +370,7 @@ func TestReconcileKeepsBlobWithoutLastModified(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := w.WithClock(b.clock.Now).Run(ctx, "rec", blobsync.Args{Mode: "reconcile", Table: table, Container: container})
+	res, err := w.Run(ctx, "rec", blobsync.Args{Mode: "reconcile", Table: table, Container: container})
 	if err != nil || res.Reconcile.Young != 1 || res.Reconcile.Orphans != 0 || len(b.blobs(t)) != 1 {
 		t.Errorf("reconcile: %s, %v; want the blob kept as young", res, err)
 	}
@@ -430,5 +430,31 @@ func TestReconcileOfMissingTableCollectsItsBlobs(t *testing.T) {
 	res = b.mustRun(t, "rec2", `{"mode":"reconcile","table":"Employees","container":"blobs"}`)
 	if res.Reconcile.Orphans != 1 || len(b.blobs(t)) != 0 {
 		t.Errorf("reconcile after grace: %s, want the blob collected", res)
+	}
+}
+
+// TestGraceByServiceClock: a blob's age is told by the storage service's
+// clock alone. The store's clock here runs days behind the worker's
+// machine (as a service's may run behind a worker's clock that is ahead):
+// an orphan written just now is young, and kept, until the service's own
+// time passes the grace period (the worker's clock said it was days old).
+func TestGraceByServiceClock(t *testing.T) {
+	b := newBundle(t, blobsync.Config{})
+	if lag := time.Since(b.clock.Now()); lag < grace {
+		t.Fatalf("the store's clock is only %v behind the machine's; the test needs more than the grace", lag)
+	}
+	b.insert(t, storeadapter.Entity{PartitionKey: "Sales", RowKey: "1", Properties: map[string]any{"Bio": "text"}})
+	b.mustRun(t, "op-off", `{"mode":"offload","table":"Employees","pk":"Sales","rk":"1","property":"Bio","container":"blobs"}`)
+	if err := b.local.Tables().DeleteEntity(context.Background(), table, "Sales", "1", storeadapter.ETagAny); err != nil {
+		t.Fatal(err)
+	}
+	res := b.mustRun(t, "op-rec-1", `{"mode":"reconcile","table":"Employees","container":"blobs"}`)
+	if res.Reconcile.Orphans != 0 || res.Reconcile.Young != 1 {
+		t.Fatalf("reconcile right after the orphan was left: %+v; want it young and kept", res.Reconcile)
+	}
+	b.clock.Advance(grace + time.Second)
+	res = b.mustRun(t, "op-rec-2", `{"mode":"reconcile","table":"Employees","container":"blobs"}`)
+	if res.Reconcile.Orphans != 1 {
+		t.Fatalf("reconcile once the service's clock passed the grace: %+v; want the orphan collected", res.Reconcile)
 	}
 }

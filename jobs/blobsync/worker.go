@@ -190,7 +190,6 @@ type Worker struct {
 	store       storeadapter.Store
 	checkpoints idempotent.Checkpoints
 	cfg         Config
-	now         func() time.Time
 }
 
 // New returns the blobsync worker on store, configured by cfg (its
@@ -201,14 +200,7 @@ func New(d kit.Deps, cfg Config) (*Worker, error) {
 	}
 	store := d.Store
 	return &Worker{store: store, checkpoints: idempotent.Checkpoints{Tables: store.Tables(), Table: cfg.CheckpointTable},
-		cfg: cfg, now: time.Now}, nil
-}
-
-// WithClock makes the worker tell blob ages by now instead of time.Now
-// (tests pass the clock their store uses) and returns it.
-func (w *Worker) WithClock(now func() time.Time) *Worker {
-	w.now = now
-	return w
+		cfg: cfg}, nil
 }
 
 // MaxRunTime is the longest one blobsync job may run.

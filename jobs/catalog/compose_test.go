@@ -477,7 +477,7 @@ func TestArchiveCarriesOffloadedBlobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, err := w.WithClock(a.clock.Now).Run(a.ctx, "op-reconcile", blobsync.Args{Mode: blobsync.ModeReconcile, Table: staff, Container: "staff-blobs"})
+	rec, err := w.Run(a.ctx, "op-reconcile", blobsync.Args{Mode: blobsync.ModeReconcile, Table: staff, Container: "staff-blobs"})
 	if err != nil || rec.Reconcile.Orphans != 5 {
 		t.Fatalf("reconcile of %s: %v, %+v; want the 5 source blobs collected", staff, err, rec.Reconcile)
 	}
