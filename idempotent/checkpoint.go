@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
@@ -103,4 +104,64 @@ func (c Checkpoints) SaveIfMatch(ctx context.Context, opID, step, token, etag st
 		return "", fmt.Errorf("save checkpoint %s/%s: %w", opID, step, err)
 	}
 	return newETag, nil
+}
+
+// Pruned is what Prune found and deleted.
+type Pruned struct {
+	// Found counts the checkpoints last written before the cut-off,
+	// Deleted those deleted (0 in a dry run), Raced those written again
+	// since they were read (left alone).
+	Found, Deleted, Raced int
+}
+
+// Prune deletes the checkpoints last written (by the service's Timestamp)
+// before cut: done ones that a late redelivery would have read, and those
+// of operations abandoned midway. It is safe once no message of their
+// operations can be delivered any more — a queue message lives at most 7
+// days (storeadapter.DefaultTTL) from its send, and every delivery of a
+// long operation saves its checkpoint — so cut should be at least 8 days
+// back. Deletes are If-Match the ETag read, in transactions of up to 100
+// per operation; a checkpoint written again meanwhile is left. With
+// dryRun nothing is deleted. Memory holds one page.
+func (c Checkpoints) Prune(ctx context.Context, cut time.Time, dryRun bool) (Pruned, error) {
+	var p Pruned
+	q := storeadapter.Query{Filter: storeadapter.Compare("Timestamp", storeadapter.Lt, cut), Select: []string{}}
+	for {
+		page, err := c.Tables.Query(ctx, c.Table, q)
+		if errors.Is(err, storeadapter.ErrTableNotFound) {
+			return p, nil
+		}
+		if err != nil {
+			return p, fmt.Errorf("prune checkpoints: %w", err)
+		}
+		p.Found += len(page.Entities)
+		if !dryRun {
+			ops := make([]storeadapter.TableOp, len(page.Entities))
+			for i, e := range page.Entities {
+				ops[i] = storeadapter.TableOp{Action: storeadapter.TxDelete, Entity: storeadapter.Entity{PartitionKey: e.PartitionKey, RowKey: e.RowKey}, IfMatch: e.ETag}
+			}
+			for _, batch := range Batches(ops) {
+				err := c.Tables.Transact(ctx, c.Table, batch)
+				if Lost(err) { // one was written again: the rest one by one
+					for _, op := range batch {
+						if err := c.Tables.DeleteEntity(ctx, c.Table, op.Entity.PartitionKey, op.Entity.RowKey, op.IfMatch); Lost(err) {
+							p.Raced++
+						} else if err != nil {
+							return p, fmt.Errorf("prune checkpoint %s/%s: %w", op.Entity.PartitionKey, op.Entity.RowKey, err)
+						} else {
+							p.Deleted++
+						}
+					}
+					continue
+				}
+				if err != nil {
+					return p, fmt.Errorf("prune checkpoints of %s: %w", batch[0].Entity.PartitionKey, err)
+				}
+				p.Deleted += len(batch)
+			}
+		}
+		if q.Continuation = page.Next; q.Continuation == "" {
+			return p, nil
+		}
+	}
 }

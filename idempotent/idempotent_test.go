@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tablekeeper/tablekeeper/idempotent"
+	"github.com/tablekeeper/tablekeeper/internal/clock"
 	"github.com/tablekeeper/tablekeeper/localstore"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
@@ -212,5 +214,50 @@ func TestCheckpointsCompareAndSwap(t *testing.T) {
 	}
 	if _, err := cp.SaveIfMatch(ctx, "op-1", "export", "late", e2); !idempotent.Lost(err) {
 		t.Fatalf("SaveIfMatch after Clear = %v, want a lost race", err)
+	}
+}
+
+// TestCheckpointsPrune: only checkpoints last written before the cut-off
+// go, a dry run only counts them, and one written again between the read
+// and the delete stays.
+func TestCheckpointsPrune(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
+	store := localstore.New(localstore.Options{Now: clk.Now})
+	cp := idempotent.Checkpoints{Tables: store.Tables(), Table: "Checkpoints"}
+	if p, err := cp.Prune(ctx, clk.Now(), false); err != nil || p.Found != 0 {
+		t.Fatalf("Prune of a missing table = %+v, %v; want nothing", p, err)
+	}
+	for i := range 150 {
+		if err := cp.Save(ctx, fmt.Sprintf("op-old-%d", i%3), fmt.Sprint("step", i), "done"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.Advance(9 * 24 * time.Hour)
+	if err := cp.Save(ctx, "op-new", "export", "t:1"); err != nil {
+		t.Fatal(err)
+	}
+	cut := clk.Now().Add(-8 * 24 * time.Hour)
+	if p, err := cp.Prune(ctx, cut, true); err != nil || p.Found != 150 || p.Deleted != 0 {
+		t.Fatalf("dry run = %+v, %v; want 150 found, none deleted", p, err)
+	}
+	// A delivery of op-old-0 saves again while the prune runs: the
+	// instrument lets it write just before the first delete.
+	saved := false
+	raced := instrument.Wrap(store, instrument.Options{Fault: func(ctx context.Context, c instrument.Call) error {
+		if !saved && c.Op == instrument.OpTransact {
+			saved = true
+			return cp.Save(ctx, "op-old-0", "step0", "t:again")
+		}
+		return nil
+	}})
+	p, err := idempotent.Checkpoints{Tables: raced.Tables(), Table: "Checkpoints"}.Prune(ctx, cut, false)
+	if err != nil || p.Found != 150 || p.Deleted != 149 || p.Raced != 1 {
+		t.Fatalf("Prune = %+v, %v; want 149 deleted and the one written again left", p, err)
+	}
+	for _, k := range [][2]string{{"op-new", "export"}, {"op-old-0", "step0"}} {
+		if tok, err := cp.Load(ctx, k[0], k[1]); err != nil || tok == "" {
+			t.Errorf("checkpoint %s/%s = %q, %v; want it kept", k[0], k[1], tok, err)
+		}
 	}
 }

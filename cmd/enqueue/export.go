@@ -27,11 +27,15 @@ var exportArgsFlags = strings.NewReplacer(
 	"args.to", "-to",
 )
 
-// runExport is "enqueue export": "verify" checks a manifest, anything
-// else enqueues an export built from flags.
+// runExport is "enqueue export": "verify" checks a manifest, "clean"
+// deletes its stray parts, anything else enqueues an export built from
+// flags.
 func (m *Main) runExport(ctx context.Context, args []string) (string, error) {
 	if len(args) > 0 && args[0] == "verify" {
 		return "export verify", m.exportVerify(ctx, args[1:])
+	}
+	if len(args) > 0 && args[0] == "clean" {
+		return "export clean", m.exportClean(ctx, args[1:])
 	}
 	return "export", m.exportEnqueue(ctx, args)
 }
@@ -79,60 +83,22 @@ func (m *Main) exportEnqueue(ctx context.Context, args []string) error {
 // the exit status is 1 when it finds one.
 func (m *Main) exportVerify(ctx context.Context, args []string) error {
 	var (
-		c                   common
-		manifest, to, table string
-		id                  string
+		c  common
+		mf manifestFlags
 	)
 	fs := m.newFlagSet("export verify",
 		"export verify (-manifest container/path/manifest-<op>.json | -to container/prefix -table T -id OP) [flags]",
 		"Reads an export's manifest and checks each part it lists: present, its SHA-256, size and line count\n"+
 			"as the manifest says, every line parseable, its metadata in agreement; and no unlisted part of the\n"+
-			"same export in its folder. Read-only. Exit status 1 when it finds a problem.", &c)
-	fs.StringVar(&manifest, "manifest", "", "the manifest: container/name")
-	fs.StringVar(&to, "to", "", "or find the manifest of export -id of -table under this container/prefix")
-	fs.StringVar(&table, "table", "", "the exported table (with -to)")
-	fs.StringVar(&id, "id", "", "the export's operation id (with -to)")
+			"same export in its folder. Read-only. Exit status 1 when it finds a problem ('export clean' deletes\n"+
+			"unlisted parts).", &c)
+	mf.register(fs)
 	if err := m.parseNoArgs(fs, &c, args); err != nil {
 		return err
 	}
-	var container, name string
-	switch {
-	case manifest != "" && to != "":
-		return usagef("-manifest and -to: give one, not both")
-	case manifest != "":
-		var ok bool
-		if container, name, ok = strings.Cut(manifest, "/"); !ok || name == "" {
-			return usagef("-manifest: %q is not container/path", manifest)
-		}
-		if err := storeadapter.ValidateContainerName(container); err != nil {
-			return usagef("-manifest: %v", err)
-		}
-		if err := storeadapter.ValidateBlobName(name); err != nil {
-			return usagef("-manifest: %v", err)
-		}
-	case to != "":
-		if table == "" || id == "" {
-			return usagef("-to: needs -table and -id to find the manifest")
-		}
-		var err error
-		if container, _, err = tableexport.ParseTarget(to); err != nil {
-			return usagef("-to: %v", err)
-		}
-		if err := storeadapter.ValidateTableName(table); err != nil {
-			return usagef("-table: %v", err)
-		}
-	default:
-		return usagef("-manifest: is required (or -to with -table and -id)")
-	}
-	store, err := m.connect(&c)
+	store, container, name, err := m.findExport(ctx, &c, mf)
 	if err != nil {
 		return err
-	}
-	if name == "" {
-		_, prefix, _ := tableexport.ParseTarget(to) // checked above
-		if name, err = findManifest(ctx, store.Container(container), path.Join(prefix, table)+"/", id); err != nil {
-			return err
-		}
 	}
 	rep, err := tableexport.Verify(ctx, store.Container(container), name)
 	if err != nil {
@@ -145,6 +111,123 @@ func (m *Main) exportVerify(ctx context.Context, args []string) error {
 		return errReported
 	}
 	return nil
+}
+
+// exportClean deletes the stray parts of a finished export: parts of its
+// operation in its folder that the manifest does not list (a run that
+// lost its registration to another wrote them). Dry run unless -yes.
+func (m *Main) exportClean(ctx context.Context, args []string) error {
+	var (
+		c   common
+		mf  manifestFlags
+		yes bool
+	)
+	fs := m.newFlagSet("export clean",
+		"export clean (-manifest container/path/manifest-<op>.json | -to container/prefix -table T -id OP) [-yes] [flags]",
+		"Lists the stray parts of a finished export — parts of its operation in its folder that its manifest\n"+
+			"does not list, written by a run that lost its registration to another (their rows are in the listed\n"+
+			"parts) — and with -yes deletes them, each If-Match its ETag; 'export verify' then finds none. Without\n"+
+			"-yes it deletes nothing.", &c)
+	mf.register(fs)
+	fs.BoolVar(&yes, "yes", false, "delete the stray parts (default: a dry run that lists them)")
+	if err := m.parseNoArgs(fs, &c, args); err != nil {
+		return err
+	}
+	store, container, name, err := m.findExport(ctx, &c, mf)
+	if err != nil {
+		return err
+	}
+	cl, err := tableexport.CleanStrays(ctx, store.Container(container), name, !yes)
+	if err != nil {
+		return err
+	}
+	if c.json() {
+		strays := cl.Strays
+		if strays == nil {
+			strays = []string{}
+		}
+		return writeJSON(m.Stdout, struct {
+			Manifest string   `json:"manifest"`
+			DryRun   bool     `json:"dryRun"`
+			Strays   []string `json:"strays"`
+			Deleted  int      `json:"deleted"`
+			Raced    int      `json:"raced"`
+		}{container + "/" + name, !yes, strays, cl.Deleted, cl.Raced})
+	}
+	for _, s := range cl.Strays {
+		fmt.Fprintln(m.Stdout, container+"/"+s)
+	}
+	switch {
+	case !yes && len(cl.Strays) > 0:
+		fmt.Fprintf(m.Stdout, "dry run: would delete %d stray parts of %s/%s (run again with -yes)\n", len(cl.Strays), container, name)
+	case !yes:
+		fmt.Fprintf(m.Stdout, "no stray part: %s/%s lists every part of its operation\n", container, name)
+	default:
+		fmt.Fprintf(m.Stdout, "deleted %d of %d stray parts of %s/%s", cl.Deleted, len(cl.Strays), container, name)
+		if cl.Raced > 0 {
+			fmt.Fprintf(m.Stdout, " (%d changed or gone meanwhile, left)", cl.Raced)
+		}
+		fmt.Fprintln(m.Stdout)
+	}
+	return nil
+}
+
+// manifestFlags name an export's manifest, directly or by its folder,
+// table and operation id.
+type manifestFlags struct {
+	manifest, to, table, id string
+}
+
+func (f *manifestFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.manifest, "manifest", "", "the manifest: container/name")
+	fs.StringVar(&f.to, "to", "", "or find the manifest of export -id of -table under this container/prefix")
+	fs.StringVar(&f.table, "table", "", "the exported table (with -to)")
+	fs.StringVar(&f.id, "id", "", "the export's operation id (with -to)")
+}
+
+// findExport checks the manifest flags, connects and returns the store,
+// the container and the manifest's name.
+func (m *Main) findExport(ctx context.Context, c *common, f manifestFlags) (storeadapter.Store, string, string, error) {
+	var container, name string
+	switch {
+	case f.manifest != "" && f.to != "":
+		return nil, "", "", usagef("-manifest and -to: give one, not both")
+	case f.manifest != "":
+		var ok bool
+		if container, name, ok = strings.Cut(f.manifest, "/"); !ok || name == "" {
+			return nil, "", "", usagef("-manifest: %q is not container/path", f.manifest)
+		}
+		if err := storeadapter.ValidateContainerName(container); err != nil {
+			return nil, "", "", usagef("-manifest: %v", err)
+		}
+		if err := storeadapter.ValidateBlobName(name); err != nil {
+			return nil, "", "", usagef("-manifest: %v", err)
+		}
+	case f.to != "":
+		if f.table == "" || f.id == "" {
+			return nil, "", "", usagef("-to: needs -table and -id to find the manifest")
+		}
+		var err error
+		if container, _, err = tableexport.ParseTarget(f.to); err != nil {
+			return nil, "", "", usagef("-to: %v", err)
+		}
+		if err := storeadapter.ValidateTableName(f.table); err != nil {
+			return nil, "", "", usagef("-table: %v", err)
+		}
+	default:
+		return nil, "", "", usagef("-manifest: is required (or -to with -table and -id)")
+	}
+	store, err := m.connect(c)
+	if err != nil {
+		return nil, "", "", err
+	}
+	if name == "" {
+		_, prefix, _ := tableexport.ParseTarget(f.to) // checked above
+		if name, err = findManifest(ctx, store.Container(container), path.Join(prefix, f.table)+"/", f.id); err != nil {
+			return nil, "", "", err
+		}
+	}
+	return store, container, name, nil
 }
 
 // findManifest returns the name of export id's manifest under folder

@@ -156,3 +156,103 @@ func TestExportVerify(t *testing.T) {
 		}
 	}
 }
+
+// TestExportClean: a stray part (of the operation, not in the manifest)
+// makes verify exit 1 for ever; clean lists it without deleting it, then
+// with -yes deletes it, and verify passes. An export with none says so.
+func TestExportClean(t *testing.T) {
+	b := setup(t)
+	ctx := context.Background()
+	if err := b.store.Tables().CreateTable(ctx, "Logins"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		e := storeadapter.Entity{PartitionKey: "Day1", RowKey: fmt.Sprintf("%03d", i), Properties: map[string]any{"User": strings.Repeat("u", 80)}}
+		if _, err := b.store.Tables().InsertEntity(ctx, "Logins", e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := b.store.Container("exports")
+	if err := c.Create(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m, err := tableexport.Export(ctx, b.store.Tables(), tableexport.Source{Table: "Logins"}, tableexport.Options{
+		Blobs: c, OpID: "op-c1", MaxPartBytes: 1024, Now: func() time.Time { return t0 },
+		Checkpoints: idempotent.Checkpoints{Tables: b.store.Tables(), Table: "Checkpoints"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := b.mustRun("", "export", "clean", "-manifest", "exports/"+m.Name)
+	if !strings.Contains(r.stdout, "no stray part") {
+		t.Errorf("clean of an export without strays:\n%s", r.stdout)
+	}
+	// A stray: a copy of a part under the next number, as a superseded
+	// run commits it.
+	data, props, err := c.Get(ctx, m.Parts[0].Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stray := fmt.Sprintf("%s/%06d.jsonl", m.Folder, len(m.Parts)+1)
+	if _, err := c.Put(ctx, stray, data, storeadapter.PutOptions{ContentType: props.ContentType, Metadata: props.Metadata}); err != nil {
+		t.Fatal(err)
+	}
+	if r := b.run("", "export", "verify", "-manifest", "exports/"+m.Name); r.code != 1 {
+		t.Fatalf("verify with a stray: exit %d, want 1", r.code)
+	}
+	r = b.mustRun("", "export", "clean", "-to", "exports", "-table", "Logins", "-id", "op-c1")
+	if !strings.Contains(r.stdout, "exports/"+stray) || !strings.Contains(r.stdout, "dry run: would delete 1 stray parts") {
+		t.Errorf("clean's dry run:\n%s", r.stdout)
+	}
+	if _, err := c.Properties(ctx, stray); err != nil {
+		t.Fatalf("the dry run deleted the stray: %v", err)
+	}
+	r = b.mustRun("", "export", "clean", "-o", "json", "-manifest", "exports/"+m.Name, "-yes")
+	var out struct {
+		DryRun  bool
+		Strays  []string
+		Deleted int
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || out.DryRun || out.Deleted != 1 || len(out.Strays) != 1 {
+		t.Errorf("clean -yes -o json = %q (%v)", r.stdout, err)
+	}
+	b.mustRun("", "export", "verify", "-manifest", "exports/"+m.Name)
+	if r := b.run("", "export", "clean", "-manifest", "exports/"+m.Name, "-to", "exports"); r.code != 2 || !strings.Contains(r.stderr, "-manifest and -to: give one") {
+		t.Errorf("clean with both: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// TestCheckpointsPrune: checkpoints last written more than -older-than
+// ago are counted by a dry run and deleted with -yes; younger ones stay;
+// -older-than below 8 days is a usage error.
+func TestCheckpointsPrune(t *testing.T) {
+	b := setup(t)
+	ctx := context.Background()
+	cp := idempotent.Checkpoints{Tables: b.store.Tables(), Table: "TablekeeperCheckpoints"}
+	b.clock.Set(time.Now().Add(-10 * 24 * time.Hour)) // the prune's cut-off is the machine's clock
+	for _, op := range []string{"op-a", "op-b", "op-c"} {
+		if err := cp.Save(ctx, op, "export", `{"done":true}`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.clock.Set(time.Now())
+	if err := cp.Save(ctx, "op-now", "export", "t:1"); err != nil {
+		t.Fatal(err)
+	}
+	if r := b.run("", "checkpoints", "prune", "-older-than", "7d"); r.code != 2 || !strings.Contains(r.stderr, "-older-than: must be at least 8d") {
+		t.Errorf("prune -older-than 7d: exit %d, stderr %q", r.code, r.stderr)
+	}
+	old := "8d"
+	r := b.mustRun("", "checkpoints", "prune", "-older-than", old)
+	if !strings.Contains(r.stdout, "dry run: 3 checkpoints") {
+		t.Errorf("dry run:\n%s", r.stdout)
+	}
+	r = b.mustRun("", "checkpoints", "prune", "-older-than", old, "-yes")
+	if !strings.Contains(r.stdout, "deleted 3 of 3 checkpoints") {
+		t.Errorf("prune -yes:\n%s", r.stdout)
+	}
+	for op, want := range map[string]bool{"op-a": false, "op-now": true} {
+		if tok, _ := cp.Load(ctx, op, "export"); (tok != "") != want {
+			t.Errorf("checkpoint of %s after the prune: %q, want kept %v", op, tok, want)
+		}
+	}
+}

@@ -149,6 +149,10 @@ commands:
                     -table T [-pk P [-rk-from A] [-rk-to B]] -to container/prefix [-gzip] [-max-part-bytes N] [-id ID]
   export verify   check an export's parts against its manifest, read-only (exit 1 on problems):
                     -manifest container/path/manifest-<op>.json | -to container/prefix -table T -id OP
+  export clean    delete a finished export's stray parts (of its operation, not in its manifest);
+                    a dry run unless -yes: -manifest M | -to container/prefix -table T -id OP [-yes]
+  checkpoints prune  delete checkpoints last written before a cut-off (done exports and purges,
+                    abandoned operations); a dry run unless -yes: [-table T] [-older-than 8d] [-yes]
   purgeday        enqueue the purge of the day tables <prefix>YYYYMMDD older than a cut-off (-dry-run:
                     print what would go, delete nothing): -prefix P (-keep-days N | -before YYYY-MM-DD)
                     [-export-to container/prefix] [-dry-run] [-id ID]
@@ -239,6 +243,8 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 		name, err = m.runBlobsync(ctx, rest)
 	case "stats":
 		err = m.runStats(ctx, rest)
+	case "checkpoints":
+		name, err = m.runCheckpoints(ctx, rest)
 	default:
 		fmt.Fprintf(m.Stderr, "enqueue: unknown command %q\n\n%s", name, usageText)
 		return exitUsage

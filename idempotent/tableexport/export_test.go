@@ -607,6 +607,21 @@ func TestVerifyFindsProblems(t *testing.T) {
 	if r, err := tableexport.Verify(ctx, b.store.Container("exports"), m.Name); err != nil || r.OK() || !r.Complete() || len(r.Problems) != 1 {
 		t.Errorf("Verify with only a stray = %v, %q; want Complete and one problem", err, r.Problems)
 	}
+	// CleanStrays: a dry run names the stray and deletes nothing; then it
+	// is deleted, and Verify finds nothing.
+	cl, err := tableexport.CleanStrays(ctx, c, m.Name, true)
+	if err != nil || !slices.Equal(cl.Strays, []string{extra}) || cl.Deleted != 0 {
+		t.Errorf("CleanStrays dry run = %+v, %v; want the stray named, nothing deleted", cl, err)
+	}
+	if _, err := c.Properties(ctx, extra); err != nil {
+		t.Errorf("the dry run deleted the stray: %v", err)
+	}
+	if cl, err = tableexport.CleanStrays(ctx, c, m.Name, false); err != nil || cl.Deleted != 1 {
+		t.Errorf("CleanStrays = %+v, %v; want the stray deleted", cl, err)
+	}
+	if r, err := tableexport.Verify(ctx, c, m.Name); err != nil || !r.OK() {
+		t.Errorf("Verify after CleanStrays = %v, %q; want OK", err, r.Problems)
+	}
 	if _, err := tableexport.Verify(ctx, b.store.Container("exports"), "no/such/manifest.json"); !errors.Is(err, storeadapter.ErrNotFound) {
 		t.Errorf("Verify of a missing manifest = %v, want ErrNotFound", err)
 	}

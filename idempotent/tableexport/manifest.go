@@ -340,3 +340,47 @@ func verifyPart(ctx context.Context, b storeadapter.Blobs, m Manifest, mp Manife
 	}
 	return num, nil
 }
+
+// Cleaned is what CleanStrays found and deleted.
+type Cleaned struct {
+	// Strays are the stray parts of the export, as Verify names them.
+	Strays []string
+	// Deleted counts those deleted (0 in a dry run); Raced those found
+	// changed or gone since they were listed (left alone).
+	Deleted, Raced int
+}
+
+// CleanStrays deletes the stray parts of a finished export: parts of its
+// operation in its folder that its manifest does not list (see Report,
+// Export). Once the manifest is written its list is final — no run of the
+// operation registers a part after the done mark — so an unlisted part of
+// the operation can never become part of the export, and its rows are in
+// the listed parts (or, for an archive, still in the source). Each delete
+// is If-Match the ETag the stray has just before, so a blob written
+// again meanwhile is left. With dryRun nothing is deleted. Verify then
+// finds no stray.
+func CleanStrays(ctx context.Context, b storeadapter.Blobs, manifest string, dryRun bool) (Cleaned, error) {
+	rep, err := Verify(ctx, b, manifest)
+	if err != nil {
+		return Cleaned{}, err
+	}
+	c := Cleaned{Strays: rep.Strays}
+	if dryRun {
+		return c, nil
+	}
+	for _, name := range rep.Strays {
+		props, err := b.Properties(ctx, name)
+		if err == nil {
+			err = b.Delete(ctx, name, props.ETag)
+		}
+		switch {
+		case err == nil:
+			c.Deleted++
+		case errors.Is(err, storeadapter.ErrNotFound), errors.Is(err, storeadapter.ErrPreconditionFailed):
+			c.Raced++
+		default:
+			return c, fmt.Errorf("tableexport: delete stray part %s: %w", name, err)
+		}
+	}
+	return c, nil
+}
