@@ -522,7 +522,7 @@ func (x *Set) registerGroup(ctx context.Context, ti *tableIndexes, pk string, it
 			deferred = append(deferred, it)
 			continue
 		}
-		next := it.m.clone()
+		next := it.m.declared(ti)
 		next.gen = max(it.m.gen+1, x.now().UnixMicro())
 		for _, ix := range ti.indexes {
 			w := it.wants[ix.Name]

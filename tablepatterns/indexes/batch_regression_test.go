@@ -310,3 +310,35 @@ func TestBatchRedeclaredCopyIfMatchAny(t *testing.T) {
 		t.Errorf("after the rebuild both records claim the partition copy (row owner %q)", owner)
 	}
 }
+
+// TestRecordShedsRemovedIndex: an index removed from the config leaves
+// nothing in the membership records once they are registered again — at
+// the entity's next change, or by a rebuild (they kept its properties for
+// ever).
+func TestRecordShedsRemovedIndex(t *testing.T) {
+	f := newFixture(t, sixIndexes())
+	for _, rk := range []string{"a", "b"} {
+		f.put("P", rk, employee("Jones", rk+"@x"))
+		f.reconcile("P", rk)
+	}
+	cfg := sixIndexes()
+	cfg.Tables[employees] = cfg.Tables[employees][:1] // only "email" left
+	x, err := Open(f.store, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.put("P", "a", employee("Smith", "a2@x"))
+	if _, err := x.Reconcile(f.ctx, employees, "P", "a"); err != nil {
+		t.Fatal(err)
+	}
+	cp := idempotent.Checkpoints{Tables: f.store.Tables(), Table: "Checkpoints"}
+	if _, err := x.Rebuild(f.ctx, employees, nil, cp, "op", RebuildOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, rk := range []string{"a", "b"} {
+		m := f.record("P", rk)
+		if len(m.applied) != 1 || m.applied["email"] == "" || len(m.pending) != 0 {
+			t.Errorf("record of %s after the index removal: applied %v, pending %v; want email only", rk, m.applied, m.pending)
+		}
+	}
+}

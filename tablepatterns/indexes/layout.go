@@ -206,6 +206,27 @@ func (m membership) clone() membership {
 	return c
 }
 
+// declared returns a deep copy of m without the state of indexes ti no
+// longer declares: their applied values and the values still to settle,
+// which no declaration says how to write any more (their entries stay
+// where the old declaration kept them). A registration writes it, so a
+// record sheds an index removed from the config at the entity's next
+// change, reconcile or rebuild.
+func (m membership) declared(ti *tableIndexes) membership {
+	c := m.clone()
+	for name := range c.applied {
+		if ti.lookup(name) == nil {
+			delete(c.applied, name)
+		}
+	}
+	for name := range c.pending {
+		if ti.lookup(name) == nil {
+			delete(c.pending, name)
+		}
+	}
+	return c
+}
+
 // stateValue is the encoded value of an applied state ("" for none).
 func stateValue(state string) string {
 	v, _, _ := strings.Cut(state, "#")
