@@ -41,7 +41,9 @@ import (
 //     of keys long gone (no entity, nothing held, generation older than
 //     the tombstone grace). A transaction that fails goes key by key.
 //  6. Keys whose copy value another key held go through Reconcile once
-//     more: the holder may have moved on within the chunk.
+//     more: the holder may have moved on within the chunk. Then the
+//     entities waiting for a copy value a key of the chunk left are woken
+//     (see wake).
 //
 // Crash positions and interleavings are Reconcile's: each committed
 // registration transaction is a set of whole per-key registrations, a
@@ -329,6 +331,7 @@ func (x *Set) syncChunk(ctx context.Context, ti *tableIndexes, items []*item, fo
 	if err := x.clearAll(ctx, ti, items, tombstoned, &res); err != nil {
 		return res, err
 	}
+	var wake []wakeup
 	for _, it := range items {
 		if len(it.out.Conflicts) > 0 { // the holder may have moved on within the chunk
 			if err := x.fallback(ctx, ti, it, force); err != nil {
@@ -348,8 +351,9 @@ func (x *Set) syncChunk(ctx context.Context, ti *tableIndexes, items []*item, fo
 		if it.fallback {
 			res.Fallbacks++
 		}
+		wake = append(wake, it.out.wake...)
 	}
-	return res, nil
+	return res, x.wake(ctx, ti, wake, 1)
 }
 
 // held reports whether a record says anything is indexed or pending.
@@ -547,22 +551,16 @@ func (x *Set) registerGroup(ctx context.Context, ti *tableIndexes, pk string, it
 					}
 					continue
 				}
-				rk := copyRowKey(ix, v)
-				row := copies[rk]
-				owner, _ := propString(row, propOwner)
-				switch {
-				case v == target && row != nil && owner != it.RK:
+				op, conflict, woke := copyOp(ix, pk, it.RK, v, target, copies[copyRowKey(ix, v)], w.content)
+				if op != nil {
+					writes[op.Entity.RowKey] = *op
+				}
+				if conflict != nil {
 					state = ""
-					it.out.Conflicts = append(it.out.Conflicts, fmt.Errorf("%w: index %s value %s of %s/%s is held by RowKey %q", ErrConflict, ix.Name, describe(v), pk, it.RK, owner))
-				case v == target:
-					e := storeadapter.Entity{PartitionKey: pk, RowKey: rk, Properties: copyProperties(it.RK, w.content)}
-					if row == nil {
-						writes[rk] = storeadapter.TableOp{Action: storeadapter.TxInsert, Entity: e}
-					} else {
-						writes[rk] = storeadapter.TableOp{Action: storeadapter.TxUpdateReplace, Entity: e, IfMatch: row.ETag}
-					}
-				case row != nil && owner == it.RK:
-					writes[rk] = storeadapter.TableOp{Action: storeadapter.TxDelete, Entity: storeadapter.Entity{PartitionKey: pk, RowKey: rk}, IfMatch: row.ETag}
+					it.out.Conflicts = append(it.out.Conflicts, conflict)
+				}
+				if woke {
+					it.out.wake = append(it.out.wake, wakeup{ix: ix, pk: pk, value: v})
 				}
 			}
 			next.applied[ix.Name] = state
@@ -686,14 +684,14 @@ func (x *Set) settleAll(ctx context.Context, ti *tableIndexes, items []*item) (m
 		if len(ws) == 0 {
 			continue
 		}
-		errs, err := x.applyAll(ctx, ix, ws)
+		res, err := x.applyAll(ctx, ix, ws)
 		if err != nil {
 			return nil, fmt.Errorf("index: %s index %s: %w", ti.source, ix.Name, err)
 		}
 		span = append(span, len(ws))
 		for i, it := range owner {
 			lo, hi := span[i], span[i+1]
-			if dead, ok := settled(ix, ws[lo:hi], errs[lo:hi], &it.out); ok {
+			if dead, ok := settled(ix, ws[lo:hi], res[lo:hi], &it.out); ok {
 				if tombstoned[it] == nil {
 					tombstoned[it] = map[string][]string{}
 				}

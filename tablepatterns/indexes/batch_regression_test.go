@@ -342,3 +342,38 @@ func TestRecordShedsRemovedIndex(t *testing.T) {
 		}
 	}
 }
+
+// TestConflictWaiterWoken: an entity whose copy value another entity of
+// its partition holds is left out of the copy index; when the holder
+// leaves the value — renamed and reconciled, or deleted and synced by a
+// purge or archive — the waiting entity is reconciled and takes the copy,
+// in both copy stores, without a write or message of its own (it waited
+// for its next write or a rebuild before).
+func TestConflictWaiterWoken(t *testing.T) {
+	for _, leave := range []string{"rename", "delete and sync"} {
+		t.Run(leave, func(t *testing.T) {
+			f := newFixture(t, sixIndexes())
+			f.put("P", "holder", employee("Jones", "s@x"))
+			f.reconcile("P", "holder")
+			f.put("P", "waiter", employee("Jones", "s@x"))
+			if out := f.reconcile("P", "waiter"); len(out.Conflicts) != 2 {
+				t.Fatalf("the waiter's reconcile: %d conflicts, want 2 (both copy indexes)", len(out.Conflicts))
+			}
+			if leave == "rename" {
+				f.put("P", "holder", employee("Jones", "t@x"))
+				f.reconcile("P", "holder")
+			} else {
+				f.put("P", "holder", nil)
+				if _, err := f.x.Sync(f.ctx, employees, Partition("P", "", "")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, name := range []string{"email", "emailAll"} {
+				if got := lookupKeys(t, f.x, name, "s@x", ptr("P")); len(got) != 1 || got[0].RK != "waiter" {
+					t.Errorf("%s: lookup s@x after the holder left = %v, want [P/waiter]", name, got)
+				}
+			}
+			f.assertTruth()
+		})
+	}
+}

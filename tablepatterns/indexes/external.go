@@ -79,14 +79,22 @@ type write struct {
 	content map[string]any
 }
 
+// applied is what applyAll made of one write: err wraps ErrConflict (a
+// copy's value live for another entity) or ErrTooLarge (a list at its
+// limit) when the write could not be made; woke is set when the write
+// took its key off a table copy other entities waited for (see wake).
+type applied struct {
+	err  error
+	woke bool
+}
+
 // applyAll makes the entries of an external index hold the writes, as
 // few calls as the store allows: the writes to one entry (a list's value,
 // a rows index's value partition, a table copy's source partition) share
-// one read and one write. It returns, per write, ErrConflict (a copy's
-// value live for another entity) or ErrTooLarge (a list at its limit)
-// when that write could not be made; any other error ends it.
-func (x *Set) applyAll(ctx context.Context, ix *index, ws []write) ([]error, error) {
-	errs := make([]error, len(ws))
+// one read and one write. It returns what it made of each write; any
+// other error ends it.
+func (x *Set) applyAll(ctx context.Context, ix *index, ws []write) ([]applied, error) {
+	res := make([]applied, len(ws))
 	groups := map[string][]int{} // entry group -> indexes in ws, in order
 	var order []string
 	for i, w := range ws {
@@ -105,32 +113,36 @@ func (x *Set) applyAll(ctx context.Context, ix *index, ws []write) ([]error, err
 		for j, i := range idx {
 			group[j] = ws[i]
 		}
-		var gerrs []error
+		gres := make([]applied, len(group))
 		var err error
 		switch {
 		case ix.Kind == KindRows:
 			err = x.applyRows(ctx, ix, g, group)
 		case ix.Kind == KindCopy:
-			gerrs, err = x.applyCopies(ctx, ix, g, group)
+			err = x.applyCopies(ctx, ix, g, group, gres)
 		case ix.Store == StoreBlob:
 			err = x.applyBlob(ctx, ix, g, group)
 		default:
-			gerrs, err = x.applyTableList(ctx, ix, g, group)
+			var errs []error
+			errs, err = x.applyTableList(ctx, ix, g, group)
+			for j, e := range errs {
+				gres[j].err = e
+			}
 		}
 		if errors.Is(err, storeadapter.ErrTooLarge) {
 			for _, i := range idx {
-				errs[i] = err
+				res[i].err = err
 			}
 			continue
 		}
 		if err != nil {
-			return errs, err
+			return res, err
 		}
-		for j, e := range gerrs {
-			errs[idx[j]] = e
+		for j, r := range gres {
+			res[idx[j]] = r
 		}
 	}
-	return errs, nil
+	return res, nil
 }
 
 // cas runs idempotent.UpdateCAS on an index table (created when missing),
@@ -262,35 +274,36 @@ func copyPartition(ix *index, pk string) string { return ix.Name + "_" + pk }
 // their rows (up to 14 values a query) and transactions, and go one by
 // one when a transaction loses to another writer. It returns, per write,
 // the conflict when the value is live for another entity.
-func (x *Set) applyCopies(ctx context.Context, ix *index, pk string, ws []write) ([]error, error) {
-	errs := make([]error, len(ws))
+func (x *Set) applyCopies(ctx context.Context, ix *index, pk string, ws []write, res []applied) error {
 	if len(ws) > 1 {
-		err := x.applyCopiesBatch(ctx, ix, pk, ws, errs)
+		err := x.applyCopiesBatch(ctx, ix, pk, ws, res)
 		if err == nil || !idempotent.Lost(err) {
-			return errs, err
+			return err
 		}
 	}
 	ppk := copyPartition(ix, pk)
 	for i, w := range ws {
-		errs[i] = nil
 		err := x.cas(ctx, ix.table, ppk, tableCopyRowKey(w.value), w.live, func(cur *storeadapter.Entity) (*storeadapter.Entity, error) {
-			next, conflict := x.copyEntry(ix, cur, w)
-			errs[i] = conflict
+			var next *storeadapter.Entity
+			next, res[i].err, res[i].woke = x.copyEntry(ix, cur, w)
 			return next, nil
 		})
 		if err != nil {
-			return errs, err
+			return err
 		}
 	}
-	return errs, nil
+	return nil
 }
 
 // copyEntry is the copy row a write makes of cur (nil: none): nil when a
-// later generation was there, or, with the conflict, when the value is
-// live for another entity.
-func (x *Set) copyEntry(ix *index, cur *storeadapter.Entity, w write) (*storeadapter.Entity, error) {
+// later generation was there; with the conflict, when the value is live
+// for another entity — the row marked waited (propWaited) unless it is
+// already, so that its owner's leaving wakes the writer's key; woke when
+// the write takes its key, the owner, off a row others waited for.
+func (x *Set) copyEntry(ix *index, cur *storeadapter.Entity, w write) (next *storeadapter.Entity, conflict error, woke bool) {
 	owner, ownerGen, tombs := "", int64(0), map[string]int64{}
 	var props map[string]any
+	waited, _ := propBool(cur, propWaited)
 	if cur != nil {
 		owner, _ = cur.Properties[propOwner].(string)
 		ownerGen, _ = cur.Properties[propGen].(int64)
@@ -298,18 +311,31 @@ func (x *Set) copyEntry(ix *index, cur *storeadapter.Entity, w write) (*storeada
 		props = cur.Properties
 	}
 	if tombs[w.rk] >= w.gen || owner == w.rk && ownerGen >= w.gen {
-		return nil, nil // a later generation was here
+		return nil, nil, false // a later generation was here
+	}
+	if w.live && owner != "" && owner != w.rk {
+		conflict = fmt.Errorf("%w: index %s value %s of %s/%s is held by RowKey %q", ErrConflict, ix.Name, describe(w.value), w.pk, w.rk, owner)
+		if waited {
+			return nil, conflict, false
+		}
+		marked := cur.Clone()
+		marked.ETag = ""
+		marked.Properties[propWaited] = true
+		next = &marked
+		return next, conflict, false
 	}
 	x.pruneTombs(tombs)
-	next := &storeadapter.Entity{PartitionKey: copyPartition(ix, w.pk), RowKey: tableCopyRowKey(w.value), Properties: map[string]any{}}
+	next = &storeadapter.Entity{PartitionKey: copyPartition(ix, w.pk), RowKey: tableCopyRowKey(w.value), Properties: map[string]any{}}
 	switch {
-	case w.live && owner != "" && owner != w.rk:
-		return nil, fmt.Errorf("%w: index %s value %s of %s/%s is held by RowKey %q", ErrConflict, ix.Name, describe(w.value), w.pk, w.rk, owner)
 	case w.live:
 		maps.Copy(next.Properties, w.content)
 		next.Properties[propOwner], next.Properties[propGen] = w.rk, w.gen
+		if waited { // still waited for: the owner keeps the value
+			next.Properties[propWaited] = true
+		}
 		delete(tombs, w.rk)
 	default:
+		woke = waited && owner == w.rk
 		if owner != "" && owner != w.rk { // keep the other owner's copy
 			for k, v := range props {
 				if k != propTombs {
@@ -322,13 +348,13 @@ func (x *Set) copyEntry(ix *index, cur *storeadapter.Entity, w write) (*storeada
 	if len(tombs) > 0 {
 		next.Properties[propTombs] = formatTombs(tombs)
 	}
-	return next, nil
+	return next, nil, woke
 }
 
 // applyCopiesBatch is applyCopies for several writes: the rows of their
 // values read up to 14 a query, the writes applied in order (two writes to
 // one value make one op), then transactions.
-func (x *Set) applyCopiesBatch(ctx context.Context, ix *index, pk string, ws []write, errs []error) error {
+func (x *Set) applyCopiesBatch(ctx context.Context, ix *index, pk string, ws []write, res []applied) error {
 	ppk := copyPartition(ix, pk)
 	var keys []string
 	for _, w := range ws {
@@ -352,8 +378,8 @@ func (x *Set) applyCopiesBatch(ctx context.Context, ix *index, pk string, ws []w
 			state[k] = r
 			order = append(order, k)
 		}
-		next, conflict := x.copyEntry(ix, r.cur, w)
-		errs[i] = conflict
+		var next *storeadapter.Entity
+		next, res[i].err, res[i].woke = x.copyEntry(ix, r.cur, w)
 		if next != nil {
 			next.ETag = ""
 			r.cur = next

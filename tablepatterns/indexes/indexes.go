@@ -155,6 +155,7 @@ func wantOf(ix *index, e *storeadapter.Entity) want {
 	// The copy must fit an entity with its bookkeeping.
 	probe := storeadapter.Entity{PartitionKey: strings.Repeat("p", 1), RowKey: value, Properties: maps.Clone(content)}
 	probe.Properties[propOwner], probe.Properties[propGen], probe.Properties[propTombs] = e.RowKey, int64(0), strings.Repeat("x", 64)
+	probe.Properties[propWaited] = true
 	if err := storeadapter.ValidateEntity(probe); err != nil {
 		return want{problem: fmt.Errorf("index %s: the copy would not fit an entity: %w", ix.Name, err)}
 	}

@@ -33,8 +33,12 @@ const (
 	propGen           = "tkGen"   // generation of the write (table, rows stores)
 	propTombs         = "tkTombs" // a copy row's removed owners: lines "gen\trk"
 	propDead          = "tkDead"  // a rows entry that was removed (a tombstone)
+	// propWaited marks a copy whose value another entity of its partition
+	// found held: when the owner leaves the value, the reconcile that
+	// removes it reconciles those entities (see wake).
+	propWaited = "tkWaited"
 	// copyBookkeeping is how many of a copy's properties are bookkeeping.
-	copyBookkeeping = 3
+	copyBookkeeping = 4
 )
 
 func reservedProperty(name string) bool { return strings.HasPrefix(name, bookkeepingPrefix) }

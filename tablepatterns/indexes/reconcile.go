@@ -21,6 +21,9 @@ type Outcome struct {
 	// a key, or a copy that would not fit an entity); the entity is
 	// removed from them.
 	Unindexable []error
+	// wake are the copy values the entity left that other entities
+	// waited for (see wake).
+	wake []wakeup
 }
 
 // Reconcile brings every index of a source table's entity up to date with
@@ -86,9 +89,9 @@ type Outcome struct {
 //
 // A copy whose value another entity holds is never overwritten: the
 // reconcile finishes the other indexes and fails with ErrConflict (retried,
-// and reported in the failure record and by Check); nothing re-enqueues
-// the entity when the holder moves on, so after its retries are spent it
-// waits for its next write, an "enqueue index reconcile" or a rebuild. A
+// and reported in the failure record and by Check) and marks the
+// holder's copy waited, so that the reconcile that takes the holder off
+// the value reconciles the waiting entities (see wake). A
 // value that cannot be indexed (too long for a key, or partition copies
 // that together exceed one transaction) is removed from that index and
 // the job fails permanently, naming it.
@@ -101,7 +104,69 @@ func (x *Set) Reconcile(ctx context.Context, table, pk, rk string) (Outcome, err
 	if err != nil {
 		return Outcome{}, err
 	}
-	return x.reconcile(ctx, ti, pk, rk, false, nil)
+	out, err := x.reconcile(ctx, ti, pk, rk, false, nil)
+	if err != nil {
+		return out, err
+	}
+	return out, x.wake(ctx, ti, out.wake, 1)
+}
+
+// wakeup is a copy value an entity left that other entities of its
+// partition waited for.
+type wakeup struct {
+	ix        *index
+	pk, value string
+}
+
+// Waking: a copy never overwrites the copy of another entity that holds
+// the value, so an entity that finds its value held is left out of that
+// index (ErrConflict) — and marks the holder's copy row waited
+// (propWaited), in the same write that decides the conflict. When the
+// holder leaves the value (it changes or is deleted), the reconcile that
+// removes its copy sees the mark and reconciles, after its own steps, the
+// entities of the partition that have the value (up to maxWake, one
+// query), so one of them takes the copy without waiting for its next
+// write. The mark goes with the holder's copy. A crash between the two
+// leaves the waiting entity out until its next write, reconcile or a
+// rebuild (index check reports it), as before waking.
+
+// maxWake bounds the entities one wake-up reconciles, and maxWakeDepth
+// the chain of wake-ups one reconcile starts (each woken entity may leave
+// a value of its own).
+const (
+	maxWake      = 10
+	maxWakeDepth = 3
+)
+
+// wake reconciles the entities that wait for the values in ws.
+func (x *Set) wake(ctx context.Context, ti *tableIndexes, ws []wakeup, depth int) error {
+	if depth > maxWakeDepth {
+		return nil
+	}
+	for _, w := range ws {
+		v, err := DecodeValue(w.value)
+		if err != nil {
+			continue
+		}
+		f := storeadapter.ApplicationRows(storeadapter.And(storeadapter.PartitionEquals(w.pk), storeadapter.Compare(w.ix.Property, storeadapter.Eq, v)))
+		if f.Err() != nil {
+			continue // a value no filter can name (NaN): no entity can wait for it either
+		}
+		page, err := x.tables.Query(ctx, ti.source, storeadapter.Query{Filter: f, Select: []string{}, Top: maxWake})
+		if err != nil {
+			return fmt.Errorf("index: wake the entities waiting for %s %s in %s: %w", w.ix.Name, describe(w.value), w.pk, err)
+		}
+		for _, e := range page.Entities {
+			out, err := x.reconcile(ctx, ti, e.PartitionKey, e.RowKey, false, nil)
+			if err != nil {
+				return err
+			}
+			if err := x.wake(ctx, ti, out.wake, depth+1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // checkKeys refuses keys that are the index kind's own rows.
@@ -145,7 +210,7 @@ func (x *Set) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string, fo
 		}
 		m := readMembership(rec)
 		wants := map[string]want{}
-		out.Unindexable, out.Conflicts = nil, nil
+		out.Unindexable, out.Conflicts, out.wake = nil, nil, nil
 		register, settle := false, false
 		for _, ix := range ti.indexes {
 			w := wantOf(ix, e)
@@ -189,7 +254,7 @@ func (x *Set) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string, fo
 					next.pending[ix.Name] = ps
 					continue
 				}
-				state, pops, err := x.partitionOps(ctx, ix, pk, rk, values, w)
+				state, pops, err := x.partitionOps(ctx, ix, pk, rk, values, w, &out)
 				switch {
 				case errors.Is(err, ErrConflict):
 					out.Conflicts = append(out.Conflicts, err)
@@ -237,11 +302,11 @@ func (x *Set) settle(ctx context.Context, ti *tableIndexes, pk, rk string, m mem
 			continue
 		}
 		ws := pendingWrites(ix, pk, rk, m, wants[ix.Name].content)
-		errs, err := x.applyAll(ctx, ix, ws)
+		res, err := x.applyAll(ctx, ix, ws)
 		if err != nil {
 			return fmt.Errorf("index: %s %s/%s: index %s: %w", ti.source, pk, rk, ix.Name, err)
 		}
-		if dead, ok := settled(ix, ws, errs, out); ok {
+		if dead, ok := settled(ix, ws, res, out); ok {
 			tombstoned[ix.Name] = dead
 		}
 	}
@@ -270,12 +335,15 @@ func pendingWrites(ix *index, pk, rk string, m membership, content map[string]an
 
 // settled reads applyAll's answers for one key's writes: the values it
 // wrote as tombstones, and whether every write was made (the index is
-// settled for the key). Conflicts and lists at their limit are added to
-// out.
-func settled(ix *index, ws []write, errs []error, out *Outcome) (dead []string, ok bool) {
+// settled for the key). Conflicts, lists at their limit and copies others
+// waited for are added to out.
+func settled(ix *index, ws []write, res []applied, out *Outcome) (dead []string, ok bool) {
 	ok, dead = true, []string{}
 	for i, w := range ws {
-		switch err := errs[i]; {
+		if res[i].woke {
+			out.wake = append(out.wake, wakeup{ix: ix, pk: w.pk, value: w.value})
+		}
+		switch err := res[i].err; {
 		case errors.Is(err, ErrConflict):
 			out.Conflicts = append(out.Conflicts, err)
 			ok = false
@@ -365,7 +433,7 @@ func (x *Set) commit(ctx context.Context, table string, record storeadapter.Tabl
 // the operations that leave the entity in the entry of w's value only,
 // and the state to record. A copy whose value another entity holds is not
 // written: the state is then "" and the error wraps ErrConflict.
-func (x *Set) partitionOps(ctx context.Context, ix *index, pk, rk string, values []string, w want) (string, []storeadapter.TableOp, error) {
+func (x *Set) partitionOps(ctx context.Context, ix *index, pk, rk string, values []string, w want, out *Outcome) (string, []storeadapter.TableOp, error) {
 	target, state := stateValue(w.state), w.state
 	var ops []storeadapter.TableOp
 	var problem error // a list at its limit (wraps ErrTooLarge) or a copy conflict (ErrConflict)
@@ -391,29 +459,51 @@ func (x *Set) partitionOps(ctx context.Context, ix *index, pk, rk string, values
 		if err != nil {
 			return "", nil, err
 		}
-		owner := ""
-		if row != nil {
-			owner, _ = row.Properties[propOwner].(string)
+		op, conflict, woke := copyOp(ix, pk, rk, v, target, row, w.content)
+		if op != nil {
+			ops = append(ops, *op)
 		}
-		switch {
-		case v == target && row != nil && owner != rk:
-			state = ""
-			problem = fmt.Errorf("%w: index %s value %s of %s/%s is held by RowKey %q", ErrConflict, ix.Name, describe(v), pk, rk, owner)
-		case v == target:
-			e := storeadapter.Entity{PartitionKey: pk, RowKey: copyRowKey(ix, v), Properties: map[string]any{propOwner: rk}}
-			for k, val := range w.content {
-				e.Properties[k] = val
-			}
-			if row == nil {
-				ops = append(ops, storeadapter.TableOp{Action: storeadapter.TxInsert, Entity: e})
-			} else {
-				ops = append(ops, storeadapter.TableOp{Action: storeadapter.TxUpdateReplace, Entity: e, IfMatch: row.ETag})
-			}
-		case row != nil && owner == rk:
-			ops = append(ops, storeadapter.TableOp{Action: storeadapter.TxDelete, Entity: storeadapter.Entity{PartitionKey: pk, RowKey: row.RowKey}, IfMatch: row.ETag})
+		if conflict != nil {
+			state, problem = "", conflict
+		}
+		if woke {
+			out.wake = append(out.wake, wakeup{ix: ix, pk: pk, value: v})
 		}
 	}
 	return state, ops, problem
+}
+
+// copyOp decides the write of one partition copy row, the row of value v
+// as read (nil: none), for a key whose index now wants target ("": none)
+// with content: the operation (nil: none), a conflict when v is target
+// and another key holds it — the row is then marked waited (propWaited),
+// so that its owner's leaving wakes this key — and woke when the key
+// leaves a row other keys waited for. Reconcile and the batches decide
+// with it alike.
+func copyOp(ix *index, pk, rk, v, target string, row *storeadapter.Entity, content map[string]any) (op *storeadapter.TableOp, conflict error, woke bool) {
+	owner, _ := propString(row, propOwner)
+	waited, _ := propBool(row, propWaited)
+	switch {
+	case v == target && row != nil && owner != rk:
+		conflict = fmt.Errorf("%w: index %s value %s of %s/%s is held by RowKey %q", ErrConflict, ix.Name, describe(v), pk, rk, owner)
+		if !waited {
+			op = &storeadapter.TableOp{Action: storeadapter.TxUpdateMerge, IfMatch: row.ETag,
+				Entity: storeadapter.Entity{PartitionKey: pk, RowKey: row.RowKey, Properties: map[string]any{propWaited: true}}}
+		}
+	case v == target:
+		e := storeadapter.Entity{PartitionKey: pk, RowKey: copyRowKey(ix, v), Properties: copyProperties(rk, content)}
+		if waited { // still waited for: the owner keeps the value
+			e.Properties[propWaited] = true
+		}
+		op = &storeadapter.TableOp{Action: storeadapter.TxInsert, Entity: e}
+		if row != nil {
+			op = &storeadapter.TableOp{Action: storeadapter.TxUpdateReplace, Entity: e, IfMatch: row.ETag}
+		}
+	case row != nil && owner == rk:
+		op = &storeadapter.TableOp{Action: storeadapter.TxDelete, Entity: storeadapter.Entity{PartitionKey: pk, RowKey: row.RowKey}, IfMatch: row.ETag}
+		woke = waited
+	}
+	return op, conflict, woke
 }
 
 // readEntity reads an entity's membership record and then the entity
