@@ -8,9 +8,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/tablekeeper/tablekeeper/idempotent/tableexport"
 	"github.com/tablekeeper/tablekeeper/jobs/export"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/tableexport"
 )
 
 // exportArgsFlags renames the export args fields in validation errors to
@@ -290,7 +290,7 @@ func (m *Main) printVerify(c *common, container string, rep tableexport.Report) 
 }
 
 // sourceFlags are the -pk, -rk-from and -rk-to flags of a command whose
-// kind takes a tableexport.Source: a table, one partition, or a RowKey
+// kind takes a storeadapter.Range: a table, one partition, or a RowKey
 // range of one.
 type sourceFlags struct{ pk, rkFrom, rkTo string }
 

@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/tablekeeper/tablekeeper/idempotent"
-	"github.com/tablekeeper/tablekeeper/idempotent/tableexport"
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/export"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/tableexport"
 )
 
 // TestExportEnqueuesEnvelope: the flags become the export kind's args.
@@ -103,7 +103,7 @@ func TestExportVerify(t *testing.T) {
 	if err := c.Create(ctx); err != nil {
 		t.Fatal(err)
 	}
-	m, err := tableexport.Export(ctx, b.store.Tables(), tableexport.Source{Table: "Logins"}, tableexport.Options{
+	m, err := tableexport.Export(ctx, b.store.Tables(), storeadapter.Range{Table: "Logins"}, tableexport.Options{
 		Blobs: c, Prefix: "daily", OpID: "op-v1", MaxPartBytes: 1024, Now: func() time.Time { return t0 },
 		Checkpoints: idempotent.Checkpoints{Tables: b.store.Tables(), Table: "Checkpoints"}})
 	if err != nil {
@@ -176,7 +176,7 @@ func TestExportClean(t *testing.T) {
 	if err := c.Create(ctx); err != nil {
 		t.Fatal(err)
 	}
-	m, err := tableexport.Export(ctx, b.store.Tables(), tableexport.Source{Table: "Logins"}, tableexport.Options{
+	m, err := tableexport.Export(ctx, b.store.Tables(), storeadapter.Range{Table: "Logins"}, tableexport.Options{
 		Blobs: c, OpID: "op-c1", MaxPartBytes: 1024, Now: func() time.Time { return t0 },
 		Checkpoints: idempotent.Checkpoints{Tables: b.store.Tables(), Table: "Checkpoints"}})
 	if err != nil {

@@ -10,12 +10,12 @@ import (
 	"time"
 
 	"github.com/tablekeeper/tablekeeper/idempotent"
-	"github.com/tablekeeper/tablekeeper/idempotent/tableexport"
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/kit"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/tablepatterns/indexes"
 	"github.com/tablekeeper/tablekeeper/tablepatterns/largeentity"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/tableexport"
 )
 
 // Kind is the envelope kind of archive moves.
@@ -1085,7 +1085,7 @@ func (m *mover) exportRange(ctx context.Context, opID string) error {
 		// and checkpoint ("+" never occurs in an operation id).
 		exportID, step = fmt.Sprintf("%s+g%d", opID, gen), fmt.Sprintf("%s+g%d", exportStep, gen)
 	}
-	man, err := tableexport.Export(ctx, m.w.store.Tables(), tableexport.Source{Table: m.args.Table, PK: m.args.PK, RKFrom: m.args.RKFrom, RKTo: m.args.RKTo},
+	man, err := tableexport.Export(ctx, m.w.store.Tables(), storeadapter.Range{Table: m.args.Table, PK: m.args.PK, RKFrom: m.args.RKFrom, RKTo: m.args.RKTo},
 		tableexport.Options{
 			Blobs: blobs, Prefix: prefix, MaxPartBytes: m.w.cfg.MaxPartBytes, OpID: exportID,
 			Checkpoints: m.w.checkpoints, Step: step, Passes: m.rounds, CreateContainer: true, SkipEmptyManifest: true,

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/tablekeeper/tablekeeper/idempotent/tableexport"
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/tableexport"
 )
 
 // Defaults of Config.

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tablekeeper/tablekeeper/idempotent/tableexport"
 	"github.com/tablekeeper/tablekeeper/internal/clock"
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/blobsync"
@@ -21,6 +20,7 @@ import (
 	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
 	"github.com/tablekeeper/tablekeeper/tablepatterns/indexes"
 	"github.com/tablekeeper/tablekeeper/tablepatterns/largeentity"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/tableexport"
 )
 
 // The composition tests run the kinds together as an application uses

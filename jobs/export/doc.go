@@ -2,7 +2,7 @@
 // their strict validation), its section of the config file (Config) and
 // its Worker, which writes a table, a partition or a RowKey range to
 // time-named JSON-lines blobs and a manifest through the shared exporter
-// (idempotent/tableexport; see Worker for the steps and why every crash
+// (tablepatterns/tableexport; see Worker for the steps and why every crash
 // position converges). The log data pattern of the Azure table design
 // guide.
 //

@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"github.com/tablekeeper/tablekeeper/idempotent"
-	"github.com/tablekeeper/tablekeeper/idempotent/tableexport"
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/kit"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/tableexport"
 )
 
 // Kind is the envelope kind of exports.
@@ -63,8 +63,8 @@ func (a Args) Validate() error {
 	return nil
 }
 
-func (a Args) source() tableexport.Source {
-	return tableexport.Source{Table: a.Table, PK: a.PK, RKFrom: a.RKFrom, RKTo: a.RKTo}
+func (a Args) source() storeadapter.Range {
+	return storeadapter.Range{Table: a.Table, PK: a.PK, RKFrom: a.RKFrom, RKTo: a.RKTo}
 }
 
 // Worker exports a table, a partition or a RowKey range to blobs: the

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/tablekeeper/tablekeeper/idempotent"
-	"github.com/tablekeeper/tablekeeper/idempotent/tableexport"
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/kit"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
@@ -57,8 +56,8 @@ func (a Args) Validate() error {
 	return nil
 }
 
-func (a Args) source() tableexport.Source {
-	return tableexport.Source{Table: a.Table, PK: a.PK, RKFrom: a.RKFrom, RKTo: a.RKTo}
+func (a Args) source() storeadapter.Range {
+	return storeadapter.Range{Table: a.Table, PK: a.PK, RKFrom: a.RKFrom, RKTo: a.RKTo}
 }
 
 // stateVersion is the "v" of the checkpoints this package writes.
@@ -78,7 +77,7 @@ type state struct {
 	// deletes are all done ("" before the first page).
 	Token string `json:"token,omitempty"`
 	// Last is the key of the last entity of that page (for operators).
-	Last *tableexport.Key `json:"last,omitempty"`
+	Last *storeadapter.Key `json:"last,omitempty"`
 	// Deleted counts the entities deleted by the saved pages, Batches the
 	// transactions that deleted them, Pages the query pages read.
 	Deleted int64 `json:"deleted"`
@@ -301,7 +300,7 @@ func (p *purger) run(ctx context.Context) error {
 		next.Pages++
 		next.Token, next.Done = page.Next, page.Next == ""
 		if n := len(page.Entities); n > 0 {
-			next.Last = &tableexport.Key{PK: page.Entities[n-1].PartitionKey, RK: page.Entities[n-1].RowKey}
+			next.Last = &storeadapter.Key{PK: page.Entities[n-1].PartitionKey, RK: page.Entities[n-1].RowKey}
 		}
 		if err := p.syncIndexes(ctx, &next); err != nil {
 			return p.goneOr(ctx, err)

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/tablekeeper/tablekeeper/idempotent/daytable"
-	"github.com/tablekeeper/tablekeeper/idempotent/tableexport"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/daytable"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/tableexport"
 )
 
 // Kind is the envelope kind of day purges.

@@ -4,9 +4,9 @@ import (
 	"cmp"
 	"fmt"
 
-	"github.com/tablekeeper/tablekeeper/idempotent/tableexport"
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/tableexport"
 )
 
 // DefaultCheckpointTable is the default of Config.CheckpointTable, the

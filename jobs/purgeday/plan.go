@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tablekeeper/tablekeeper/idempotent/daytable"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/daytable"
 )
 
 // Day is one day table.

@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"github.com/tablekeeper/tablekeeper/idempotent"
-	"github.com/tablekeeper/tablekeeper/idempotent/tableexport"
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/kit"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/tablepatterns/indexes"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/tableexport"
 )
 
 // exportStepPrefix names each day's export checkpoint: the step is
@@ -181,7 +181,7 @@ func (w *Worker) Work(ctx context.Context, job *jobs.Job[Args]) error {
 func (w *Worker) export(ctx context.Context, opID, exportTo string, day Day, budget jobs.Budget, t *tally) (gone, late bool, err error) {
 	container, prefix, _ := tableexport.ParseTarget(exportTo) // validated
 	blobs := w.store.Container(container)
-	m, err := tableexport.Export(ctx, w.store.Tables(), tableexport.Source{Table: day.Table}, tableexport.Options{
+	m, err := tableexport.Export(ctx, w.store.Tables(), storeadapter.Range{Table: day.Table}, tableexport.Options{
 		Blobs: blobs, Prefix: prefix, MaxPartBytes: w.cfg.MaxPartBytes, OpID: opID, Checkpoints: w.checkpoints,
 		Step: exportStepPrefix + day.Table, Now: w.now, Stop: budget.Spent,
 	})

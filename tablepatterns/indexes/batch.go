@@ -143,7 +143,7 @@ func (x *Set) readChunk(ctx context.Context, ti *tableIndexes, sp Span) ([]*item
 	var end *Key
 	if more {
 		last := keys[len(keys)-1]
-		end = &Key{last.PartitionKey, last.RowKey}
+		end = &Key{PK: last.PartitionKey, RK: last.RowKey}
 	}
 	recs, moreRecs, err := readUpTo(ctx, x.tables, ti.source, sp.through(end).filter(memberPrefix), limit)
 	if err != nil && !idempotent.Missing(err) {
@@ -151,7 +151,7 @@ func (x *Set) readChunk(ctx context.Context, ti *tableIndexes, sp Span) ([]*item
 	}
 	if moreRecs {
 		last := recs[len(recs)-1]
-		end = &Key{last.PartitionKey, strings.TrimPrefix(last.RowKey, memberPrefix)}
+		end = &Key{PK: last.PartitionKey, RK: strings.TrimPrefix(last.RowKey, memberPrefix)}
 	}
 	// Records of RowKeys too long for "~tk.m.<rk>" are named by a hash:
 	// they are read by partition and kept when their key is in the chunk;
@@ -170,9 +170,9 @@ func (x *Set) readChunk(ctx context.Context, ti *tableIndexes, sp Span) ([]*item
 	}
 	if moreEnts { // entities written since their keys were read
 		last := ents[len(ents)-1]
-		end = &Key{last.PartitionKey, last.RowKey}
+		end = &Key{PK: last.PartitionKey, RK: last.RowKey}
 	}
-	in := func(k Key) bool { return end == nil || compareKeys(k, *end) <= 0 }
+	in := func(k Key) bool { return end == nil || k.Compare(*end) <= 0 }
 	late := map[Key]bool{}
 	if sp.PK == nil {
 		var fs []storeadapter.Filter
@@ -192,7 +192,7 @@ func (x *Set) readChunk(ctx context.Context, ti *tableIndexes, sp Span) ([]*item
 		}
 		for _, h := range hashed {
 			rk, _ := h.Properties["Key"].(string)
-			late[Key{h.PartitionKey, rk}] = true
+			late[Key{PK: h.PartitionKey, RK: rk}] = true
 		}
 	}
 	byKey := map[Key]*item{}
@@ -205,18 +205,18 @@ func (x *Set) readChunk(ctx context.Context, ti *tableIndexes, sp Span) ([]*item
 		return it
 	}
 	for i := range recs {
-		if k := (Key{recs[i].PartitionKey, strings.TrimPrefix(recs[i].RowKey, memberPrefix)}); in(k) {
+		if k := (Key{PK: recs[i].PartitionKey, RK: strings.TrimPrefix(recs[i].RowKey, memberPrefix)}); in(k) {
 			get(k).rec = &recs[i]
 		}
 	}
 	for i := range hashed {
 		rk, _ := hashed[i].Properties["Key"].(string)
-		if k := (Key{hashed[i].PartitionKey, rk}); rk != "" && sp.contains(k) && in(k) {
+		if k := (Key{PK: hashed[i].PartitionKey, RK: rk}); rk != "" && sp.contains(k) && in(k) {
 			get(k).rec = &hashed[i]
 		}
 	}
 	for i := range ents {
-		if k := (Key{ents[i].PartitionKey, ents[i].RowKey}); in(k) && !late[k] {
+		if k := (Key{PK: ents[i].PartitionKey, RK: ents[i].RowKey}); in(k) && !late[k] {
 			get(k).e = &ents[i]
 		}
 	}
@@ -235,7 +235,7 @@ func (x *Set) readChunk(ctx context.Context, ti *tableIndexes, sp Span) ([]*item
 	for _, it := range byKey {
 		items = append(items, it)
 	}
-	slices.SortFunc(items, func(a, b *item) int { return compareKeys(a.Key, b.Key) })
+	slices.SortFunc(items, func(a, b *item) int { return a.Key.Compare(b.Key) })
 	return items, end, nil
 }
 

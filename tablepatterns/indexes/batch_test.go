@@ -36,7 +36,7 @@ func (f *fixture) seedMixed(rng *rand.Rand, n int, reconcile bool) []Key {
 		if reconcile {
 			f.reconcile(pk, rk)
 		}
-		keys = append(keys, Key{pk, rk})
+		keys = append(keys, Key{PK: pk, RK: rk})
 	}
 	return keys
 }
@@ -104,7 +104,7 @@ func sortKeys(keys []Key) []Key {
 	out := append([]Key(nil), keys...)
 	for i := range out {
 		for j := i + 1; j < len(out); j++ {
-			if compareKeys(out[j], out[i]) < 0 {
+			if out[j].Compare(out[i]) < 0 {
 				out[i], out[j] = out[j], out[i]
 			}
 		}
@@ -121,7 +121,7 @@ func TestSyncAfterDeletes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	var keys []Key
 	for i := range 60 {
-		k := Key{"Sales", fmt.Sprintf("%03d", i)}
+		k := Key{PK: "Sales", RK: fmt.Sprintf("%03d", i)}
 		f.put(k.PK, k.RK, employee([]string{"Jones", "Smith", "Lee"}[i%3], fmt.Sprintf("e%d@contoso.com", i)))
 		f.reconcile(k.PK, k.RK)
 		keys = append(keys, k)

@@ -70,7 +70,7 @@ func (x *Set) Check(ctx context.Context, table, name string, report func(Finding
 	err = queryAll(ctx, x.tables, table, storeadapter.Query{Filter: storeadapter.ApplicationRows(storeadapter.Filter{})}, func(e storeadapter.Entity) error {
 		res.Entities++
 		w := wantOf(ix, &e)
-		k := Key{e.PartitionKey, e.RowKey}
+		k := Key{PK: e.PartitionKey, RK: e.RowKey}
 		if w.problem != nil {
 			return find(ProblemUnindexable, storeadapter.Format(e.Properties[ix.Property]), k, w.problem.Error())
 		}
@@ -152,7 +152,7 @@ func (x *Set) checkEntry(ctx context.Context, ix *index, v string, k Key, w want
 				return "", "", err
 			}
 			for _, rk := range l.lines() {
-				members[Key{k.PK, rk}] = true
+				members[Key{PK: k.PK, RK: rk}] = true
 			}
 		} else {
 			lines, err := x.listLines(ctx, ix, v)
@@ -161,7 +161,7 @@ func (x *Set) checkEntry(ctx context.Context, ix *index, v string, k Key, w want
 			}
 			for _, line := range lines {
 				if pk, rk, m, err := parseListLine(line); err == nil && !m.dead {
-					members[Key{pk, rk}] = true
+					members[Key{PK: pk, RK: rk}] = true
 				}
 			}
 		}

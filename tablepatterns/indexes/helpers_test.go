@@ -121,7 +121,7 @@ func (f *fixture) truth() map[string]map[string][]Key {
 			if err != nil {
 				continue
 			}
-			out[ix.Name][enc] = append(out[ix.Name][enc], Key{e.PartitionKey, e.RowKey})
+			out[ix.Name][enc] = append(out[ix.Name][enc], Key{PK: e.PartitionKey, RK: e.RowKey})
 		}
 		return nil
 	})
@@ -156,7 +156,7 @@ func (f *fixture) assertTruth() {
 	for name := range want {
 		for _, m := range []map[string][]Key{want[name], got[name]} {
 			for v := range m {
-				slices.SortFunc(m[v], compareKeys)
+				slices.SortFunc(m[v], Key.Compare)
 			}
 		}
 		if !maps.EqualFunc(want[name], got[name], slices.Equal) {

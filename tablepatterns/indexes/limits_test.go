@@ -59,7 +59,7 @@ func TestLimitTooLargeOnlyWithRecord(t *testing.T) {
 	if err != nil {
 		t.Errorf("reconcile failed instead of degrading: %v (ErrTooLarge: %v)", err, errors.Is(err, storeadapter.ErrTooLarge))
 	}
-	if got := lookupKeys(t, f.x, "rows", "v1", nil); !slices.Equal(got, []Key{{"Sales", "001"}}) {
+	if got := lookupKeys(t, f.x, "rows", "v1", nil); !slices.Equal(got, []Key{{PK: "Sales", RK: "001"}}) {
 		t.Errorf("the rows index = %v, want the entity", got)
 	}
 }

@@ -12,17 +12,7 @@ import (
 )
 
 // Key is a source entity's key.
-type Key struct {
-	PK string `json:"pk"`
-	RK string `json:"rk"`
-}
-
-func compareKeys(a, b Key) int {
-	if c := storeadapter.CompareUTF16(a.PK, b.PK); c != 0 {
-		return c
-	}
-	return storeadapter.CompareUTF16(a.RK, b.RK)
-}
+type Key = storeadapter.Key
 
 // Match is one result of Lookup.
 type Match struct {
@@ -73,7 +63,7 @@ func (x *Set) Lookup(ctx context.Context, table, name string, value any, o Looku
 			return nil, err
 		}
 		if owner, _ := propString(row, propOwner); owner != "" {
-			add(Key{*o.PK, owner}, row)
+			add(Key{PK: *o.PK, RK: owner}, row)
 		}
 	case ix.Kind == KindCopy:
 		f := storeadapter.And(storeadapter.KeyPrefix("PartitionKey", ix.Name+"_"), storeadapter.Compare("RowKey", storeadapter.Eq, tableCopyRowKey(v)))
@@ -82,7 +72,7 @@ func (x *Set) Lookup(ctx context.Context, table, name string, value any, o Looku
 		}
 		err := queryAll(ctx, x.tables, ix.table, storeadapter.Query{Filter: f}, func(e storeadapter.Entity) error {
 			if owner, _ := propString(&e, propOwner); owner != "" {
-				add(Key{strings.TrimPrefix(e.PartitionKey, ix.Name+"_"), owner}, &e)
+				add(Key{PK: strings.TrimPrefix(e.PartitionKey, ix.Name+"_"), RK: owner}, &e)
 			}
 			return nil
 		})
@@ -95,7 +85,7 @@ func (x *Set) Lookup(ctx context.Context, table, name string, value any, o Looku
 			return nil, err
 		}
 		for _, rk := range l.lines() {
-			add(Key{*o.PK, rk}, nil)
+			add(Key{PK: *o.PK, RK: rk}, nil)
 		}
 	case ix.Kind == KindRows:
 		f := storeadapter.And(storeadapter.PartitionEquals(v), storeadapter.Compare(propDead, storeadapter.Eq, false))
@@ -108,7 +98,7 @@ func (x *Set) Lookup(ctx context.Context, table, name string, value any, o Looku
 			if err != nil {
 				return err
 			}
-			add(Key{pk, rk}, nil)
+			add(Key{PK: pk, RK: rk}, nil)
 			return nil
 		})
 		if err != nil && !idempotent.Missing(err) {
@@ -121,11 +111,11 @@ func (x *Set) Lookup(ctx context.Context, table, name string, value any, o Looku
 		}
 		for _, line := range lines {
 			if pk, rk, m, err := parseListLine(line); err == nil && !m.dead {
-				add(Key{pk, rk}, nil)
+				add(Key{PK: pk, RK: rk}, nil)
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b Match) int { return compareKeys(a.Key, b.Key) })
+	slices.SortFunc(out, func(a, b Match) int { return a.Key.Compare(b.Key) })
 	if !o.Entities {
 		for i := range out {
 			out[i].Entity = nil
@@ -289,20 +279,20 @@ func (x *Set) visitRow(ix *index, prefix string, e storeadapter.Entity, entry fu
 		}
 		gen, _ := e.Properties[propGen].(int64)
 		dead, _ := e.Properties[propDead].(bool)
-		return entry(e.PartitionKey, Key{pk, rk}, member{gen: gen, dead: dead, written: e.Timestamp})
+		return entry(e.PartitionKey, Key{PK: pk, RK: rk}, member{gen: gen, dead: dead, written: e.Timestamp})
 	case ix.Kind == KindCopy && ix.partition():
 		owner, _ := propString(&e, propOwner)
-		return entry(strings.TrimPrefix(e.RowKey, prefix), Key{e.PartitionKey, owner}, member{written: e.Timestamp})
+		return entry(strings.TrimPrefix(e.RowKey, prefix), Key{PK: e.PartitionKey, RK: owner}, member{written: e.Timestamp})
 	case ix.Kind == KindCopy:
 		pk, value := strings.TrimPrefix(e.PartitionKey, prefix), strings.TrimPrefix(e.RowKey, tableCopyPrefix)
 		if owner, _ := propString(&e, propOwner); owner != "" {
 			gen, _ := e.Properties[propGen].(int64)
-			if err := entry(value, Key{pk, owner}, member{gen: gen, written: e.Timestamp}); err != nil {
+			if err := entry(value, Key{PK: pk, RK: owner}, member{gen: gen, written: e.Timestamp}); err != nil {
 				return err
 			}
 		}
 		for rk, gen := range parseTombs(e.Properties[propTombs]) {
-			if err := entry(value, Key{pk, rk}, member{gen: gen, dead: true}); err != nil {
+			if err := entry(value, Key{PK: pk, RK: rk}, member{gen: gen, dead: true}); err != nil {
 				return err
 			}
 		}
@@ -313,7 +303,7 @@ func (x *Set) visitRow(ix *index, prefix string, e storeadapter.Entity, entry fu
 			return fmt.Errorf("index %s: list part %s/%s: no part number", ix.Name, e.PartitionKey, e.RowKey)
 		}
 		for _, rk := range partLines(e) {
-			if err := entry(value, Key{e.PartitionKey, rk}, member{}); err != nil {
+			if err := entry(value, Key{PK: e.PartitionKey, RK: rk}, member{}); err != nil {
 				return err
 			}
 		}
@@ -335,7 +325,7 @@ func visitLine(value, line string, entry func(string, Key, member) error) error 
 	if err != nil {
 		return err
 	}
-	return entry(value, Key{pk, rk}, m)
+	return entry(value, Key{PK: pk, RK: rk}, m)
 }
 
 // partLines returns the lines of a list part entity.

@@ -23,13 +23,13 @@ func TestReconcileInsertRenameDelete(t *testing.T) {
 	f.put("Sales", "002", employee("Jones", "jonesm@contoso.com"))
 	f.put("Marketing", "003", employee("Jones", "jonesb@contoso.com"))
 	f.put("Marketing", "004", employee("", "")) // not indexed
-	for _, k := range []Key{{"Sales", "001"}, {"Sales", "002"}, {"Marketing", "003"}, {"Marketing", "004"}} {
+	for _, k := range []Key{{PK: "Sales", RK: "001"}, {PK: "Sales", RK: "002"}, {PK: "Marketing", RK: "003"}, {PK: "Marketing", RK: "004"}} {
 		if out := f.reconcile(k.PK, k.RK); !out.Changed && k.RK != "004" {
 			t.Errorf("first reconcile of %v changed nothing", k)
 		}
 	}
 	f.assertTruth()
-	all := []Key{{"Marketing", "003"}, {"Sales", "001"}, {"Sales", "002"}}
+	all := []Key{{PK: "Marketing", RK: "003"}, {PK: "Sales", RK: "001"}, {PK: "Sales", RK: "002"}}
 	for _, name := range []string{"lastNameAll", "lastNameBlob", "lastNameRows"} {
 		if got := lookupKeys(t, f.x, name, "Jones", nil); !slices.Equal(got, all) {
 			t.Errorf("lookup %s Jones = %v, want %v", name, got, all)
@@ -64,7 +64,7 @@ func TestReconcileInsertRenameDelete(t *testing.T) {
 	f.put("Marketing", "003", nil)
 	f.reconcile("Marketing", "003")
 	f.assertTruth()
-	if got := lookupKeys(t, f.x, "lastNameRows", "Jones", nil); !slices.Equal(got, []Key{{"Sales", "002"}}) {
+	if got := lookupKeys(t, f.x, "lastNameRows", "Jones", nil); !slices.Equal(got, []Key{{PK: "Sales", RK: "002"}}) {
 		t.Errorf("after renames, Jones = %v", got)
 	}
 	if got := lookupKeys(t, f.x, "emailAll", "jonesj@contoso.com", nil); len(got) != 0 {
@@ -219,7 +219,7 @@ func TestConcurrentReconcilesConverge(t *testing.T) {
 		return nil
 	}
 	names := []string{"Jones", "Smith", "Brown", "Lee"}
-	keys := []Key{{"Sales", "001"}, {"Sales", "002"}, {"Sales", "003"}, {"Marketing", "004"}, {"Marketing", "005"}}
+	keys := []Key{{PK: "Sales", RK: "001"}, {PK: "Sales", RK: "002"}, {PK: "Sales", RK: "003"}, {PK: "Marketing", RK: "004"}, {PK: "Marketing", RK: "005"}}
 	var wg sync.WaitGroup
 	for w := range 6 {
 		wg.Add(1)
@@ -262,7 +262,7 @@ func TestCopyConflict(t *testing.T) {
 			t.Errorf("conflict %v does not wrap ErrConflict or name the holder", err)
 		}
 	}
-	if got := lookupKeys(t, f.x, "emailAll", "shared@contoso.com", nil); !slices.Equal(got, []Key{{"Sales", "001"}}) {
+	if got := lookupKeys(t, f.x, "emailAll", "shared@contoso.com", nil); !slices.Equal(got, []Key{{PK: "Sales", RK: "001"}}) {
 		t.Errorf("the conflicting copy overwrote the holder: %v", got)
 	}
 	var problems []string
@@ -566,7 +566,7 @@ func TestPartitionCopiesTooLargeTogether(t *testing.T) {
 	if len(out.Unindexable) != 3 || !strings.Contains(out.Unindexable[0].Error(), "one transaction") {
 		t.Fatalf("unindexable = %v, want the three copies", out.Unindexable)
 	}
-	if got := lookupKeys(t, f.x, "rows", "v1", nil); !slices.Equal(got, []Key{{"Sales", "001"}}) {
+	if got := lookupKeys(t, f.x, "rows", "v1", nil); !slices.Equal(got, []Key{{PK: "Sales", RK: "001"}}) {
 		t.Errorf("the rows index = %v", got)
 	}
 	f.put("Sales", "001", map[string]any{"P1": "v1", "P2": "v2", "P3": "v3"}) // small again

@@ -25,10 +25,10 @@ type Span struct {
 func Partition(pk, from, to string) Span {
 	sp := Span{PK: &pk}
 	if from != "" {
-		sp.From = &Key{pk, from}
+		sp.From = &Key{PK: pk, RK: from}
 	}
 	if to != "" {
-		sp.Before = &Key{pk, to}
+		sp.Before = &Key{PK: pk, RK: to}
 	}
 	return sp
 }
@@ -38,13 +38,13 @@ func (sp Span) contains(k Key) bool {
 	switch {
 	case sp.PK != nil && k.PK != *sp.PK:
 		return false
-	case sp.After != nil && compareKeys(k, *sp.After) <= 0:
+	case sp.After != nil && k.Compare(*sp.After) <= 0:
 		return false
-	case sp.From != nil && compareKeys(k, *sp.From) < 0:
+	case sp.From != nil && k.Compare(*sp.From) < 0:
 		return false
-	case sp.Through != nil && compareKeys(k, *sp.Through) > 0:
+	case sp.Through != nil && k.Compare(*sp.Through) > 0:
 		return false
-	case sp.Before != nil && compareKeys(k, *sp.Before) >= 0:
+	case sp.Before != nil && k.Compare(*sp.Before) >= 0:
 		return false
 	}
 	return true

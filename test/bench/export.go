@@ -14,15 +14,15 @@ import (
 	"time"
 
 	"github.com/tablekeeper/tablekeeper/idempotent"
-	"github.com/tablekeeper/tablekeeper/idempotent/tableexport"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/tableexport"
 )
 
 // exportSizes are the table sizes of -job export when -n is not given.
 var exportSizes = []int{10_000, 100_000}
 
-// exportRuns measures the exporter (idempotent/tableexport) on one store:
+// exportRuns measures the exporter (tablepatterns/tableexport) on one store:
 // for each size, a table of log rows is seeded (uncounted), exported with
 // the default part size, and its throughput, peak heap above the heap
 // before the export, and storage calls are printed. On localstore the
@@ -52,7 +52,7 @@ func (b bench) exportRuns(ctx context.Context, title string, store storeadapter.
 		o := tableexport.Options{Blobs: blobs, Prefix: "bench", OpID: "op-bench-export-" + table, CreateContainer: true,
 			Checkpoints: idempotent.Checkpoints{Tables: st.Tables(), Table: "BenchCheckpoints" + suffix}}
 		export := func(tables storeadapter.Tables) (tableexport.Manifest, error) {
-			m, err := tableexport.Export(ctx, tables, tableexport.Source{Table: table}, o)
+			m, err := tableexport.Export(ctx, tables, storeadapter.Range{Table: table}, o)
 			if err == nil && m.Entities != int64(n) {
 				err = fmt.Errorf("wrote %d entities, want %d", m.Entities, n)
 			}

@@ -14,12 +14,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tablekeeper/tablekeeper/idempotent/tableexport"
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/blobsync"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/tablepatterns/indexes"
 	"github.com/tablekeeper/tablekeeper/tablepatterns/largeentity"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/tableexport"
 )
 
 // TestKindsComposeWithKilledWorkers is the application of issue 17 with

@@ -22,10 +22,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tablekeeper/tablekeeper/idempotent/tableexport"
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/export"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/tableexport"
 )
 
 // fastRunner is the "runner" section of the worker config of the tests

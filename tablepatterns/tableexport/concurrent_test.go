@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tablekeeper/tablekeeper/idempotent/tableexport"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/tableexport"
 )
 
 type who struct{}
@@ -81,7 +81,7 @@ func TestExportTwoFirstDeliveriesShareOneFolder(t *testing.T) {
 	actx, cancelA := context.WithCancel(context.WithValue(ctx, who{}, "A"))
 	aDone := make(chan error, 1)
 	go func() {
-		_, err := tableexport.Export(actx, store.Tables(), tableexport.Source{Table: "Logs"}, options(time.Date(2026, 11, 21, 10, 30, 42, 0, time.UTC)))
+		_, err := tableexport.Export(actx, store.Tables(), storeadapter.Range{Table: "Logs"}, options(time.Date(2026, 11, 21, 10, 30, 42, 0, time.UTC)))
 		aDone <- err
 	}()
 	waitFor(t, heldA)
@@ -91,7 +91,7 @@ func TestExportTwoFirstDeliveriesShareOneFolder(t *testing.T) {
 	}
 	bDone := make(chan result, 1)
 	go func() {
-		m, err := tableexport.Export(context.WithValue(ctx, who{}, "B"), store.Tables(), tableexport.Source{Table: "Logs"}, options(time.Date(2026, 11, 21, 10, 31, 15, 0, time.UTC)))
+		m, err := tableexport.Export(context.WithValue(ctx, who{}, "B"), store.Tables(), storeadapter.Range{Table: "Logs"}, options(time.Date(2026, 11, 21, 10, 31, 15, 0, time.UTC)))
 		bDone <- result{m, err}
 	}()
 	waitFor(t, heldB)
@@ -213,7 +213,7 @@ func TestExportTwoDeliveriesInterleaveOnOneChain(t *testing.T) {
 		err error
 	}
 	run := func(d string, out chan<- result) {
-		m, err := tableexport.Export(context.WithValue(ctx, who{}, d), store.Tables(), tableexport.Source{Table: "Logs"}, o)
+		m, err := tableexport.Export(context.WithValue(ctx, who{}, d), store.Tables(), storeadapter.Range{Table: "Logs"}, o)
 		out <- result{m, err}
 	}
 	aDone, bDone := make(chan result, 1), make(chan result, 1)

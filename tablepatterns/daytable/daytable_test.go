@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tablekeeper/tablekeeper/idempotent/daytable"
 	"github.com/tablekeeper/tablekeeper/localstore"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/daytable"
 )
 
 func TestValidatePrefix(t *testing.T) {

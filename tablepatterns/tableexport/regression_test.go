@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tablekeeper/tablekeeper/idempotent/tableexport"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/tableexport"
 )
 
 // TestExportCheckpointStaysSmallWhenOpsInterleave (regression): another
@@ -37,7 +37,7 @@ func TestExportCheckpointStaysSmallWhenOpsInterleave(t *testing.T) {
 	o := b.options("op-x")
 	o.MaxPartBytes = 1024
 	o.PageSize, o.BlockSize = 0, 0
-	m, err := tableexport.Export(ctx, b.store.Tables(), tableexport.Source{Table: "Logs"}, o)
+	m, err := tableexport.Export(ctx, b.store.Tables(), storeadapter.Range{Table: "Logs"}, o)
 	if err != nil {
 		t.Fatalf("export of %d rows in a folder shared with another export: %v", n, err)
 	}
@@ -140,7 +140,7 @@ func TestExportCommitLossesAreBounded(t *testing.T) {
 		}
 		return nil
 	}
-	_, err := tableexport.Export(context.Background(), b.store.Tables(), tableexport.Source{Table: "Logs"}, b.options("op-l"))
+	_, err := tableexport.Export(context.Background(), b.store.Tables(), storeadapter.Range{Table: "Logs"}, b.options("op-l"))
 	if err == nil || !strings.Contains(err.Error(), "lost the commit") {
 		t.Fatalf("Export = %v, want it to give up on the lost commits", err)
 	}

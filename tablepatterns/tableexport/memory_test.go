@@ -9,9 +9,9 @@ import (
 	"testing"
 
 	"github.com/tablekeeper/tablekeeper/idempotent"
-	"github.com/tablekeeper/tablekeeper/idempotent/tableexport"
 	"github.com/tablekeeper/tablekeeper/localstore"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/tableexport"
 )
 
 // syntheticTable is a table of n generated entities of about 1 KiB,
@@ -83,7 +83,7 @@ func TestExportMemoryFlat(t *testing.T) {
 			t.Fatal(err)
 		}
 		sink := &sinkBlobs{Blobs: c, parts: map[string]storeadapter.BlobProps{}, size: map[string]int64{}}
-		m, err := tableexport.Export(ctx, syntheticTable{n: n}, tableexport.Source{Table: "Synthetic"}, tableexport.Options{
+		m, err := tableexport.Export(ctx, syntheticTable{n: n}, storeadapter.Range{Table: "Synthetic"}, tableexport.Options{
 			Blobs: sink, OpID: "op-mem", Checkpoints: idempotent.Checkpoints{Tables: store.Tables(), Table: "Checkpoints"},
 			MaxPartBytes: tableexport.MaxMaxPartBytes, BlockSize: 256 << 10,
 		})

@@ -9,9 +9,9 @@ import (
 	"maps"
 	"testing"
 
-	"github.com/tablekeeper/tablekeeper/idempotent/tableexport"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/tableexport"
 )
 
 // exportUntilDone calls Export until it returns something other than a
@@ -21,7 +21,7 @@ func exportUntilDone(t *testing.T, b *bundle, o tableexport.Options) (tableexpor
 	t.Helper()
 	var stops []tableexport.Stopped
 	for n := 1; n <= 200; n++ {
-		m, err := tableexport.Export(context.Background(), b.store.Tables(), tableexport.Source{Table: "Logs"}, o)
+		m, err := tableexport.Export(context.Background(), b.store.Tables(), storeadapter.Range{Table: "Logs"}, o)
 		var st *tableexport.Stopped
 		if !errors.As(err, &st) {
 			return m, n, stops, err
@@ -45,7 +45,7 @@ func TestExportStops(t *testing.T) {
 	ref.seed(t, 60, 3, 150)
 	o := ref.options("op-stop")
 	o.MaxPartBytes = 1024
-	want, err := tableexport.Export(ctx, ref.store.Tables(), tableexport.Source{Table: "Logs"}, o)
+	want, err := tableexport.Export(ctx, ref.store.Tables(), storeadapter.Range{Table: "Logs"}, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestExportStopsAndCrashes(t *testing.T) {
 	ref.seed(t, 40, 2, 150)
 	o := ref.options("op-stop")
 	o.MaxPartBytes = 1024
-	if _, err := tableexport.Export(ctx, ref.store.Tables(), tableexport.Source{Table: "Logs"}, o); err != nil {
+	if _, err := tableexport.Export(ctx, ref.store.Tables(), storeadapter.Range{Table: "Logs"}, o); err != nil {
 		t.Fatal(err)
 	}
 	wantBlobs := ref.blobs(t)

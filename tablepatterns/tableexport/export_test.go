@@ -15,10 +15,10 @@ import (
 	"time"
 
 	"github.com/tablekeeper/tablekeeper/idempotent"
-	"github.com/tablekeeper/tablekeeper/idempotent/tableexport"
 	"github.com/tablekeeper/tablekeeper/localstore"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/tableexport"
 )
 
 // exportTime is the Now of every export in these tests: the folder is
@@ -200,7 +200,7 @@ func TestExportEveryEDMType(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	m, err := tableexport.Export(ctx, b.store.Tables(), tableexport.Source{Table: "Logs"}, b.options("op-edm"))
+	m, err := tableexport.Export(ctx, b.store.Tables(), storeadapter.Range{Table: "Logs"}, b.options("op-edm"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,12 +238,12 @@ func TestExportCrashAtEveryCall(t *testing.T) {
 	pk, from, to := "p1", "r00010", "r00090"
 	cases := []struct {
 		name string
-		src  tableexport.Source
+		src  storeadapter.Range
 		gzip bool
 	}{
-		{"table", tableexport.Source{Table: "Logs"}, false},
-		{"range", tableexport.Source{Table: "Logs", PK: &pk, RKFrom: &from, RKTo: &to}, false},
-		{"table gzip", tableexport.Source{Table: "Logs"}, true},
+		{"table", storeadapter.Range{Table: "Logs"}, false},
+		{"range", storeadapter.Range{Table: "Logs", PK: &pk, RKFrom: &from, RKTo: &to}, false},
+		{"table gzip", storeadapter.Range{Table: "Logs"}, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -348,7 +348,7 @@ func TestExportRedeliveredAfterDone(t *testing.T) {
 	b.seed(t, 20, 2, 10)
 	ctx := context.Background()
 	o := b.options("op-done")
-	first, err := tableexport.Export(ctx, b.store.Tables(), tableexport.Source{Table: "Logs"}, o)
+	first, err := tableexport.Export(ctx, b.store.Tables(), storeadapter.Range{Table: "Logs"}, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,7 +362,7 @@ func TestExportRedeliveredAfterDone(t *testing.T) {
 		return nil
 	}
 	o.Now = func() time.Time { return exportTime.Add(time.Hour) }
-	again, err := tableexport.Export(ctx, b.store.Tables(), tableexport.Source{Table: "Logs"}, o)
+	again, err := tableexport.Export(ctx, b.store.Tables(), storeadapter.Range{Table: "Logs"}, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,8 +385,8 @@ func TestExportSharedMinute(t *testing.T) {
 	b.seed(t, 40, 1, 100)
 	ctx := context.Background()
 	pk, mid := "p0", "r00020"
-	srcA := tableexport.Source{Table: "Logs", PK: &pk, RKTo: &mid}
-	srcB := tableexport.Source{Table: "Logs", PK: &pk, RKFrom: &mid}
+	srcA := storeadapter.Range{Table: "Logs", PK: &pk, RKTo: &mid}
+	srcB := storeadapter.Range{Table: "Logs", PK: &pk, RKFrom: &mid}
 	oA, oB := b.options("op-a"), b.options("op-b")
 	oA.MaxPartBytes, oB.MaxPartBytes = 1024, 1024
 	// B runs whole after A's first part; B's first commit finds its
@@ -452,7 +452,7 @@ func TestExportPartSizes(t *testing.T) {
 	}
 	o := b.options("op-size")
 	o.MaxPartBytes = 1024
-	m, err := tableexport.Export(ctx, b.store.Tables(), tableexport.Source{Table: "Logs"}, o)
+	m, err := tableexport.Export(ctx, b.store.Tables(), storeadapter.Range{Table: "Logs"}, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -480,11 +480,11 @@ func TestExportGzip(t *testing.T) {
 	plain.MaxPartBytes = 2048
 	gz := plain
 	gz.OpID, gz.Gzip = "op-gz", true
-	mp, err := tableexport.Export(ctx, b.store.Tables(), tableexport.Source{Table: "Logs"}, plain)
+	mp, err := tableexport.Export(ctx, b.store.Tables(), storeadapter.Range{Table: "Logs"}, plain)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mg, err := tableexport.Export(ctx, b.store.Tables(), tableexport.Source{Table: "Logs"}, gz)
+	mg, err := tableexport.Export(ctx, b.store.Tables(), storeadapter.Range{Table: "Logs"}, gz)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -526,7 +526,7 @@ func TestVerifyFindsProblems(t *testing.T) {
 	ctx := context.Background()
 	o := b.options("op-v")
 	o.MaxPartBytes = 1024
-	m, err := tableexport.Export(ctx, b.store.Tables(), tableexport.Source{Table: "Logs"}, o)
+	m, err := tableexport.Export(ctx, b.store.Tables(), storeadapter.Range{Table: "Logs"}, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -633,7 +633,7 @@ func TestVerifyFindsProblems(t *testing.T) {
 func TestExportEmptyAndErrors(t *testing.T) {
 	b := newBundle(t)
 	ctx := context.Background()
-	m, err := tableexport.Export(ctx, b.store.Tables(), tableexport.Source{Table: "Logs"}, b.options("op-empty"))
+	m, err := tableexport.Export(ctx, b.store.Tables(), storeadapter.Range{Table: "Logs"}, b.options("op-empty"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -643,7 +643,7 @@ func TestExportEmptyAndErrors(t *testing.T) {
 	verifyOK(t, b.store.Container("exports"), m)
 	o := b.options("op-skip")
 	o.SkipEmptyManifest = true
-	if m, err := tableexport.Export(ctx, b.store.Tables(), tableexport.Source{Table: "Logs"}, o); err != nil || m.Name != "" {
+	if m, err := tableexport.Export(ctx, b.store.Tables(), storeadapter.Range{Table: "Logs"}, o); err != nil || m.Name != "" {
 		t.Fatalf("SkipEmptyManifest export = %+v, %v; want no manifest", m, err)
 	}
 	if n := len(b.blobs(t)); n != 1 {
@@ -652,14 +652,14 @@ func TestExportEmptyAndErrors(t *testing.T) {
 
 	o = b.options("op-nocontainer")
 	o.Blobs = b.store.Container("nosuch")
-	if _, err := tableexport.Export(ctx, b.store.Tables(), tableexport.Source{Table: "Logs"}, o); !errors.Is(err, storeadapter.ErrContainerNotFound) {
+	if _, err := tableexport.Export(ctx, b.store.Tables(), storeadapter.Range{Table: "Logs"}, o); !errors.Is(err, storeadapter.ErrContainerNotFound) {
 		t.Errorf("export to a missing container = %v, want ErrContainerNotFound", err)
 	}
 	o.CreateContainer = true
-	if _, err := tableexport.Export(ctx, b.store.Tables(), tableexport.Source{Table: "Logs"}, o); err != nil {
+	if _, err := tableexport.Export(ctx, b.store.Tables(), storeadapter.Range{Table: "Logs"}, o); err != nil {
 		t.Errorf("export creating its container = %v", err)
 	}
-	if _, err := tableexport.Export(ctx, b.store.Tables(), tableexport.Source{Table: "Nosuch"}, b.options("op-notable")); !errors.Is(err, storeadapter.ErrTableNotFound) {
+	if _, err := tableexport.Export(ctx, b.store.Tables(), storeadapter.Range{Table: "Nosuch"}, b.options("op-notable")); !errors.Is(err, storeadapter.ErrTableNotFound) {
 		t.Errorf("export of a missing table = %v, want ErrTableNotFound", err)
 	}
 	if tok, err := (idempotent.Checkpoints{Tables: b.raw.Tables(), Table: "Checkpoints"}).Load(ctx, "op-notable", tableexport.DefaultStep); err != nil || tok != "" {
@@ -667,15 +667,15 @@ func TestExportEmptyAndErrors(t *testing.T) {
 	}
 	pk, a, z := "p", "b", "a"
 	for _, c := range []struct {
-		src  tableexport.Source
+		src  storeadapter.Range
 		o    func(*tableexport.Options)
 		want string
 	}{
-		{tableexport.Source{Table: "x"}, nil, "table:"},
-		{tableexport.Source{Table: "Logs", RKFrom: &a}, nil, "pk: is required with rkFrom or rkTo"},
-		{tableexport.Source{Table: "Logs", PK: &pk, RKFrom: &a, RKTo: &z}, nil, "rkTo: must be greater than rkFrom"},
-		{tableexport.Source{Table: "Logs"}, func(o *tableexport.Options) { o.MaxPartBytes = 1000 }, "maxPartBytes: must be 1024-4294967296, got 1000"},
-		{tableexport.Source{Table: "Logs"}, func(o *tableexport.Options) { o.Prefix = "a/../b" }, `prefix: the prefix must not hold "." or ".."`},
+		{storeadapter.Range{Table: "x"}, nil, "table:"},
+		{storeadapter.Range{Table: "Logs", RKFrom: &a}, nil, "pk: is required with rkFrom or rkTo"},
+		{storeadapter.Range{Table: "Logs", PK: &pk, RKFrom: &a, RKTo: &z}, nil, "rkTo: must be greater than rkFrom"},
+		{storeadapter.Range{Table: "Logs"}, func(o *tableexport.Options) { o.MaxPartBytes = 1000 }, "maxPartBytes: must be 1024-4294967296, got 1000"},
+		{storeadapter.Range{Table: "Logs"}, func(o *tableexport.Options) { o.Prefix = "a/../b" }, `prefix: the prefix must not hold "." or ".."`},
 	} {
 		o := b.options("op-bad")
 		if c.o != nil {
@@ -711,7 +711,7 @@ func TestExportPasses(t *testing.T) {
 		}
 		return nil
 	}
-	m, err := tableexport.Export(ctx, b.store.Tables(), tableexport.Source{Table: "Logs"}, o)
+	m, err := tableexport.Export(ctx, b.store.Tables(), storeadapter.Range{Table: "Logs"}, o)
 	if err != nil {
 		t.Fatal(err)
 	}

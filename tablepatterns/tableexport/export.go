@@ -29,94 +29,6 @@ const (
 	ContentTypeGzip  = "application/gzip"
 )
 
-// Source is what an export reads: a table, or one partition of it, or a
-// half-open RowKey range [RKFrom, RKTo) of one partition in Azure's key
-// order (storeadapter.CompareUTF16). A nil or empty bound is open.
-type Source struct {
-	Table  string
-	PK     *string
-	RKFrom *string
-	RKTo   *string
-}
-
-// Validate checks the source; each error names the field ("table", "pk",
-// "rkFrom", "rkTo") and the rule, so a caller can prefix it with its own
-// name for the field ("args.").
-func (s Source) Validate() error {
-	if err := storeadapter.ValidateTableName(s.Table); err != nil {
-		return fmt.Errorf("table: %w", err)
-	}
-	if s.PK != nil {
-		if err := storeadapter.ValidateKey("pk", *s.PK); err != nil {
-			return fmt.Errorf("pk: %w", err)
-		}
-	}
-	from, to := s.Bounds()
-	if s.PK == nil && (from != "" || to != "") {
-		return errors.New("pk: is required with rkFrom or rkTo (a RowKey range lies in one partition)")
-	}
-	for _, b := range []struct{ field, v string }{{"rkFrom", from}, {"rkTo", to}} {
-		if b.v == "" {
-			continue
-		}
-		if err := storeadapter.ValidateKey(b.field, b.v); err != nil {
-			return fmt.Errorf("%s: %w", b.field, err)
-		}
-	}
-	if to != "" && storeadapter.CompareUTF16(from, to) >= 0 {
-		return fmt.Errorf("rkTo: must be greater than rkFrom in Azure's key order (UTF-16 code units; the range is [rkFrom, rkTo)), got [%q, %q)", from, to)
-	}
-	return nil
-}
-
-// Bounds returns the RowKey range's bounds, "" where open.
-func (s Source) Bounds() (from, to string) {
-	if s.RKFrom != nil {
-		from = *s.RKFrom
-	}
-	if s.RKTo != nil {
-		to = *s.RKTo
-	}
-	return from, to
-}
-
-// Filter selects the source's application rows strictly after the key
-// after (nil: from the start), built with storeadapter's filter functions
-// only. tablekeeper's reserved rows (storeadapter.ReservedPrefix: index
-// entries, membership records, outbox rows) are never part of a source:
-// the service leaves them out (storeadapter.ApplicationRows). The purge
-// kind scans its source with it too.
-func (s Source) Filter(after *Key) storeadapter.Filter {
-	var fs []storeadapter.Filter
-	from, to := s.Bounds()
-	if s.PK != nil {
-		fs = append(fs, storeadapter.PartitionEquals(*s.PK))
-		if from != "" {
-			fs = append(fs, storeadapter.Compare("RowKey", storeadapter.Ge, from))
-		}
-		if to != "" {
-			fs = append(fs, storeadapter.Compare("RowKey", storeadapter.Lt, to))
-		}
-	}
-	switch {
-	case after == nil:
-	case s.PK != nil:
-		fs = append(fs, storeadapter.Compare("RowKey", storeadapter.Gt, after.RK))
-	default:
-		// PartitionKey ge at the top level lets the service start the scan
-		// at after's partition instead of the table's start.
-		fs = append(fs, storeadapter.Compare("PartitionKey", storeadapter.Ge, after.PK), storeadapter.Or(storeadapter.Compare("PartitionKey", storeadapter.Gt, after.PK),
-			storeadapter.Compare("RowKey", storeadapter.Gt, after.RK)))
-	}
-	return storeadapter.ApplicationRows(storeadapter.And(fs...))
-}
-
-// Key is an entity's keys.
-type Key struct {
-	PK string `json:"pk"`
-	RK string `json:"rk"`
-}
-
 // Options configure an export.
 type Options struct {
 	// Blobs is the container the parts and the manifest go to.
@@ -294,7 +206,7 @@ type Part struct {
 	// StartTime and EndTime are the earliest and latest entity Timestamps.
 	StartTime, EndTime time.Time
 	// First and Last are the keys of the first and last lines.
-	First, Last Key
+	First, Last storeadapter.Key
 	// Adopted is set when an earlier run of the operation committed the
 	// part and this run read it back instead of writing it.
 	Adopted bool
@@ -319,7 +231,7 @@ type state struct {
 	Pass     int   `json:"pass"`
 	PassRows int64 `json:"passRows"`
 	// Last is the key of the last exported line of this pass (nil: none).
-	Last *Key `json:"last,omitempty"`
+	Last *storeadapter.Key `json:"last,omitempty"`
 	// Next is the part number to try next.
 	Next int `json:"next"`
 	// LastPart is the number of the last part registered (0: none yet);
@@ -339,7 +251,7 @@ type state struct {
 // exporter carries one Export call.
 type exporter struct {
 	t   storeadapter.Tables
-	src Source
+	src storeadapter.Range
 	o   Options
 	st  state
 	// etag is the checkpoint's ETag as this run last read or wrote it; ""
@@ -443,7 +355,7 @@ type exporter struct {
 // ErrStopped); invalid options or source wrap storeadapter.ErrInvalidInput or
 // name the field; a missing container wraps ErrContainerNotFound (unless
 // CreateContainer), a missing table ErrTableNotFound.
-func Export(ctx context.Context, tables storeadapter.Tables, src Source, o Options) (Manifest, error) {
+func Export(ctx context.Context, tables storeadapter.Tables, src storeadapter.Range, o Options) (Manifest, error) {
 	if err := src.Validate(); err != nil {
 		return Manifest{}, fmt.Errorf("tableexport: %w: %w", storeadapter.ErrInvalidInput, err)
 	}

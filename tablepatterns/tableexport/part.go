@@ -47,7 +47,7 @@ const (
 // start again after any key.
 type cursor struct {
 	t        storeadapter.Tables
-	src      Source
+	src      storeadapter.Range
 	top      int
 	q        storeadapter.Query
 	page     []storeadapter.Entity
@@ -60,7 +60,7 @@ type cursor struct {
 	transform func(context.Context, storeadapter.Entity) (storeadapter.Entity, error)
 }
 
-func newCursor(t storeadapter.Tables, src Source, after *Key, top int, transform func(context.Context, storeadapter.Entity) (storeadapter.Entity, error)) *cursor {
+func newCursor(t storeadapter.Tables, src storeadapter.Range, after *storeadapter.Key, top int, transform func(context.Context, storeadapter.Entity) (storeadapter.Entity, error)) *cursor {
 	c := &cursor{t: t, src: src, top: top, transform: transform}
 	c.reset(after)
 	return c
@@ -68,7 +68,7 @@ func newCursor(t storeadapter.Tables, src Source, after *Key, top int, transform
 
 // reset makes the cursor start again just after the key after (nil: at
 // the source's start).
-func (c *cursor) reset(after *Key) {
+func (c *cursor) reset(after *storeadapter.Key) {
 	c.q = storeadapter.Query{Filter: c.src.Filter(after), Top: c.top}
 	c.page, c.i, c.started, c.finished, c.lineOf = nil, 0, false, false, -1
 }
@@ -181,7 +181,7 @@ func (e *exporter) write(ctx context.Context, cur *cursor, n int, name string) (
 	if err != nil || !ok {
 		return p, err
 	}
-	p.First = Key{first.PartitionKey, first.RowKey}
+	p.First = storeadapter.Key{PK: first.PartitionKey, RK: first.RowKey}
 	ct := ContentTypeLines
 	if e.o.Gzip {
 		ct = ContentTypeGzip
@@ -236,7 +236,7 @@ func (p *Part) note(e storeadapter.Entity) {
 		p.EndTime = ts
 	}
 	p.Entities++
-	p.Last = Key{e.PartitionKey, e.RowKey}
+	p.Last = storeadapter.Key{PK: e.PartitionKey, RK: e.RowKey}
 }
 
 // metadata is the part's blob metadata.
@@ -260,7 +260,7 @@ func (e *exporter) adopt(ctx context.Context, n int, name string) (Part, error) 
 	p := Part{Number: n, Name: name, Adopted: true}
 	st, err := scanPart(ctx, e.o.Blobs, name, func(_ []byte, ent storeadapter.Entity) error {
 		if p.Entities == 0 {
-			p.First = Key{ent.PartitionKey, ent.RowKey}
+			p.First = storeadapter.Key{PK: ent.PartitionKey, RK: ent.RowKey}
 		}
 		p.note(ent)
 		return nil
