@@ -12,7 +12,7 @@ test: azurite vet
 
 ## demo: run the worker's demo on the in-process store (no Azure, no Node).
 demo:
-	go run ./cmd/worker -demo
+	go run ./cmd/demo
 
 ## azurite: install the pinned Azurite from package-lock.json with npm ci.
 azurite: $(AZURITE_STAMP)

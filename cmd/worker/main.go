@@ -1,7 +1,7 @@
 // Command worker runs tablekeeper's queue worker: it polls the work queue,
 // keeps each message hidden while its job runs, and deletes, retries or
-// poisons it. With -drain it runs to completion (for container jobs);
-// with -demo it runs sample archive and index jobs on the in-process store.
+// poisons it. With -drain it runs to completion (for container jobs).
+// The demo on the in-process store is its own command, cmd/demo.
 //
 // Settings come from flags, which override environment variables
 // (AZURE_STORAGE_CONNECTION_STRING, AZURE_STORAGE_ACCOUNT, TABLEKEEPER_QUEUE),
@@ -68,7 +68,6 @@ type Main struct {
 	ConfigPath string
 	LogFormat  string
 	LogLevel   string
-	Demo       bool
 	// HTTP is the address of the health and metrics server ("" for none).
 	HTTP string
 	// MetricsSample is the interval of the queue gauges' sampler.
@@ -112,7 +111,6 @@ usage: worker [flags]
 
   worker -queue orders                  run until SIGTERM/SIGINT (a second signal forces the exit)
   worker -queue orders -drain           run to completion: exit once the queue is drained (container jobs)
-  worker -demo                          run sample archive and index jobs on the in-process store (no Azure)
 
 The storage account comes from one of: -connection-string or $AZURE_STORAGE_CONNECTION_STRING (account
 key, SAS, or UseDevelopmentStorage=true); -account / $AZURE_STORAGE_ACCOUNT alone, with
@@ -149,7 +147,6 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&m.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&m.HTTP, "http", "", "serve /healthz, /readyz and /metrics on this address, such as :8080 (default: no server)")
 	durationVar(fs, &m.MetricsSample, "metrics-sample", telemetry.DefaultSampleInterval, "with -http, how often to sample queue depth and the oldest message's age (at least 1s; 3 storage calls each)")
-	fs.BoolVar(&m.Demo, "demo", false, "run sample archive and index jobs on the in-process store (no Azure) and print a summary")
 	r := &m.Runner
 	fs.IntVar(&r.Concurrency, "concurrency", runner.DefaultConcurrency, fmt.Sprintf("messages handled at once (1-%d)", runner.MaxConcurrency))
 	fs.IntVar(&r.BatchSize, "batch", runner.DefaultBatchSize, fmt.Sprintf("messages asked for per receive (1-%d)", storeadapter.MaxReceiveCount))
@@ -261,7 +258,7 @@ func (v *durationValue) Set(s string) error {
 	return nil
 }
 
-// Run runs the worker (or the demo) until ctx ends, a signal arrives on
+// Run runs the worker until ctx ends, a signal arrives on
 // Signals, or, with -drain, the queue is drained. A failure is logged
 // through the logger (JSON in containers) before Run returns it.
 func (m *Main) Run(ctx context.Context) error {
@@ -286,9 +283,6 @@ func (m *Main) run(ctx context.Context, log *slog.Logger) (err error) {
 	if m.PrintConfig {
 		return m.printConfig(m.Stdout)
 	}
-	if m.Demo {
-		return runDemo(ctx, m.Stdout, log, m.Runner, m.Kinds)
-	}
 	var store storeadapter.Store
 	if m.Connect != nil {
 		store, err = m.Connect()
@@ -306,7 +300,7 @@ func (m *Main) run(ctx context.Context, log *slog.Logger) (err error) {
 	store = instrument.Wrap(store, instrument.Options{Observers: []instrument.Observer{calls, met.Storage()}})
 	cfg := m.Runner
 	cfg.Observers = append(slices.Clip(cfg.Observers), met)
-	r, err := newRunner(store, m.Queue, cfg, m.Kinds, log)
+	r, err := cli.NewRunner(store, m.Queue, cfg, m.Kinds, log)
 	if err != nil {
 		return err
 	}
@@ -465,24 +459,4 @@ func (m *Main) watchSignals(log *slog.Logger, r *runner.Runner, stop context.Can
 		exit(exitFailed)
 	case <-stopped:
 	}
-}
-
-// newRunner wires the job kinds of the catalog, the poison recorder and the
-// runner to a store.
-func newRunner(store storeadapter.Store, queue string, cfg runner.Config, kinds catalog.Config, log *slog.Logger) (*runner.Runner, error) {
-	if err := storeadapter.ValidateQueueName(queue); err != nil {
-		return nil, fmt.Errorf("-queue: %w", err)
-	}
-	reg, err := catalog.NewRegistry(store, kinds)
-	if err != nil {
-		return nil, err
-	}
-	cfg.Queue = store.Queue(queue)
-	cfg.Registry = reg
-	if cfg.Poison, err = cli.PoisonRecorder(store, queue, nil); err != nil {
-		return nil, err
-	}
-	cfg.Logger = log
-	cfg.Host = cmp.Or(cfg.Host, cli.Host())
-	return runner.New(cfg)
 }

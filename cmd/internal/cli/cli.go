@@ -26,6 +26,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 	"github.com/lmittmann/tint"
 
+	"github.com/tablekeeper/tablekeeper/jobs/catalog"
+	"github.com/tablekeeper/tablekeeper/jobs/runner"
 	"github.com/tablekeeper/tablekeeper/poison"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/storeadapter/azstore"
@@ -505,4 +507,24 @@ func Host() string {
 		return "unknown"
 	}
 	return h
+}
+
+// NewRunner wires the job kinds of the catalog, the poison recorder and the
+// runner to a store.
+func NewRunner(store storeadapter.Store, queue string, cfg runner.Config, kinds catalog.Config, log *slog.Logger) (*runner.Runner, error) {
+	if err := storeadapter.ValidateQueueName(queue); err != nil {
+		return nil, fmt.Errorf("-queue: %w", err)
+	}
+	reg, err := catalog.NewRegistry(store, kinds)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Queue = store.Queue(queue)
+	cfg.Registry = reg
+	if cfg.Poison, err = PoisonRecorder(store, queue, nil); err != nil {
+		return nil, err
+	}
+	cfg.Logger = log
+	cfg.Host = cmp.Or(cfg.Host, Host())
+	return runner.New(cfg)
 }

@@ -81,7 +81,7 @@ func runDemo(ctx context.Context, out io.Writer, log *slog.Logger, cfg runner.Co
 	// report below use the store directly.
 	calls := &instrument.Counts{}
 	worker := instrument.Wrap(store, instrument.Options{Observers: []instrument.Observer{calls}})
-	r, err := newRunner(worker, demoQueue, cfg, kinds, log)
+	r, err := cli.NewRunner(worker, demoQueue, cfg, kinds, log)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/tablekeeper/tablekeeper/cmd/internal/cli"
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/catalog"
 	"github.com/tablekeeper/tablekeeper/jobs/index"
@@ -214,7 +215,7 @@ func drainDemo(ctx context.Context, store *localstore.Store, log *slog.Logger, c
 			done[e.Envelope.ID] = demoJob{result: e.Result, err: e.Err, calls: subCalls(counts.Snapshot(), before)}
 		}
 	}))
-	r, err := newRunner(ins, demoQueue, cfg, kinds, log)
+	r, err := cli.NewRunner(ins, demoQueue, cfg, kinds, log)
 	if err != nil {
 		return runner.Stats{}, nil, err
 	}
