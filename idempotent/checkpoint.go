@@ -124,15 +124,30 @@ type Pruned struct {
 // per operation; a checkpoint written again meanwhile is left. With
 // dryRun nothing is deleted. Memory holds one page.
 func (c Checkpoints) Prune(ctx context.Context, cut time.Time, dryRun bool) (Pruned, error) {
+	return c.deleteWhere(ctx, storeadapter.Compare("Timestamp", storeadapter.Lt, cut), dryRun)
+}
+
+// ClearOperation deletes every checkpoint of an operation (all its
+// steps), each If-Match the ETag read, so a checkpoint a run of the
+// operation saves meanwhile stays; with dryRun it only counts them. The
+// poison purge clears abandoned operations with it.
+func (c Checkpoints) ClearOperation(ctx context.Context, opID string, dryRun bool) (Pruned, error) {
+	return c.deleteWhere(ctx, storeadapter.PartitionEquals(opID), dryRun)
+}
+
+// deleteWhere deletes the checkpoints f selects, page by page, If-Match in
+// transactions of up to 100 per operation (one by one when one was written
+// again meanwhile).
+func (c Checkpoints) deleteWhere(ctx context.Context, f storeadapter.Filter, dryRun bool) (Pruned, error) {
 	var p Pruned
-	q := storeadapter.Query{Filter: storeadapter.Compare("Timestamp", storeadapter.Lt, cut), Select: []string{}}
+	q := storeadapter.Query{Filter: f, Select: []string{}}
 	for {
 		page, err := c.Tables.Query(ctx, c.Table, q)
 		if errors.Is(err, storeadapter.ErrTableNotFound) {
 			return p, nil
 		}
 		if err != nil {
-			return p, fmt.Errorf("prune checkpoints: %w", err)
+			return p, fmt.Errorf("delete checkpoints: %w", err)
 		}
 		p.Found += len(page.Entities)
 		if !dryRun {
@@ -147,7 +162,7 @@ func (c Checkpoints) Prune(ctx context.Context, cut time.Time, dryRun bool) (Pru
 						if err := c.Tables.DeleteEntity(ctx, c.Table, op.Entity.PartitionKey, op.Entity.RowKey, op.IfMatch); Lost(err) {
 							p.Raced++
 						} else if err != nil {
-							return p, fmt.Errorf("prune checkpoint %s/%s: %w", op.Entity.PartitionKey, op.Entity.RowKey, err)
+							return p, fmt.Errorf("delete checkpoint %s/%s: %w", op.Entity.PartitionKey, op.Entity.RowKey, err)
 						} else {
 							p.Deleted++
 						}
@@ -155,7 +170,7 @@ func (c Checkpoints) Prune(ctx context.Context, cut time.Time, dryRun bool) (Pru
 					continue
 				}
 				if err != nil {
-					return p, fmt.Errorf("prune checkpoints of %s: %w", batch[0].Entity.PartitionKey, err)
+					return p, fmt.Errorf("delete checkpoints of %s: %w", batch[0].Entity.PartitionKey, err)
 				}
 				p.Deleted += len(batch)
 			}

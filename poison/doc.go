@@ -10,7 +10,8 @@
 // retried, Move when a message fails permanently or too often, Forget when
 // it succeeds after all, and LastAttempt. The operator CLI calls the
 // Inspector's List, Show, Requeue, Delete and Purge, and GroupRecords
-// (groups by kind and failure class, see Class) and DecodeMessage.
+// (groups by kind and failure class, see Class); the Inspector reads poison
+// messages with DecodeMessage.
 //
 // # Where things live
 //
