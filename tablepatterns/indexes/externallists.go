@@ -1,0 +1,147 @@
+package indexes
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"slices"
+	"strings"
+
+	"github.com/tablekeeper/tablekeeper/idempotent"
+	"github.com/tablekeeper/tablekeeper/storeadapter"
+)
+
+// tableListPartition is the PartitionKey of a table list's parts.
+func tableListPartition(ix *index, value string) string { return ix.Name + "_" + value }
+
+// tableListBase is the RowKey base of a table list's parts.
+const tableListBase = "p"
+
+// applyTableList writes the lines of writes to one value's table list:
+// one read of its parts and one transaction, again while it loses to
+// another writer. Tombstones go first, so that removals make room; a
+// line that does not fit (the list at its limit) is left out, its error
+// returned for its write, and the others are written.
+func (x *Set) applyTableList(ctx context.Context, ix *index, value string, ws []write) ([]error, error) {
+	ppk := tableListPartition(ix, value)
+	order := make([]int, len(ws))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(b2i(ws[a].live), b2i(ws[b].live)) })
+	for try := 1; ; try++ {
+		errs := make([]error, len(ws))
+		l, err := readList(ctx, x.tables, ix.table, ppk, tableListBase)
+		if err != nil {
+			return errs, err
+		}
+		for _, i := range order {
+			w := ws[i]
+			key := w.pk + "\t" + w.rk
+			if cur, ok := lineMember(l.line(key)); ok && !newer(&cur, w.gen) {
+				continue
+			}
+			err := l.set(key, listLine(w.pk, w.rk, member{gen: w.gen, dead: !w.live}))
+			if errors.Is(err, storeadapter.ErrTooLarge) {
+				errs[i] = err
+				continue
+			}
+			if err != nil {
+				return errs, err
+			}
+		}
+		l.prune(x.keepLine(x.graceCut()))
+		ops := l.ops(true)
+		if len(ops) == 0 {
+			return errs, nil
+		}
+		err = idempotent.Transact(ctx, x.tables, ix.table, ops)
+		if err == nil || !idempotent.Lost(err) || try >= x.cfg.MaxConflicts {
+			return errs, err
+		}
+		if err := x.pause(ctx, try); err != nil {
+			return errs, err
+		}
+	}
+}
+
+// b2i is 1 for true.
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// lineMember reads the member of a list line ("" is none).
+func lineMember(line string) (member, bool) {
+	if line == "" {
+		return member{}, false
+	}
+	_, _, m, err := parseListLine(line)
+	return m, err == nil
+}
+
+// blobListName is the blob of a blob list's value.
+func blobListName(ix *index, value string) string { return ix.source + "/" + ix.Name + "/" + value }
+
+// applyBlob writes the lines of writes to one value's blob list: one get
+// and one put If-Match, again while it loses to another writer.
+func (x *Set) applyBlob(ctx context.Context, ix *index, value string, ws []write) error {
+	c := x.store.Container(ix.Container)
+	name := blobListName(ix, value)
+	for try := 1; ; try++ {
+		lines, etag, err := readBlobList(ctx, c, name)
+		if err != nil {
+			return err
+		}
+		changed := false
+		for _, w := range ws {
+			key := w.pk + "\t" + w.rk
+			i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, key+"\t") })
+			if i >= 0 {
+				if cur, ok := lineMember(lines[i]); ok && !newer(&cur, w.gen) {
+					continue
+				}
+				lines = slices.Delete(lines, i, i+1)
+			}
+			lines, changed = append(lines, listLine(w.pk, w.rk, member{gen: w.gen, dead: !w.live})), true
+		}
+		if !changed {
+			return nil
+		}
+		keep := x.keepLine(x.graceCut())
+		lines = slices.DeleteFunc(lines, func(l string) bool { return !keep(l) })
+		slices.Sort(lines)
+		o := storeadapter.PutOptions{ContentType: "text/plain; charset=utf-8", IfMatch: etag, IfNoneMatchAny: etag == ""}
+		err = idempotent.CreateOnMissing(ctx, c.Create, func(ctx context.Context) error {
+			_, err := c.Put(ctx, name, []byte(strings.Join(lines, "\n")+"\n"), o)
+			return err
+		})
+		if err == nil || !idempotent.Lost(err) || try >= x.cfg.MaxConflicts {
+			return err
+		}
+		if err := x.pause(ctx, try); err != nil {
+			return err
+		}
+	}
+}
+
+// readBlobList reads a blob list's lines and ETag ("" when missing).
+func readBlobList(ctx context.Context, c storeadapter.Blobs, name string) ([]string, string, error) {
+	data, props, err := c.Get(ctx, name)
+	if errors.Is(err, storeadapter.ErrNotFound) {
+		return nil, "", nil
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	var lines []string
+	for line := range bytes.SplitSeq(data, []byte("\n")) {
+		if len(line) > 0 {
+			lines = append(lines, string(line))
+		}
+	}
+	return lines, props.ETag, nil
+}
