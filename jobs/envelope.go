@@ -15,6 +15,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/tablekeeper/tablekeeper/internal/text"
+
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
@@ -109,7 +111,7 @@ func (env Envelope) validate() error {
 	case env.V != 1:
 		return fmt.Errorf("envelope: v: must be 1, got %d", env.V)
 	case !opIDRE.MatchString(env.ID):
-		return fmt.Errorf("envelope: id: must be 1-128 characters of A-Za-z0-9._:-, got %q", storeadapter.Truncate(env.ID, 140))
+		return fmt.Errorf("envelope: id: must be 1-128 characters of A-Za-z0-9._:-, got %q", text.Truncate(env.ID, 140))
 	case env.Kind == "":
 		return errors.New("envelope: kind: is required")
 	case len(env.Args) > 0 && env.ArgsRef != "":
@@ -119,7 +121,7 @@ func (env Envelope) validate() error {
 	case env.Continued < 0:
 		return fmt.Errorf("envelope: continued: must not be negative, got %d", env.Continued)
 	case env.TraceParent != "" && !traceParentRE.MatchString(env.TraceParent):
-		return fmt.Errorf("envelope: traceparent: must be a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>), got %q", storeadapter.Truncate(env.TraceParent, 80))
+		return fmt.Errorf("envelope: traceparent: must be a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>), got %q", text.Truncate(env.TraceParent, 80))
 	}
 	if env.ArgsRef != "" {
 		if _, _, err := SplitBlobRef("argsRef", env.ArgsRef); err != nil {
@@ -133,7 +135,7 @@ func (env Envelope) validate() error {
 func SplitBlobRef(field, ref string) (container, blob string, err error) {
 	container, blob, ok := strings.Cut(ref, "/")
 	if !ok || blob == "" {
-		return "", "", fmt.Errorf("%s: must be \"container/blob\", got %q", field, storeadapter.Truncate(ref, 80))
+		return "", "", fmt.Errorf("%s: must be \"container/blob\", got %q", field, text.Truncate(ref, 80))
 	}
 	if err := storeadapter.ValidateContainerName(container); err != nil {
 		return "", "", fmt.Errorf("%s: %w", field, err)
@@ -272,7 +274,7 @@ func checkKeys(data []byte, dec *json.Decoder, t reflect.Type, path string) erro
 				name = path + "." + key
 			}
 			if seen[key] {
-				return &DecodeError{at, fmt.Errorf("%s: given twice (each key may appear once)", storeadapter.Truncate(name, 80))}
+				return &DecodeError{at, fmt.Errorf("%s: given twice (each key may appear once)", text.Truncate(name, 80))}
 			}
 			seen[key] = true
 			var ft reflect.Type
@@ -282,10 +284,10 @@ func checkKeys(data []byte, dec *json.Decoder, t reflect.Type, path string) erro
 				if ft, ok = fields[key]; !ok {
 					for f := range fields {
 						if strings.EqualFold(f, key) {
-							return &DecodeError{at, fmt.Errorf("%s: unknown field (names are case-sensitive: did you mean %q?)", storeadapter.Truncate(name, 80), f)}
+							return &DecodeError{at, fmt.Errorf("%s: unknown field (names are case-sensitive: did you mean %q?)", text.Truncate(name, 80), f)}
 						}
 					}
-					return &DecodeError{at, fmt.Errorf("%s: unknown field", storeadapter.Truncate(name, 80))}
+					return &DecodeError{at, fmt.Errorf("%s: unknown field", text.Truncate(name, 80))}
 				}
 			case t != nil && t.Kind() == reflect.Map:
 				ft = t.Elem()

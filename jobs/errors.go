@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/internal/text"
 )
 
 // PermanentError marks a failure that retrying cannot fix: a malformed
@@ -62,7 +62,7 @@ func (e *ContinueError) Error() string {
 // ContinueLater returns the error that asks the runner to continue the job
 // after the given delay, its progress saved; see ContinueError.
 func ContinueLater(after time.Duration, progress string) error {
-	return &ContinueError{After: max(after, 0), Progress: storeadapter.Truncate(progress, 200)}
+	return &ContinueError{After: max(after, 0), Progress: text.Truncate(progress, 200)}
 }
 
 // AsContinue returns the ContinueError err is or wraps, and false when err

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tablekeeper/tablekeeper/internal/text"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
@@ -131,10 +132,10 @@ func (res *Result) Text() string {
 // does nothing when ctx is not a job's context from the runner, so
 // handlers can call it unconditionally. Keep it short and free of
 // secrets; it is cut at 200 characters.
-func SetResult(ctx context.Context, text string) {
+func SetResult(ctx context.Context, result string) {
 	if res, ok := ctx.Value(resultKey{}).(*Result); ok {
 		res.mu.Lock()
-		res.text = storeadapter.Truncate(text, 200)
+		res.text = text.Truncate(result, 200)
 		res.mu.Unlock()
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tablekeeper/tablekeeper/internal/text"
+
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
@@ -118,7 +120,7 @@ func (r *Registry) Decode(ctx context.Context, msg storeadapter.Message) (*Task,
 	task.Envelope = env
 	k, ok := r.kinds[env.Kind]
 	if !ok {
-		return task, Permanentf("envelope: kind: %q is not one of %v", storeadapter.Truncate(env.Kind, 40), r.Kinds())
+		return task, Permanentf("envelope: kind: %q is not one of %v", text.Truncate(env.Kind, 40), r.Kinds())
 	}
 	raw := env.Args
 	if env.ArgsRef != "" {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tablekeeper/tablekeeper/internal/text"
+
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
@@ -123,7 +125,7 @@ func (in *Inspector) Show(ctx context.Context, id string) (Record, error) {
 // (both are table keys here), or returns nil.
 func checkID(id string) error {
 	if err := storeadapter.ValidateKey("id", id); err != nil {
-		return fmt.Errorf("%q is not a valid message id or operation id: %w", storeadapter.Truncate(id, 80), err)
+		return fmt.Errorf("%q is not a valid message id or operation id: %w", text.Truncate(id, 80), err)
 	}
 	return nil
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tablekeeper/tablekeeper/internal/text"
+
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
@@ -180,7 +182,7 @@ func newRecords(cfg Config) (records, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	cfg.Host = storeadapter.Truncate(cmp.Or(cfg.Host, "unknown"), maxNameChars)
+	cfg.Host = text.Truncate(cmp.Or(cfg.Host, "unknown"), maxNameChars)
 	return records{cfg: cfg}, nil
 }
 

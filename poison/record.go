@@ -14,6 +14,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/tablekeeper/tablekeeper/internal/text"
+
 	"github.com/tablekeeper/tablekeeper/idempotent"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
@@ -250,8 +252,8 @@ func (r *Recorder) normalize(a Attempt) Attempt {
 	if a.Host == "" {
 		a.Host = r.cfg.Host
 	}
-	a.Host = storeadapter.Truncate(a.Host, maxNameChars)
-	a.Error = storeadapter.Truncate(a.Error, MaxErrorChars)
+	a.Host = text.Truncate(a.Host, maxNameChars)
+	a.Error = text.Truncate(a.Error, MaxErrorChars)
 	return a
 }
 
@@ -273,7 +275,7 @@ func encodeAttempt(a Attempt) (string, error) {
 		}
 		// Every character of the error takes at least one unit of JSON.
 		if n := utf8.RuneCountInString(a.Error) - excess - 1; n >= 2 {
-			a.Error = storeadapter.Truncate(a.Error, n)
+			a.Error = text.Truncate(a.Error, n)
 		} else {
 			a.Error = ""
 		}
@@ -294,8 +296,8 @@ func (r *Recorder) failureProps(f Failure, a Attempt) (map[string]any, error) {
 	}
 	return map[string]any{
 		propQueue:                   r.cfg.Source.Name(),
-		propOpID:                    storeadapter.Truncate(f.OpID, maxNameChars),
-		propKind:                    storeadapter.Truncate(f.Kind, maxNameChars),
+		propOpID:                    text.Truncate(f.OpID, maxNameChars),
+		propKind:                    text.Truncate(f.Kind, maxNameChars),
 		propDequeueCount:            a.DequeueCount,
 		propLastAttempt:             a.Time,
 		propLastError:               a.Error,
@@ -396,8 +398,8 @@ func (r *Recorder) Move(ctx context.Context, f Failure, popReceipt, reason strin
 	}
 
 	// The summary covers the attempts recorded so far.
-	s := Summary{MessageID: f.MessageID, OpID: storeadapter.Truncate(f.OpID, maxNameChars), Kind: storeadapter.Truncate(f.Kind, maxNameChars),
-		Reason: storeadapter.Truncate(reason, MaxErrorChars), DequeueCount: a.DequeueCount, FirstAttempt: a.Time, LastAttempt: a.Time,
+	s := Summary{MessageID: f.MessageID, OpID: text.Truncate(f.OpID, maxNameChars), Kind: text.Truncate(f.Kind, maxNameChars),
+		Reason: text.Truncate(reason, MaxErrorChars), DequeueCount: a.DequeueCount, FirstAttempt: a.Time, LastAttempt: a.Time,
 		Host: a.Host, Queue: r.cfg.Source.Name()}
 	var start *storeadapter.Entity
 	old, err := r.cfg.Tables.GetEntity(ctx, r.cfg.Table, f.MessageID, recordRowKey)

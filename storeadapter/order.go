@@ -60,3 +60,31 @@ func utf16Key(r rune) rune {
 
 // LessUTF16 reports whether a sorts before b in Azure's order (see CompareUTF16).
 func LessUTF16(a, b string) bool { return CompareUTF16(a, b) < 0 }
+
+// utf16LenOver returns UTF16Len(s) when s may exceed limit UTF-16 units,
+// and 0 when it cannot: a string never has more UTF-16 units than UTF-8
+// bytes, so short strings need no counting.
+func utf16LenOver(s string, limit int) int {
+	if len(s) <= limit {
+		return 0
+	}
+	return UTF16Len(s)
+}
+
+// UTF16Len counts the UTF-16 code units of a valid UTF-8 string, the unit
+// in which Azure measures string sizes, without decoding it: one per
+// character (every byte that is not a continuation byte), plus one more for
+// each 4-byte character (a surrogate pair).
+func UTF16Len(s string) int {
+	n := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c&0xC0 != 0x80 {
+			n++
+		}
+		if c >= 0xF0 {
+			n++
+		}
+	}
+	return n
+}

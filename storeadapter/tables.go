@@ -103,3 +103,16 @@ type TableOp struct {
 	// ETagAny. It must be empty for the other actions.
 	IfMatch string
 }
+
+// UpdateMode says whether a write replaces the whole entity or merges the
+// given properties into the stored ones.
+type UpdateMode uint8
+
+// Update modes.
+const (
+	Replace UpdateMode = iota + 1
+	Merge
+)
+
+// ETagAny matches any existing entity or blob in an If-Match condition.
+const ETagAny = "*"

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tablekeeper/tablekeeper/internal/text"
+
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
@@ -674,8 +676,8 @@ func TestTruncate(t *testing.T) {
 		{"ééé", 2, "é…"},
 		{"a\xffb", 5, "a\uFFFDb"},
 	} {
-		if got := storeadapter.Truncate(tc.in, tc.n); got != tc.want {
-			t.Errorf("Truncate(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
+		if got := text.Truncate(tc.in, tc.n); got != tc.want {
+			t.Errorf("text.Truncate(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
 		}
 	}
 }

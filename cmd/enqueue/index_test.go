@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tablekeeper/tablekeeper/internal/text"
+
 	"github.com/tablekeeper/tablekeeper/cmd/internal/cli"
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/catalog"
@@ -347,7 +349,7 @@ func TestIndexLookupTypes(t *testing.T) {
 	} {
 		r := b.run("", "index", "lookup", "-config", cfg, "-table", "Typed", "-index", "s", "-type", c.typ, "-value", c.value)
 		if r.code != 2 || !strings.Contains(r.stderr, c.want) {
-			t.Errorf("-type %s -value %q: exit %d, stderr:\n%s\nwant exit 2 and %q", c.typ, storeadapter.Truncate(c.value, 20), r.code, r.stderr, c.want)
+			t.Errorf("-type %s -value %q: exit %d, stderr:\n%s\nwant exit 2 and %q", c.typ, text.Truncate(c.value, 20), r.code, r.stderr, c.want)
 		}
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tablekeeper/tablekeeper/internal/text"
+
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/tablepatterns/indexes"
 )
@@ -22,7 +24,7 @@ import (
 // type. Each error names -value and the type's rule.
 func parseValue(typ, s string) (any, error) {
 	bad := func(rule string) error {
-		return usagef("-value: -type %s takes %s, got %q", typ, rule, storeadapter.Truncate(s, 60))
+		return usagef("-value: -type %s takes %s, got %q", typ, rule, text.Truncate(s, 60))
 	}
 	switch typ {
 	case "string":
@@ -72,7 +74,7 @@ func parseValue(typ, s string) (any, error) {
 		}
 		return b, nil
 	}
-	return nil, usagef("-type: must be one of %s, got %q", strings.Join(valueTypes, ", "), storeadapter.Truncate(typ, 40))
+	return nil, usagef("-type: must be one of %s, got %q", strings.Join(valueTypes, ", "), text.Truncate(typ, 40))
 }
 
 // indexLookup prints the keys (and with -entities the entities) an index

@@ -74,6 +74,8 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/tablekeeper/tablekeeper/internal/text"
+
 	"github.com/tablekeeper/tablekeeper/cmd/internal/cli"
 	"github.com/tablekeeper/tablekeeper/cmd/internal/stopsignal"
 	"github.com/tablekeeper/tablekeeper/idempotent"
@@ -474,7 +476,7 @@ func cell(s string, limit int) string {
 		return "-"
 	}
 	if limit > 0 {
-		s = storeadapter.Truncate(s, limit)
+		s = text.Truncate(s, limit)
 	}
 	return s
 }

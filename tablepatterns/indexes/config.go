@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tablekeeper/tablekeeper/internal/text"
+
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
@@ -224,7 +226,7 @@ func resolve(source string, d Decl) (*index, error) {
 		return nil, errors.New("name: is required")
 	}
 	if !validName(d.Name) {
-		return nil, fmt.Errorf("name: must be 1-%d letters and digits starting with a letter, got %q", maxNameChars, storeadapter.Truncate(d.Name, 40))
+		return nil, fmt.Errorf("name: must be 1-%d letters and digits starting with a letter, got %q", maxNameChars, text.Truncate(d.Name, 40))
 	}
 	if d.Property == "" {
 		return nil, errors.New("property: is required")
@@ -285,7 +287,7 @@ func resolve(source string, d Decl) (*index, error) {
 		}
 		ix.table = d.Table
 	default:
-		return nil, fmt.Errorf("kind: must be %q, %q or %q, got %q", KindCopy, KindList, KindRows, storeadapter.Truncate(d.Kind, 40))
+		return nil, fmt.Errorf("kind: must be %q, %q or %q, got %q", KindCopy, KindList, KindRows, text.Truncate(d.Kind, 40))
 	}
 	if d.Kind != KindList || d.Store != StoreBlob {
 		if d.Container != "" {

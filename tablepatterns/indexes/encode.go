@@ -9,6 +9,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/tablekeeper/tablekeeper/internal/text"
+
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
@@ -123,13 +125,13 @@ func encodeDouble(f float64) string {
 func DecodeValue(key string) (any, error) {
 	v, err := decode(key)
 	if err != nil {
-		return nil, fmt.Errorf("index: decode %q: %w: %v", storeadapter.Truncate(key, 80), storeadapter.ErrInvalidInput, err)
+		return nil, fmt.Errorf("index: decode %q: %w: %v", text.Truncate(key, 80), storeadapter.ErrInvalidInput, err)
 	}
 	// The parsers below are more lenient than the format (they take
 	// other widths, "+" signs, upper case); encoding again and comparing
 	// refuses everything EncodeValue would not have written.
 	if again, err := EncodeValue(v); err != nil || again != key {
-		return nil, fmt.Errorf("index: decode %q: %w: not in the canonical form of %s", storeadapter.Truncate(key, 80), storeadapter.ErrInvalidInput, storeadapter.Format(v))
+		return nil, fmt.Errorf("index: decode %q: %w: not in the canonical form of %s", text.Truncate(key, 80), storeadapter.ErrInvalidInput, storeadapter.Format(v))
 	}
 	return v, nil
 }
@@ -240,7 +242,7 @@ func EscapeKey(s string) string {
 // storeadapter.ErrInvalidInput.
 func UnescapeKey(s string) (string, error) {
 	if !utf8.ValidString(s) {
-		return "", fmt.Errorf("index: unescape %q: %w: not valid UTF-8", storeadapter.Truncate(s, 80), storeadapter.ErrInvalidInput)
+		return "", fmt.Errorf("index: unescape %q: %w: not valid UTF-8", text.Truncate(s, 80), storeadapter.ErrInvalidInput)
 	}
 	var b strings.Builder
 	for i := 0; i < len(s); {
@@ -252,11 +254,11 @@ func UnescapeKey(s string) (string, error) {
 			i += size
 			continue
 		case byte(r) != e:
-			return "", fmt.Errorf("index: unescape %q: %w: %q at byte %d must be escaped", storeadapter.Truncate(s, 80), storeadapter.ErrInvalidInput, r, i)
+			return "", fmt.Errorf("index: unescape %q: %w: %q at byte %d must be escaped", text.Truncate(s, 80), storeadapter.ErrInvalidInput, r, i)
 		}
 		c, ok := unhex(s[i+1:])
 		if e2, _ := escapeOf(rune(c)); !ok || e2 != e {
-			return "", fmt.Errorf("index: unescape %q: %w: the escape %q at byte %d must be followed by two lowercase hexadecimal digits of a character it escapes", storeadapter.Truncate(s, 80), storeadapter.ErrInvalidInput, r, i)
+			return "", fmt.Errorf("index: unescape %q: %w: the escape %q at byte %d must be followed by two lowercase hexadecimal digits of a character it escapes", text.Truncate(s, 80), storeadapter.ErrInvalidInput, r, i)
 		}
 		b.WriteRune(rune(c))
 		i += 3

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tablekeeper/tablekeeper/internal/text"
+
 	"github.com/tablekeeper/tablekeeper/idempotent"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
@@ -56,7 +58,7 @@ func listLine(pk, rk string, m member) string {
 func parseListLine(line string) (pk, rk string, m member, err error) {
 	f := strings.Split(line, "\t")
 	if len(f) != 4 {
-		return "", "", m, fmt.Errorf("index: list line %q: want 4 fields", storeadapter.Truncate(line, 60))
+		return "", "", m, fmt.Errorf("index: list line %q: want 4 fields", text.Truncate(line, 60))
 	}
 	m.gen, err = strconv.ParseInt(f[2], 10, 64)
 	m.dead = f[3] == "D"

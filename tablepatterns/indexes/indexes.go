@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tablekeeper/tablekeeper/internal/text"
+
 	"github.com/tablekeeper/tablekeeper/idempotent"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
@@ -195,7 +197,7 @@ func describe(value string) string {
 	if v, err := DecodeValue(value); err == nil {
 		return storeadapter.Format(v)
 	}
-	return fmt.Sprintf("%q", storeadapter.Truncate(value, 60))
+	return fmt.Sprintf("%q", text.Truncate(value, 60))
 }
 
 // queryAll runs a query to its last page, calling visit for each entity.

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tablekeeper/tablekeeper/internal/text"
+
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
@@ -100,7 +102,7 @@ func memberKey(pk, rk string) string { return EscapeKey(pk) + keySep + EscapeKey
 func splitMemberKey(s string) (pk, rk string, err error) {
 	a, b, ok := strings.Cut(s, keySep)
 	if !ok {
-		return "", "", fmt.Errorf("index: %q is not an escaped key pair", storeadapter.Truncate(s, 60))
+		return "", "", fmt.Errorf("index: %q is not an escaped key pair", text.Truncate(s, 60))
 	}
 	if pk, err = UnescapeKey(a); err == nil {
 		rk, err = UnescapeKey(b)

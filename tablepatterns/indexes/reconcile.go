@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/tablekeeper/tablekeeper/internal/text"
+
 	"github.com/tablekeeper/tablekeeper/idempotent"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
@@ -173,7 +175,7 @@ func (x *Set) wake(ctx context.Context, ti *tableIndexes, ws []wakeup, depth int
 func checkKeys(ti *tableIndexes, pk, rk string) error {
 	if storeadapter.IsReserved(rk) {
 		return fmt.Errorf("index: rk %q starts with %q, which is reserved for tablekeeper's own rows: %w",
-			storeadapter.Truncate(rk, 60), storeadapter.ReservedPrefix, storeadapter.ErrInvalidInput)
+			text.Truncate(rk, 60), storeadapter.ReservedPrefix, storeadapter.ErrInvalidInput)
 	}
 	return nil
 }
