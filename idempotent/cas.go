@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/tablekeeper/tablekeeper/internal/clock"
+
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
@@ -71,7 +73,7 @@ func UpdateCAS(ctx context.Context, t storeadapter.Tables, table, pk, rk string,
 	mode := cmp.Or(o.Mode, storeadapter.Merge)
 	sleep := o.Sleep
 	if sleep == nil {
-		sleep = Sleep
+		sleep = func(ctx context.Context, d time.Duration) error { return clock.Sleep(ctx, nil, d) }
 	}
 	start := o.Start
 	for try := 1; ; try++ {
@@ -130,16 +132,4 @@ func UpdateCAS(ctx context.Context, t storeadapter.Tables, table, pk, rk string,
 func Lost(err error) bool {
 	return errors.Is(err, storeadapter.ErrPreconditionFailed) || errors.Is(err, storeadapter.ErrAlreadyExists) ||
 		errors.Is(err, storeadapter.ErrNotFound) && !errors.Is(err, storeadapter.ErrTableNotFound)
-}
-
-// Sleep waits for d, or returns ctx's error when ctx ends first.
-func Sleep(ctx context.Context, d time.Duration) error {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -223,7 +223,7 @@ func TestCheckpointsCompareAndSwap(t *testing.T) {
 func TestCheckpointsPrune(t *testing.T) {
 	ctx := context.Background()
 	clk := clock.NewFake(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
-	store := localstore.New(localstore.Options{Now: clk.Now})
+	store := localstore.New(localstore.Options{Clock: clk})
 	cp := idempotent.Checkpoints{Tables: store.Tables(), Table: "Checkpoints"}
 	if p, err := cp.Prune(ctx, clk.Now(), false); err != nil || p.Found != 0 {
 		t.Fatalf("Prune of a missing table = %+v, %v; want nothing", p, err)

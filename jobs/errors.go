@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tablekeeper/tablekeeper/internal/clock"
+
 	"github.com/tablekeeper/tablekeeper/internal/text"
 )
 
@@ -78,17 +80,19 @@ func AsContinue(err error) (*ContinueError, bool) {
 // The zero Budget is never spent.
 type Budget struct {
 	deadline time.Time
-	now      func() time.Time
+	clock    clock.Clock
 }
 
-// NewBudget returns a budget of d from now (now() is read once here and
-// again at each Spent); d <= 0 is a budget never spent.
-func NewBudget(d time.Duration, now func() time.Time) Budget {
+// NewBudget returns a budget of d from now on c (nil: the wall clock),
+// which is read here and again at each Spent; d <= 0 is a budget never
+// spent.
+func NewBudget(d time.Duration, c clock.Clock) Budget {
 	if d <= 0 {
 		return Budget{}
 	}
-	return Budget{deadline: now().Add(d), now: now}
+	c = clock.Or(c)
+	return Budget{deadline: c.Now().Add(d), clock: c}
 }
 
 // Spent reports whether the budget's time is up.
-func (b Budget) Spent() bool { return b.now != nil && !b.now().Before(b.deadline) }
+func (b Budget) Spent() bool { return b.clock != nil && !b.clock.Now().Before(b.deadline) }

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tablekeeper/tablekeeper/internal/clock"
+
 	"github.com/tablekeeper/tablekeeper/jobs"
 )
 
@@ -32,51 +34,58 @@ func TestContinueLater(t *testing.T) {
 
 // TestBudget: spent exactly when its time is up; zero or negative never.
 func TestBudget(t *testing.T) {
-	now := time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)
-	clock := func() time.Time { return now }
-	b := jobs.NewBudget(time.Minute, clock)
+	clk := clock.NewFake(time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC))
+	b := jobs.NewBudget(time.Minute, clk)
 	if b.Spent() {
 		t.Fatal("spent at once")
 	}
-	now = now.Add(59 * time.Second)
+	clk.Advance(59 * time.Second)
 	if b.Spent() {
 		t.Fatal("spent before its end")
 	}
-	now = now.Add(time.Second)
+	clk.Advance(time.Second)
 	if !b.Spent() {
 		t.Fatal("not spent at its end")
 	}
-	if jobs.NewBudget(0, clock).Spent() || (jobs.Budget{}).Spent() {
+	if jobs.NewBudget(0, clk).Spent() || (jobs.Budget{}).Spent() {
 		t.Fatal("a zero budget is spent")
 	}
 }
 
-// TestRunLimits: defaults (a short maxRunTime alone stays valid: the
-// budget is half of it), the ranges, and errors naming section and field.
-func TestRunLimits(t *testing.T) {
+// TestSettings: defaults (a short maxRunTime alone stays valid: the
+// budget is half of it, whatever the kind's default), the ranges, and
+// errors naming section and field.
+func TestSettings(t *testing.T) {
 	cases := []struct {
+		table          string
 		budget, maxRun time.Duration
+		def            time.Duration
 		wantB, wantM   time.Duration
 		wantErr        string
 	}{
-		{0, 0, 5 * time.Minute, 30 * time.Minute, ""},
-		{0, 2 * time.Minute, time.Minute, 2 * time.Minute, ""},
-		{0, 5 * time.Minute, 150 * time.Second, 5 * time.Minute, ""},
-		{time.Second, 2 * time.Second, time.Second, 2 * time.Second, ""},
-		{0, time.Second, 0, 0, "sec.timeBudget: must be at least 1s and less than sec.maxRunTime (1s), got 500ms"},
-		{time.Minute, time.Minute, 0, 0, "sec.timeBudget: must be at least 1s and less than sec.maxRunTime (1m0s)"},
-		{0, 25 * time.Hour, 0, 0, "sec.maxRunTime: must be 1s-24h, got 25h0m0s"},
+		{"", 0, 0, jobs.DefaultTimeBudget, 5 * time.Minute, 30 * time.Minute, ""},
+		{"", 0, 0, 30 * time.Second, 30 * time.Second, 30 * time.Minute, ""},
+		{"", 0, 2 * time.Minute, jobs.DefaultTimeBudget, time.Minute, 2 * time.Minute, ""},
+		{"", 0, 5 * time.Minute, jobs.DefaultTimeBudget, 150 * time.Second, 5 * time.Minute, ""},
+		{"", time.Second, 2 * time.Second, jobs.DefaultTimeBudget, time.Second, 2 * time.Second, ""},
+		{"", 0, time.Second, jobs.DefaultTimeBudget, 0, 0, "sec.timeBudget: must be at least 1s and less than sec.maxRunTime (1s), got 500ms"},
+		{"", time.Minute, time.Minute, jobs.DefaultTimeBudget, 0, 0, "sec.timeBudget: must be at least 1s and less than sec.maxRunTime (1m0s)"},
+		{"", 0, 25 * time.Hour, jobs.DefaultTimeBudget, 0, 0, "sec.maxRunTime: must be 1s-24h, got 25h0m0s"},
+		{"x", 0, 0, jobs.DefaultTimeBudget, 0, 0, "sec.checkpointTable:"},
 	}
 	for _, c := range cases {
-		b, m := jobs.Duration(c.budget), jobs.Duration(c.maxRun)
-		err := jobs.RunLimits("sec", &b, &m)
+		table, b, m := c.table, jobs.Duration(c.budget), jobs.Duration(c.maxRun)
+		err := jobs.CheckRunSettings("sec", &table, &m)
+		if err == nil {
+			err = jobs.CheckTimeBudget("sec", &b, m, c.def)
+		}
 		switch {
 		case c.wantErr != "":
 			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
-				t.Errorf("RunLimits(%v, %v) = %v, want %q", c.budget, c.maxRun, err, c.wantErr)
+				t.Errorf("settings %q, %v, %v = %v, want %q", c.table, c.budget, c.maxRun, err, c.wantErr)
 			}
-		case err != nil || time.Duration(b) != c.wantB || time.Duration(m) != c.wantM:
-			t.Errorf("RunLimits(%v, %v) = %v, %v, %v; want %v, %v", c.budget, c.maxRun, time.Duration(b), time.Duration(m), err, c.wantB, c.wantM)
+		case err != nil || time.Duration(b) != c.wantB || time.Duration(m) != c.wantM || table != jobs.DefaultCheckpointTable:
+			t.Errorf("settings %q, %v, %v = %q, %v, %v, %v; want %v, %v", c.table, c.budget, c.maxRun, table, time.Duration(b), time.Duration(m), err, c.wantB, c.wantM)
 		}
 	}
 }

@@ -95,7 +95,7 @@ func benchStore(b *testing.B) *benchFixture {
 
 func newBenchFixture() (*benchFixture, error) {
 	ctx := context.Background()
-	s := New(Options{Now: clock.NewFake(benchEpoch).Now})
+	s := New(Options{Clock: clock.NewFake(benchEpoch)})
 	fx := &benchFixture{store: s, tables: s.Tables(), keys: make([]benchKey, 0, benchEntities)}
 	if err := fx.tables.CreateTable(ctx, benchTable); err != nil {
 		return nil, err
@@ -246,7 +246,7 @@ func BenchmarkTransact100(b *testing.B) {
 
 func BenchmarkQueueReceiveDelete(b *testing.B) {
 	ctx := context.Background()
-	s := New(Options{Now: clock.NewFake(benchEpoch).Now})
+	s := New(Options{Clock: clock.NewFake(benchEpoch)})
 	q := s.Queue("bench-queue")
 	if err := q.Create(ctx); err != nil {
 		b.Fatal(err)
@@ -304,7 +304,7 @@ func BenchmarkMemoryPerEntity(b *testing.B) {
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
-		s := New(Options{Now: clock.Now})
+		s := New(Options{Clock: clock})
 		tables := s.Tables()
 		if err := tables.CreateTable(ctx, "Memory"); err != nil {
 			b.Fatal(err)

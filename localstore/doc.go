@@ -11,7 +11,7 @@
 // with ETags, conditions and metadata (names read back in lower case, as
 // through the Azure SDK).
 //
-// Time comes from an injectable clock (Options.Now; tests pass the Now of
+// Time comes from an injectable clock (Options.Clock; tests pass a
 // tablekeeper/internal/clock.Fake), so tests move time instead of sleeping.
 // It is safe for concurrent use. To count, time, delay or fail its calls,
 // wrap it with storeadapter/instrument; it keeps no counters of its own.

@@ -336,7 +336,7 @@ func TestKeyBounds(t *testing.T) {
 // with the same predicate matches, in key order.
 func TestQueryAgreesWithScan(t *testing.T) {
 	ctx := context.Background()
-	s := New(Options{Now: clock.NewFake(time.Date(2026, 11, 21, 0, 0, 0, 0, time.UTC)).Now})
+	s := New(Options{Clock: clock.NewFake(time.Date(2026, 11, 21, 0, 0, 0, 0, time.UTC))})
 	tables := s.Tables()
 	if err := tables.CreateTable(ctx, "Scan"); err != nil {
 		t.Fatal(err)

@@ -18,7 +18,7 @@ func TestContract(t *testing.T) {
 	storetest.Exercise(t, func(t *testing.T) storetest.Harness {
 		clock := clock.NewFake(time.Date(2026, 11, 21, 9, 30, 0, 123456789, time.UTC))
 		return storetest.Harness{
-			Store:   localstore.New(localstore.Options{Now: clock.Now}),
+			Store:   localstore.New(localstore.Options{Clock: clock}),
 			Advance: clock.Advance,
 			Now:     clock.Now,
 		}
@@ -31,7 +31,7 @@ func TestContract(t *testing.T) {
 func TestExpiredMessagesCountedUntilCollected(t *testing.T) {
 	ctx := context.Background()
 	clock := clock.NewFake(time.Date(2026, 11, 21, 9, 30, 0, 0, time.UTC))
-	q := localstore.New(localstore.Options{Now: clock.Now}).Queue("work")
+	q := localstore.New(localstore.Options{Clock: clock}).Queue("work")
 	if err := q.Create(ctx); err != nil {
 		t.Fatal(err)
 	}

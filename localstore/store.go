@@ -8,12 +8,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tablekeeper/tablekeeper/internal/clock"
+
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
 // Store is an in-memory storage account. Create one with New.
 type Store struct {
-	now       func() time.Time
+	clock     clock.Clock
 	tableWait time.Duration
 
 	seq atomic.Uint64 // ETags, pop receipts and message ids
@@ -40,9 +42,10 @@ const DefaultTableDeleteDelay = 40 * time.Second
 
 // Options configure a Store. The zero value is a real-time store.
 type Options struct {
-	// Now returns the current time; nil means time.Now. Pass a clock.Fake's
-	// Now to control visibility timeouts, expiry and delete delays in tests.
-	Now func() time.Time
+	// Clock is the service's clock; nil is the wall clock. Pass a
+	// clock.Fake to control visibility timeouts, expiry and delete delays
+	// in tests.
+	Clock clock.Clock
 	// TableDeleteDelay is how long a deleted table's name cannot be reused
 	// (ErrTableBeingDeleted). 0 means DefaultTableDeleteDelay; a negative
 	// value frees the name at once.
@@ -52,13 +55,10 @@ type Options struct {
 // New returns an empty store.
 func New(o Options) *Store {
 	s := &Store{
-		now:        o.Now,
+		clock:      clock.Or(o.Clock),
 		tableWait:  o.TableDeleteDelay,
 		queues:     make(map[string]*queueState),
 		containers: make(map[string]*containerState),
-	}
-	if s.now == nil {
-		s.now = time.Now
 	}
 	if s.tableWait == 0 {
 		s.tableWait = DefaultTableDeleteDelay
@@ -87,7 +87,7 @@ func (s *Store) begin(ctx context.Context, op string) error {
 }
 
 // time returns the store's current time, UTC with 100 ns precision.
-func (s *Store) time() time.Time { return storeadapter.DateTime(s.now()) }
+func (s *Store) time() time.Time { return storeadapter.DateTime(s.clock.Now()) }
 
 // next returns a store-unique sequence number as text.
 func (s *Store) next() string { return strconv.FormatUint(s.seq.Add(1), 36) }

@@ -114,7 +114,7 @@ func (ts *tableService) CreateTable(ctx context.Context, name string) error {
 		return fmt.Errorf("localstore: create table %s: %w", name, storeadapter.ErrAlreadyExists)
 	}
 	if until, ok := ts.deleted[key]; ok {
-		if ts.s.now().Before(until) {
+		if ts.s.clock.Now().Before(until) {
 			return fmt.Errorf("localstore: create table %s: %w", name, storeadapter.ErrTableBeingDeleted)
 		}
 		delete(ts.deleted, key)
@@ -137,7 +137,7 @@ func (ts *tableService) DeleteTable(ctx context.Context, name string) error {
 	delete(ts.exact, ts.tables[key].name)
 	delete(ts.tables, key)
 	if ts.s.tableWait > 0 {
-		ts.deleted[key] = ts.s.now().Add(ts.s.tableWait)
+		ts.deleted[key] = ts.s.clock.Now().Add(ts.s.tableWait)
 	}
 	return nil
 }

@@ -16,7 +16,7 @@ import (
 func TestTimestampGrowsWithEveryWrite(t *testing.T) {
 	ctx := context.Background()
 	clock := clock.NewFake(time.Date(2026, 11, 21, 9, 30, 0, 0, time.UTC))
-	s := localstore.New(localstore.Options{Now: clock.Now})
+	s := localstore.New(localstore.Options{Clock: clock})
 	tb := s.Tables()
 	if err := tb.CreateTable(ctx, "Versions"); err != nil {
 		t.Fatal(err)

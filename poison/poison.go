@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tablekeeper/tablekeeper/internal/clock"
+
 	"github.com/tablekeeper/tablekeeper/internal/text"
 
 	"github.com/tablekeeper/tablekeeper/storeadapter"
@@ -127,8 +129,8 @@ type Config struct {
 	// Table is the records table; "" means TableName(Source.Name()). It is
 	// created on first use.
 	Table string
-	// Now returns the current time; nil means time.Now.
-	Now func() time.Time
+	// Clock tells the time; nil is the wall clock.
+	Clock clock.Clock
 	// Host is this host's name, recorded when a Requeue claims and sends a
 	// record, and in a poison summary whose attempt names no host; ""
 	// means "unknown". The commands pass the machine's name (see cmd/).
@@ -179,12 +181,10 @@ func newRecords(cfg Config) (records, error) {
 		return records{}, err
 	}
 	cfg.Table = cmp.Or(cfg.Table, TableName(cfg.Source.Name()))
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	cfg.Host = text.Truncate(cmp.Or(cfg.Host, "unknown"), maxNameChars)
 	return records{cfg: cfg}, nil
 }
 
 // now returns the current time as a table stores it.
-func (r records) now() time.Time { return storeadapter.DateTime(r.cfg.Now()) }
+func (r records) now() time.Time { return storeadapter.DateTime(r.cfg.Clock.Now()) }

@@ -45,14 +45,14 @@ func setupWithFault(t *testing.T, fault func(context.Context, instrument.Call) e
 	ctx := t.Context()
 	clock := clock.NewFake(t0)
 	calls := &instrument.Counts{}
-	st := instrument.Wrap(localstore.New(localstore.Options{Now: clock.Now}), instrument.Options{Fault: fault, Observers: []instrument.Observer{calls}})
+	st := instrument.Wrap(localstore.New(localstore.Options{Clock: clock}), instrument.Options{Fault: fault, Observers: []instrument.Observer{calls}})
 	src := st.Queue(sourceName)
 	if err := src.Create(ctx); err != nil {
 		t.Fatal(err)
 	}
 	b := &bundle{ctx: ctx, clock: clock, store: st, calls: calls, src: src,
 		poison: st.Queue(QueueName(sourceName)), blobs: st.Container(QueueName(sourceName))}
-	b.m = newSplit(t, Config{Tables: st.Tables(), Source: src, Poison: b.poison, Blobs: b.blobs, Now: clock.Now, Host: "ops-host"})
+	b.m = newSplit(t, Config{Tables: st.Tables(), Source: src, Poison: b.poison, Blobs: b.blobs, Clock: clock, Host: "ops-host"})
 	return b
 }
 
@@ -592,7 +592,7 @@ func TestListOnlyThisQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	mo := newSplit(t, Config{Tables: b.store.Tables(), Source: other, Poison: b.store.Queue(QueueName("workitems")),
-		Blobs: b.store.Container(QueueName("workitems")), Now: b.clock.Now})
+		Blobs: b.store.Container(QueueName("workitems")), Clock: b.clock})
 	if _, err := other.Send(b.ctx, "b3RoZXI=", storeadapter.SendOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -1149,7 +1149,7 @@ func TestRemoveKeepsBlobOfRepoisonedOriginal(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := setup(t)
 			tables := &hookTables{Tables: b.store.Tables()}
-			b.m = newSplit(t, Config{Tables: tables, Source: b.src, Poison: b.poison, Blobs: b.blobs, Now: b.clock.Now, Host: "ops-host"})
+			b.m = newSplit(t, Config{Tables: tables, Source: b.src, Poison: b.poison, Blobs: b.blobs, Clock: b.clock, Host: "ops-host"})
 			text := strings.Repeat("0123456789abcdef", 60*1024/16) // goes to a blob
 			msg := b.deliver(t, text)
 			if err := b.m.Move(b.ctx, b.failure(msg, "blobsync", "x"), msg.PopReceipt, "permanent: bad args"); err != nil {

@@ -85,7 +85,7 @@ func TestConstructorsRefuseBadConfig(t *testing.T) {
 // where records, poison messages and blobs live.
 func TestInspectorSeesWhatRecorderWrote(t *testing.T) {
 	b := setup(t)
-	cfg := Config{Tables: b.store.Tables(), Source: b.src, Poison: b.poison, Blobs: b.blobs, Now: b.clock.Now}
+	cfg := Config{Tables: b.store.Tables(), Source: b.src, Poison: b.poison, Blobs: b.blobs, Clock: b.clock}
 	rec, err := NewRecorder(cfg)
 	if err != nil {
 		t.Fatal(err)

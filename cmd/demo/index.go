@@ -46,7 +46,7 @@ var demoChanges = []demoChange{
 // its index message, and the same lookups again. Index jobs run one at a
 // time, so that each job's storage calls can be told apart.
 func runIndexDemo(ctx context.Context, out io.Writer, store *localstore.Store, log *slog.Logger, cfg runner.Config, kinds catalog.Config) error {
-	x, err := indexes.Open(store, kinds.Index) // the lookups read the store directly
+	x, err := indexes.Open(store, nil, kinds.Index) // the lookups read the store directly
 	if err != nil {
 		return err
 	}

@@ -55,7 +55,7 @@ func (m *Main) checkpointsPrune(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	cut := time.Now().Add(-time.Duration(older))
+	cut := m.now().Add(-time.Duration(older))
 	p, err := idempotent.Checkpoints{Tables: store.Tables(), Table: table}.Prune(ctx, cut, !yes)
 	if err != nil {
 		return err

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tablekeeper/tablekeeper/internal/clock"
+
 	"github.com/tablekeeper/tablekeeper/idempotent"
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/export"
@@ -104,7 +106,7 @@ func TestExportVerify(t *testing.T) {
 		t.Fatal(err)
 	}
 	m, err := tableexport.Export(ctx, b.store.Tables(), storeadapter.Range{Table: "Logins"}, tableexport.Options{
-		Blobs: c, Prefix: "daily", OpID: "op-v1", MaxPartBytes: 1024, Now: func() time.Time { return t0 },
+		Blobs: c, Prefix: "daily", OpID: "op-v1", MaxPartBytes: 1024, Clock: clock.NewFake(t0),
 		Checkpoints: idempotent.Checkpoints{Tables: b.store.Tables(), Table: "Checkpoints"}})
 	if err != nil {
 		t.Fatal(err)
@@ -177,7 +179,7 @@ func TestExportClean(t *testing.T) {
 		t.Fatal(err)
 	}
 	m, err := tableexport.Export(ctx, b.store.Tables(), storeadapter.Range{Table: "Logins"}, tableexport.Options{
-		Blobs: c, OpID: "op-c1", MaxPartBytes: 1024, Now: func() time.Time { return t0 },
+		Blobs: c, OpID: "op-c1", MaxPartBytes: 1024, Clock: clock.NewFake(t0),
 		Checkpoints: idempotent.Checkpoints{Tables: b.store.Tables(), Table: "Checkpoints"}})
 	if err != nil {
 		t.Fatal(err)

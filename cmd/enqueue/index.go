@@ -119,7 +119,7 @@ func requireConfig(path, cmd string) (indexes.Config, error) {
 // openIndexes binds the declarations to the store and checks that table
 // has indexes.
 func openIndexes(store storeadapter.Store, cfg indexes.Config, path, table string) (*indexes.Set, error) {
-	x, err := indexes.Open(store, cfg)
+	x, err := indexes.Open(store, nil, cfg)
 	if err != nil {
 		return nil, usagef("-config %s: %v", path, err)
 	}

@@ -63,7 +63,7 @@ func writeConfig(t *testing.T, body string) string {
 // bundle's store, as the worker would.
 func (b *bundle) openIndexesOf(body string) *indexes.Set {
 	b.t.Helper()
-	x, err := indexes.Open(b.store, b.openConfig(body))
+	x, err := indexes.Open(b.store, nil, b.openConfig(body))
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -459,7 +459,7 @@ func TestIndexReconcileOne(t *testing.T) {
 	}
 
 	// The worker runs it.
-	reg, err := catalog.NewRegistry(b.store, catalog.Config{Index: b.openConfig(employeesConfig)})
+	reg, err := catalog.NewRegistry(b.store, nil, catalog.Config{Index: b.openConfig(employeesConfig)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -601,7 +601,7 @@ func TestIndexReconcileBulk(t *testing.T) {
 		t.Fatal(err)
 	}
 	var stdout, stderr bytes.Buffer
-	m := &Main{Stdout: &stdout, Stderr: &stderr, Now: b.clock.Now, IsTerminal: func(any) bool { return true },
+	m := &Main{Stdout: &stdout, Stderr: &stderr, Clock: b.clock, IsTerminal: func(any) bool { return true },
 		Connect: func() (storeadapter.Store, error) { return b.store, nil }}
 	if code := m.Run(t.Context(), []string{"index", "reconcile", "-table", "Employees", "-file", file, "-o", "json"}); code != 1 {
 		t.Errorf("-file: exit %d, want 1", code)

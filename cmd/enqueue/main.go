@@ -74,6 +74,8 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/tablekeeper/tablekeeper/internal/clock"
+
 	"github.com/tablekeeper/tablekeeper/internal/text"
 
 	"github.com/tablekeeper/tablekeeper/cmd/internal/cli"
@@ -117,9 +119,9 @@ type Main struct {
 	// flags are parsed (tests point the account-name forms at an
 	// emulator).
 	ConfigureAccount func(a *cli.Account)
-	// Now returns the current time (for generated op ids and purge
-	// cut-offs); nil means time.Now.
-	Now func() time.Time
+	// Clock tells the time (generated op ids, purge cut-offs, checkpoint
+	// ages); nil is the wall clock.
+	Clock clock.Clock
 	// IsTerminal reports whether a stream (stderr for progress lines,
 	// stdin for purge's question) is a terminal; nil means cli.IsTerminal.
 	IsTerminal func(f any) bool
@@ -400,12 +402,7 @@ func (m *Main) isTerminal(stream any) bool {
 }
 
 // now returns the current time.
-func (m *Main) now() time.Time {
-	if m.Now != nil {
-		return m.Now()
-	}
-	return time.Now()
-}
+func (m *Main) now() time.Time { return clock.Or(m.Clock).Now() }
 
 // parseNoArgs parses a command that takes flags only.
 func (m *Main) parseNoArgs(fs *flag.FlagSet, c *common, args []string) error {

@@ -49,7 +49,7 @@ func setup(t *testing.T) *bundle {
 	t.Setenv(cli.EnvAccount, "")
 	t.Setenv(cli.EnvConfig, "")
 	clock := clock.NewFake(t0)
-	st := localstore.New(localstore.Options{Now: clock.Now})
+	st := localstore.New(localstore.Options{Clock: clock})
 	return &bundle{t: t, clock: clock, store: st, queue: st.Queue(queueName)}
 }
 
@@ -66,7 +66,7 @@ func (b *bundle) run(stdin string, args ...string) result {
 	m := &Main{
 		Stdin: strings.NewReader(stdin), Stdout: &out, Stderr: &errOut,
 		Connect: func() (storeadapter.Store, error) { return b.store, nil },
-		Now:     b.clock.Now,
+		Clock:   b.clock,
 	}
 	code := m.Run(b.t.Context(), args)
 	return result{code, out.String(), errOut.String()}
@@ -439,7 +439,7 @@ type poisonBundle struct {
 func setupPoison(t *testing.T) *poisonBundle {
 	t.Helper()
 	b := &poisonBundle{bundle: setup(t)}
-	b.mover = recorder(t, b.store, b.clock.Now)
+	b.mover = recorder(t, b.store, b.clock)
 	ctx := t.Context()
 	if err := b.queue.Create(ctx); err != nil {
 		t.Fatal(err)
@@ -731,7 +731,7 @@ func TestStats(t *testing.T) {
 	if err != nil || len(msgs) != 1 {
 		t.Fatal(len(msgs), err)
 	}
-	mv := recorder(t, b.store, b.clock.Now)
+	mv := recorder(t, b.store, b.clock)
 	f := poison.Failure{MessageID: msgs[0].ID, Text: msgs[0].Text, Attempt: poison.Attempt{DequeueCount: 1, Time: t0}}
 	if err := mv.Move(t.Context(), f, msgs[0].PopReceipt, "test"); err != nil {
 		t.Fatal(err)
@@ -854,7 +854,7 @@ func TestPoisonPurgeAsksFirst(t *testing.T) {
 
 	onTerminal := func(answer string) result {
 		var out, errOut bytes.Buffer
-		m := &Main{Stdin: strings.NewReader(answer), Stdout: &out, Stderr: &errOut, Now: b.clock.Now,
+		m := &Main{Stdin: strings.NewReader(answer), Stdout: &out, Stderr: &errOut, Clock: b.clock,
 			Connect: func() (storeadapter.Store, error) { return b.store, nil }, IsTerminal: func(any) bool { return true }}
 		code := m.Run(t.Context(), []string{"poison", "purge"})
 		return result{code, out.String(), errOut.String()}
@@ -962,9 +962,9 @@ func boolInt(b bool) int {
 
 // recorder returns the worker's poison recorder of the test queue, to
 // poison messages as the worker would.
-func recorder(t *testing.T, s storeadapter.Store, now func() time.Time) *poison.Recorder {
+func recorder(t *testing.T, s storeadapter.Store, clk clock.Clock) *poison.Recorder {
 	t.Helper()
-	r, err := cli.PoisonRecorder(s, queueName, now)
+	r, err := cli.PoisonRecorder(s, queueName, clk)
 	if err != nil {
 		t.Fatal(err)
 	}

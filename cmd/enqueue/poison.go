@@ -73,7 +73,7 @@ func (m *Main) inspector(ctx context.Context, c *common) (*poison.Inspector, err
 	if err != nil {
 		return nil, err
 	}
-	ins, err := cli.PoisonInspector(store, c.queue, m.Now)
+	ins, err := cli.PoisonInspector(store, c.queue, m.Clock)
 	if err != nil {
 		return nil, err
 	}
@@ -484,7 +484,7 @@ func (m *Main) poisonPurge(ctx context.Context, args []string) error {
 	fs.StringVar(&o.Kind, "kind", "", "only records of this job kind")
 	fs.StringVar(&o.Group, "group", "", "only records of this group (see 'poison list -group')")
 	fs.Var(&staleAfterFlag, "stale-after", "remove failure records of messages still being retried once their last attempt is older than this;\nat least the work queue's message time to live (7d by default), or a record of a live message is lost")
-	fs.StringVar(&o.CheckpointTable, "checkpoint-table", cli.DefaultCheckpointTable, "table of the workers' range checkpoints (their -checkpoint-table)")
+	fs.StringVar(&o.CheckpointTable, "checkpoint-table", jobs.DefaultCheckpointTable, "table of the workers' range checkpoints (their -checkpoint-table)")
 	fs.BoolVar(&noCheckpoints, "keep-checkpoints", false, "leave the range checkpoints alone")
 	fs.BoolVar(&o.DryRun, "dry-run", false, "print what would be removed and change nothing")
 	fs.BoolVar(&yes, "yes", false, "purge without asking, even without a filter")

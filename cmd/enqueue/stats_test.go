@@ -42,7 +42,7 @@ func TestStatsWatch(t *testing.T) {
 	b.mustRun("", "archive", "-table", "Employees", "-to", "EmployeesArchive", "-pk", "p", "-rk", "1")
 	counts := &instrument.Counts{}
 	var out, errOut bytes.Buffer
-	m := &Main{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errOut, Now: b.clock.Now,
+	m := &Main{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errOut, Clock: b.clock,
 		Connect: func() (storeadapter.Store, error) {
 			return instrument.Wrap(b.store, instrument.Options{Observers: []instrument.Observer{counts}}), nil
 		}}

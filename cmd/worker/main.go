@@ -27,7 +27,7 @@ import (
 	"github.com/tablekeeper/tablekeeper/cmd/internal/stopsignal"
 	"github.com/tablekeeper/tablekeeper/cmd/internal/telemetry"
 	"github.com/tablekeeper/tablekeeper/internal/version"
-	"github.com/tablekeeper/tablekeeper/jobs/archive"
+	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/catalog"
 	"github.com/tablekeeper/tablekeeper/jobs/runner"
 	"github.com/tablekeeper/tablekeeper/poison"
@@ -139,7 +139,7 @@ func (m *Main) ParseFlags(args []string) error {
 	m.fs = fs
 	m.Account.RegisterFlags(fs)
 	fs.StringVar(&m.Queue, "queue", cli.QueueDefault(), "work queue name; the poison queue is <queue>-poison (env "+cli.EnvQueue+")")
-	fs.StringVar(&m.Kinds.Archive.CheckpointTable, "checkpoint-table", archive.DefaultCheckpointTable, "table that keeps range-scan checkpoints")
+	fs.StringVar(&m.Kinds.Archive.CheckpointTable, "checkpoint-table", jobs.DefaultCheckpointTable, "table that keeps range-scan checkpoints")
 	fs.StringVar(&m.ConfigPath, "config", os.Getenv(cli.EnvConfig), "JSON config file: a \"runner\" section and one section per job kind (see the README; flags and environment win; env "+cli.EnvConfig+")")
 	fs.BoolVar(&m.PrintConfig, "print-config", false, "print the effective configuration as JSON (secrets redacted) and exit")
 	fs.BoolVar(&m.PrintVersion, "version", false, "print the version, commit and build date and exit")

@@ -1,6 +1,7 @@
 package clock
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"time"
@@ -34,6 +35,8 @@ type Fake struct {
 	timers []timer
 	// added is closed, and replaced, whenever a timer is added.
 	added chan struct{}
+	// step is how far each Now moves the clock (see AutoAdvance).
+	step time.Duration
 }
 
 type timer struct {
@@ -44,11 +47,25 @@ type timer struct {
 // NewFake returns a fake clock set to t.
 func NewFake(t time.Time) *Fake { return &Fake{t: t, added: make(chan struct{})} }
 
-// Now returns the clock's time.
+// Now returns the clock's time, first moving it by the AutoAdvance step
+// if one is set.
 func (c *Fake) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.step > 0 {
+		c.setLocked(c.t.Add(c.step))
+	}
 	return c.t
+}
+
+// AutoAdvance makes every later Now move the clock by d before it reads
+// it (0 stops it), and returns c: a clock on which every reading is later
+// than the one before, for tests of time budgets and distinct timestamps.
+func (c *Fake) AutoAdvance(d time.Duration) *Fake {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.step = d
+	return c
 }
 
 // After returns a channel that receives the clock's time once the clock
@@ -119,5 +136,40 @@ func (c *Fake) BlockUntil(n int, deadline time.Time) error {
 		case <-expired:
 			return fmt.Errorf("clock: %d timers pending at the deadline, want %d", pending, n)
 		}
+	}
+}
+
+// Or returns c, or Real when c is nil: what a component whose clock is
+// optional runs on.
+func Or(c Clock) Clock {
+	if c == nil {
+		return Real{}
+	}
+	return c
+}
+
+// Sleep waits until c has moved d past now (c nil: the wall clock), or
+// until ctx ends, returning its error (an ended ctx wins over a timer
+// that has fired too). It is the one sleep of the tree:
+// retry pauses, backoffs and waits for a name to be free all use it.
+func Sleep(ctx context.Context, c Clock, d time.Duration) error {
+	if err := ctx.Err(); err != nil || d <= 0 {
+		return err
+	}
+	if _, wall := Or(c).(Real); wall {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	select {
+	case <-c.After(d):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }

@@ -63,7 +63,7 @@ func newArchive(t *testing.T) *archiveBundle {
 	// it a later Timestamp, the version archive copies record.
 	clock := clock.NewFake(time.Date(2026, 11, 21, 9, 30, 0, 0, time.UTC))
 	b.calls = &instrument.Counts{}
-	b.store = instrument.Wrap(localstore.New(localstore.Options{Now: clock.Now}), instrument.Options{
+	b.store = instrument.Wrap(localstore.New(localstore.Options{Clock: clock}), instrument.Options{
 		Observers: []instrument.Observer{b.calls},
 		Fault: func(_ context.Context, c instrument.Call) error {
 			if b.fault != nil {

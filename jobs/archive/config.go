@@ -3,25 +3,23 @@ package archive
 import (
 	"cmp"
 	"fmt"
-	"time"
 
 	"github.com/tablekeeper/tablekeeper/jobs"
-	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/tablepatterns/tableexport"
 )
 
 // Defaults of Config.
 const (
-	DefaultCheckpointTable = "TablekeeperCheckpoints"
-	DefaultMaxConflicts    = 5
-	MaxMaxConflicts        = 100
+	DefaultMaxConflicts = 5
+	MaxMaxConflicts     = 100
 )
 
 // Config is the "archive" section of the worker's config file. Zero
 // fields take the documented defaults.
 type Config struct {
 	// CheckpointTable keeps the positions of range moves across
-	// redeliveries. Default "TablekeeperCheckpoints"; a valid table name.
+	// redeliveries. Default jobs.DefaultCheckpointTable; a valid table
+	// name.
 	CheckpointTable string `json:"checkpointTable,omitempty"`
 	// MaxConflicts bounds how often one entity is moved again after a
 	// concurrent update, and how often one copy is read again after a
@@ -41,18 +39,13 @@ type Config struct {
 // Validate fills the defaults and checks each field, naming it and its
 // rule. It never panics.
 func (c *Config) Validate() error {
-	c.CheckpointTable = cmp.Or(c.CheckpointTable, DefaultCheckpointTable)
 	c.MaxConflicts = cmp.Or(c.MaxConflicts, DefaultMaxConflicts)
-	c.MaxRunTime = cmp.Or(c.MaxRunTime, jobs.Duration(jobs.DefaultMaxRunTime))
 	c.MaxPartBytes = cmp.Or(c.MaxPartBytes, tableexport.DefaultMaxPartBytes)
-	if err := storeadapter.ValidateTableName(c.CheckpointTable); err != nil {
-		return fmt.Errorf("archive.checkpointTable: %w", err)
+	if err := jobs.CheckRunSettings("archive", &c.CheckpointTable, &c.MaxRunTime); err != nil {
+		return err
 	}
 	if c.MaxConflicts < 1 || c.MaxConflicts > MaxMaxConflicts {
 		return fmt.Errorf("archive.maxConflicts: must be 1-%d, got %d", MaxMaxConflicts, c.MaxConflicts)
-	}
-	if d := time.Duration(c.MaxRunTime); d < time.Second || d > 24*time.Hour {
-		return fmt.Errorf("archive.maxRunTime: must be 1s-24h, got %v", d)
 	}
 	if err := tableexport.CheckPartBytes(c.MaxPartBytes); err != nil {
 		return fmt.Errorf("archive.maxPartBytes: %w", err)

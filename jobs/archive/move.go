@@ -17,7 +17,7 @@ var errKeptChanging = errors.New("kept changing while being moved; retrying late
 // one moves one entity (steps 1–3), starting from the version e when it
 // is known (nil: read it first).
 func (m *mover) one(ctx context.Context, rk string, e *storeadapter.Entity) error {
-	t := m.w.store.Tables()
+	t := m.w.Store.Tables()
 	for range m.rounds {
 		if e == nil {
 			got, err := t.GetEntity(ctx, m.args.Table, m.pk, rk)
@@ -74,7 +74,7 @@ func (m *mover) one(ctx context.Context, rk string, e *storeadapter.Entity) erro
 // sources reads the current versions of source entities of one partition
 // (see rowsOf).
 func (m *mover) sources(ctx context.Context, es []storeadapter.Entity) (map[string]storeadapter.Entity, error) {
-	return rowsOf(ctx, m.w.store.Tables(), m.args.Table, es)
+	return rowsOf(ctx, m.w.Store.Tables(), m.args.Table, es)
 }
 
 // deleteMoved deletes moved entities from the source, each with the ETag
@@ -85,7 +85,7 @@ func (m *mover) sources(ctx context.Context, es []storeadapter.Entity) (map[stri
 // rows are deleted in a new transaction. Each round drops at least the row
 // that failed, so it ends.
 func (m *mover) deleteMoved(ctx context.Context, es []storeadapter.Entity) (changed []storeadapter.Entity, err error) {
-	t := m.w.store.Tables()
+	t := m.w.Store.Tables()
 	for len(es) > 0 {
 		deletes := make([]storeadapter.TableOp, len(es))
 		for i, e := range es {

@@ -36,7 +36,7 @@ func TestRangeToBlobStaleDeliveryDeletesOnlyListedRows(t *testing.T) {
 	held, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	clk := clock.NewFake(time.Date(2026, 11, 21, 9, 30, 0, 0, time.UTC))
-	store := instrument.Wrap(localstore.New(localstore.Options{Now: clk.Now}), instrument.Options{
+	store := instrument.Wrap(localstore.New(localstore.Options{Clock: clk}), instrument.Options{
 		Fault: func(ctx context.Context, c instrument.Call) error {
 			if ctx.Value(deliveryKey{}) == "A" && c.Op == instrument.OpProperties && strings.HasSuffix(c.Blob, "/000001.jsonl") {
 				once.Do(func() { close(held); <-release })

@@ -18,8 +18,8 @@ const checkpointStep = "archive"
 
 // rangeMove moves a RowKey range page by page, resuming from a checkpoint.
 func (m *mover) rangeMove(ctx context.Context, opID string) error {
-	t := m.w.store.Tables()
-	tok, err := m.w.checkpoints.Load(ctx, opID, checkpointStep)
+	t := m.w.Store.Tables()
+	tok, err := m.w.Checkpoints.Load(ctx, opID, checkpointStep)
 	if err != nil {
 		return fmt.Errorf("archive: %w", err)
 	}
@@ -47,7 +47,7 @@ func (m *mover) rangeMove(ctx context.Context, opID string) error {
 		if len(unsettled) > 0 {
 			continue // a checkpoint past a row left behind would skip it
 		}
-		if err := m.w.checkpoints.Save(ctx, opID, checkpointStep, tok); err != nil {
+		if err := m.w.Checkpoints.Save(ctx, opID, checkpointStep, tok); err != nil {
 			return fmt.Errorf("archive: %w", err)
 		}
 	}
@@ -58,7 +58,7 @@ func (m *mover) rangeMove(ctx context.Context, opID string) error {
 	if err := m.syncRange(ctx); err != nil {
 		return err
 	}
-	return m.w.checkpoints.Clear(ctx, opID, checkpointStep)
+	return m.w.Checkpoints.Clear(ctx, opID, checkpointStep)
 }
 
 // syncRange brings the indexes of the whole range up to date in the

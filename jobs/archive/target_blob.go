@@ -103,7 +103,7 @@ const (
 // one query for rows left.
 func (m *mover) exportRange(ctx context.Context, opID string) error {
 	container, prefix, _ := m.args.blobTarget() // validated
-	blobs := m.w.store.Container(container)
+	blobs := m.w.Store.Container(container)
 	gen, err := m.generation(ctx, opID)
 	if err != nil {
 		return err
@@ -114,10 +114,10 @@ func (m *mover) exportRange(ctx context.Context, opID string) error {
 		// and checkpoint ("+" never occurs in an operation id).
 		exportID, step = fmt.Sprintf("%s+g%d", opID, gen), fmt.Sprintf("%s+g%d", exportStep, gen)
 	}
-	man, err := tableexport.Export(ctx, m.w.store.Tables(), storeadapter.Range{Table: m.args.Table, PK: m.args.PK, RKFrom: m.args.RKFrom, RKTo: m.args.RKTo},
+	man, err := tableexport.Export(ctx, m.w.Store.Tables(), storeadapter.Range{Table: m.args.Table, PK: m.args.PK, RKFrom: m.args.RKFrom, RKTo: m.args.RKTo},
 		tableexport.Options{
 			Blobs: blobs, Prefix: prefix, MaxPartBytes: m.w.cfg.MaxPartBytes, OpID: exportID,
-			Checkpoints: m.w.checkpoints, Step: step, Passes: m.rounds, CreateContainer: true, SkipEmptyManifest: true,
+			Checkpoints: m.w.Checkpoints, Step: step, Passes: m.rounds, CreateContainer: true, SkipEmptyManifest: true,
 			AfterPart: func(ctx context.Context, p tableexport.Part) error { return m.deletePart(ctx, blobs, p) },
 			Transform: m.prepare,
 		})
@@ -132,7 +132,7 @@ func (m *mover) exportRange(ctx context.Context, opID string) error {
 		return err
 	}
 	from, to := m.args.rowRange()
-	page, err := m.w.store.Tables().Query(ctx, m.args.Table, storeadapter.Query{Filter: storeadapter.ApplicationRows(storeadapter.RowRange(m.pk, from, to)), Top: 11, Select: []string{"RowKey"}})
+	page, err := m.w.Store.Tables().Query(ctx, m.args.Table, storeadapter.Query{Filter: storeadapter.ApplicationRows(storeadapter.RowRange(m.pk, from, to)), Top: 11, Select: []string{"RowKey"}})
 	if err != nil {
 		return fmt.Errorf("archive: query %s: %w", m.args.Table, err)
 	}
@@ -141,7 +141,7 @@ func (m *mover) exportRange(ctx context.Context, opID string) error {
 	}
 	// Rows that changed in every pass: the next delivery starts a new
 	// generation of the export for them (this one is done and stays so).
-	if err := m.w.checkpoints.Save(ctx, opID, generationStep, strconv.Itoa(gen+1)); err != nil {
+	if err := m.w.Checkpoints.Save(ctx, opID, generationStep, strconv.Itoa(gen+1)); err != nil {
 		return fmt.Errorf("archive: %w", err)
 	}
 	rks := make([]string, len(page.Entities))
@@ -159,7 +159,7 @@ func (m *mover) exportRange(ctx context.Context, opID string) error {
 // generation returns the generation of a range's export: 1, or more once
 // a finished export left rows that kept changing.
 func (m *mover) generation(ctx context.Context, opID string) (int, error) {
-	tok, err := m.w.checkpoints.Load(ctx, opID, generationStep)
+	tok, err := m.w.Checkpoints.Load(ctx, opID, generationStep)
 	if err != nil || tok == "" {
 		return 1, err
 	}

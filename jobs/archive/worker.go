@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
-	"github.com/tablekeeper/tablekeeper/idempotent"
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/kit"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
@@ -19,11 +17,8 @@ import (
 // handler of the "archive" kind. The package doc gives its steps and why
 // every crash position and every race of two movers converges.
 type Worker struct {
-	store       storeadapter.Store
-	checkpoints idempotent.Checkpoints
-	cfg         Config
-	indexes     *indexes.Set
-	layout      largeentity.Layout
+	kit.Base
+	cfg Config
 }
 
 // New returns the archive worker on store, configured by cfg (its defaults
@@ -32,13 +27,8 @@ func New(d kit.Deps, cfg Config) (*Worker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	store := d.Store
-	return &Worker{store: store, checkpoints: idempotent.Checkpoints{Tables: store.Tables(), Table: cfg.CheckpointTable}, cfg: cfg,
-		indexes: d.Indexes, layout: d.Layout}, nil
+	return &Worker{Base: kit.NewBase(d, cfg.CheckpointTable, cfg.MaxRunTime), cfg: cfg}, nil
 }
-
-// MaxRunTime is how long one archive job may run; see Config.MaxRunTime.
-func (w *Worker) MaxRunTime() time.Duration { return time.Duration(w.cfg.MaxRunTime) }
 
 // Work moves the entity or range job.Args names.
 func (w *Worker) Work(ctx context.Context, job *jobs.Job[Args]) error {
@@ -72,10 +62,10 @@ func (m *mover) prepare(ctx context.Context, e storeadapter.Entity) (storeadapte
 	var err error
 	if m.args.To != "" {
 		var n int
-		out, n, err = largeentity.Carry(ctx, m.w.store, m.w.layout, e, m.args.To)
+		out, n, err = largeentity.Carry(ctx, m.w.Store, m.w.Layout, e, m.args.To)
 		m.carried += n
 	} else {
-		out, err = largeentity.Restore(ctx, m.w.store, e)
+		out, err = largeentity.Restore(ctx, m.w.Store, e)
 	}
 	switch {
 	case errors.Is(err, largeentity.ErrMismatch) || errors.Is(err, storeadapter.ErrNotFound):
@@ -93,10 +83,10 @@ func (m *mover) prepare(ctx context.Context, e storeadapter.Entity) (storeadapte
 // indexes does not fail the move: it is counted for the result (and
 // reported by index check).
 func (m *mover) reconcile(ctx context.Context, table, rk string) error {
-	if !m.w.indexes.Declared(table) {
+	if !m.w.Indexes.Declared(table) {
 		return nil
 	}
-	out, err := m.w.indexes.Reconcile(ctx, table, m.pk, rk)
+	out, err := m.w.Indexes.Reconcile(ctx, table, m.pk, rk)
 	if err != nil {
 		return fmt.Errorf("archive: indexes of %s %s/%s: %w", table, m.pk, rk, err)
 	}
@@ -108,10 +98,10 @@ func (m *mover) reconcile(ctx context.Context, table, rk string) error {
 // sync brings the indexes of a span of table up to date (see
 // indexes.Set.Sync) when the table has declared indexes.
 func (m *mover) sync(ctx context.Context, table string, sp indexes.Span) error {
-	if !m.w.indexes.Declared(table) {
+	if !m.w.Indexes.Declared(table) {
 		return nil
 	}
-	res, err := m.w.indexes.Sync(ctx, table, sp)
+	res, err := m.w.Indexes.Sync(ctx, table, sp)
 	m.indexed.Conflicts += res.Conflicts
 	m.indexed.Unindexable += res.Unindexable
 	if err != nil {
@@ -189,10 +179,10 @@ type mover struct {
 func (w *Worker) mover(args Args) *mover {
 	m := &mover{w: w, args: args, pk: *args.PK, rounds: w.cfg.MaxConflicts}
 	if args.To != "" {
-		m.target = tableTarget{t: w.store.Tables(), table: args.To, rounds: m.rounds}
+		m.target = tableTarget{t: w.Store.Tables(), table: args.To, rounds: m.rounds}
 	} else {
 		container, prefix, _ := args.blobTarget() // validated
-		m.target = blobTarget{b: w.store.Container(container), prefix: prefix, table: args.Table, rounds: m.rounds}
+		m.target = blobTarget{b: w.Store.Container(container), prefix: prefix, table: args.Table, rounds: m.rounds}
 	}
 	return m
 }

@@ -18,7 +18,7 @@ func (w *Worker) attach(ctx context.Context, a Args) (Result, error) {
 			"blobsync deletes such blobs when their own entity's property moves on, so they cannot be attached; copy the blob to a name of your own",
 			a.Blob, p, a.Container)
 	}
-	blobs := w.store.Container(a.Container)
+	blobs := w.Store.Container(a.Container)
 	// previous are the offloaded blobs the entity named before a replace
 	// of this run succeeded; a later round may replace the run's own
 	// reference, so they are kept across rounds.

@@ -12,10 +12,9 @@ import (
 
 // Defaults and bounds of Config.
 const (
-	DefaultCheckpointTable = "TablekeeperCheckpoints"
-	DefaultGrace           = 24 * time.Hour
-	DefaultMaxConflicts    = 5
-	MaxMaxConflicts        = 100
+	DefaultGrace        = 24 * time.Hour
+	DefaultMaxConflicts = 5
+	MaxMaxConflicts     = 100
 	// MaxGrace bounds the grace period: an orphan is collected at most
 	// this long after it was left.
 	MaxGrace = 365 * 24 * time.Hour
@@ -46,7 +45,8 @@ type Config struct {
 	// checkpoint). Default jobs.DefaultMaxRunTime (30m), 1s–24h.
 	MaxRunTime jobs.Duration `json:"maxRunTime,omitempty"`
 	// CheckpointTable keeps the positions of reconciles across
-	// redeliveries. Default "TablekeeperCheckpoints"; a valid table name.
+	// redeliveries. Default jobs.DefaultCheckpointTable; a valid table
+	// name.
 	CheckpointTable string `json:"checkpointTable,omitempty"`
 	// PageSize is the number of entities reconcile reads per query page
 	// (and checkpoints after). Default and maximum 1000.
@@ -56,20 +56,15 @@ type Config struct {
 // Validate fills the defaults and checks each field, naming it and its
 // rule. It never panics.
 func (c *Config) Validate() error {
-	c.CheckpointTable = cmp.Or(c.CheckpointTable, DefaultCheckpointTable)
 	c.MaxConflicts = cmp.Or(c.MaxConflicts, DefaultMaxConflicts)
-	c.MaxRunTime = cmp.Or(c.MaxRunTime, jobs.Duration(jobs.DefaultMaxRunTime))
+	if err := jobs.CheckRunSettings("blobsync", &c.CheckpointTable, &c.MaxRunTime); err != nil {
+		return err
+	}
 	c.Grace = cmp.Or(c.Grace, jobs.Duration(DefaultGrace))
 	c.OnMissing = cmp.Or(c.OnMissing, OnMissingReport)
 	c.PageSize = cmp.Or(c.PageSize, storeadapter.MaxPageSize)
-	if err := storeadapter.ValidateTableName(c.CheckpointTable); err != nil {
-		return fmt.Errorf("blobsync.checkpointTable: %w", err)
-	}
 	if c.MaxConflicts < 1 || c.MaxConflicts > MaxMaxConflicts {
 		return fmt.Errorf("blobsync.maxConflicts: must be 1-%d, got %d", MaxMaxConflicts, c.MaxConflicts)
-	}
-	if d := time.Duration(c.MaxRunTime); d < time.Second || d > 24*time.Hour {
-		return fmt.Errorf("blobsync.maxRunTime: must be 1s-24h, got %v", d)
 	}
 	if err := checkGrace(time.Duration(c.Grace), time.Duration(c.MaxRunTime)); err != nil {
 		return fmt.Errorf("blobsync.grace: %w", err)

@@ -46,7 +46,7 @@ type bundle struct {
 func newBundle(t *testing.T, cfg blobsync.Config) *bundle {
 	t.Helper()
 	b := &bundle{clock: clock.NewFake(time.Date(2026, 11, 21, 9, 30, 0, 0, time.UTC)), calls: &instrument.Counts{}}
-	b.local = localstore.New(localstore.Options{Now: b.clock.Now})
+	b.local = localstore.New(localstore.Options{Clock: b.clock})
 	b.store = instrument.Wrap(b.local, instrument.Options{
 		Observers: []instrument.Observer{b.calls},
 		Fault: func(_ context.Context, c instrument.Call) error {

@@ -27,7 +27,7 @@ func (w *Worker) offload(ctx context.Context, a Args) (Result, error) {
 	if err := managedNameFits(prefix, a.Table, a.PK, a.RK, a.Property); err != nil {
 		return res, jobs.Permanent(err)
 	}
-	blobs := w.store.Container(container)
+	blobs := w.Store.Container(container)
 	for round := 0; round < w.cfg.MaxConflicts; round++ {
 		e, err := w.read(ctx, a)
 		if errors.Is(err, errEntityGone) {
@@ -262,7 +262,7 @@ func valueBytes(v any) ([]byte, storeadapter.EdmType) {
 // names, each If-Match the ETag its reference recorded.
 func (w *Worker) deletePrevious(ctx context.Context, res *Result, previous []largeentity.Ref) error {
 	for _, old := range previous {
-		err := w.store.Container(old.Container).Delete(ctx, old.Name, old.ETag)
+		err := w.Store.Container(old.Container).Delete(ctx, old.Name, old.ETag)
 		switch {
 		case err == nil:
 			res.PreviousDeleted++

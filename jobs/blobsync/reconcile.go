@@ -55,7 +55,7 @@ func (w *Worker) reconcile(ctx context.Context, opID string, a Args) (Result, er
 	if a.Prefix != "" {
 		prefix, _ = largeentity.CleanPrefix(a.Prefix) // validated with the args
 	}
-	r := &reconciler{w: w, a: a, c: &res.Reconcile, blobs: w.store.Container(a.Container), prefix: prefix,
+	r := &reconciler{w: w, a: a, c: &res.Reconcile, blobs: w.Store.Container(a.Container), prefix: prefix,
 		grace: grace, onMissing: cmp.Or(a.OnMissing, w.cfg.OnMissing)}
 
 	// One cheap call finds a missing container before the table is read:
@@ -98,7 +98,7 @@ func (w *Worker) reconcile(ctx context.Context, opID string, a Args) (Result, er
 		}
 		return res, fmt.Errorf("blobsync: reconcile %s: %d entities %w", a.Table, res.Reconcile.Unsettled, errKeptChanging)
 	}
-	if err := w.checkpoints.Clear(ctx, opID, CheckpointStep); err != nil {
+	if err := w.Checkpoints.Clear(ctx, opID, CheckpointStep); err != nil {
 		return res, fmt.Errorf("blobsync: %w", err)
 	}
 	return res, nil
@@ -107,7 +107,7 @@ func (w *Worker) reconcile(ctx context.Context, opID string, a Args) (Result, er
 // loadPosition returns a reconcile's checkpoint (phase 1 from the start
 // when there is none).
 func (w *Worker) loadPosition(ctx context.Context, opID string) (Position, error) {
-	tok, err := w.checkpoints.Load(ctx, opID, CheckpointStep)
+	tok, err := w.Checkpoints.Load(ctx, opID, CheckpointStep)
 	if err != nil {
 		return Position{}, fmt.Errorf("blobsync: %w", err)
 	}
@@ -122,7 +122,7 @@ func (w *Worker) loadPosition(ctx context.Context, opID string) (Position, error
 
 func (w *Worker) savePosition(ctx context.Context, opID string, pos Position) error {
 	b, _ := json.Marshal(pos)
-	if err := w.checkpoints.Save(ctx, opID, CheckpointStep, string(b)); err != nil {
+	if err := w.Checkpoints.Save(ctx, opID, CheckpointStep, string(b)); err != nil {
 		return fmt.Errorf("blobsync: %w", err)
 	}
 	return nil
@@ -136,7 +136,7 @@ func (w *Worker) serviceNow(ctx context.Context, opID string, pos Position) (tim
 	if err := w.savePosition(ctx, opID, pos); err != nil {
 		return time.Time{}, err
 	}
-	e, err := w.store.Tables().GetEntity(ctx, w.checkpoints.Table, opID, CheckpointStep)
+	e, err := w.Store.Tables().GetEntity(ctx, w.Checkpoints.Table, opID, CheckpointStep)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("blobsync: read the checkpoint's time: %w", err)
 	}
@@ -166,7 +166,7 @@ func (c *ReconcileCounts) problem(format string, args ...any) {
 // elsewhere own blobs of their own (the archive kind carries them to the
 // copy's key: largeentity.Carry).
 func (r *reconciler) table(ctx context.Context, opID, token string) error {
-	t := r.w.store.Tables()
+	t := r.w.Store.Tables()
 	q := storeadapter.Query{Top: r.w.cfg.PageSize, Continuation: token, Filter: storeadapter.ApplicationRows(storeadapter.Filter{})}
 	if r.a.PK != "" {
 		q.Filter = storeadapter.ApplicationRows(storeadapter.PartitionEquals(r.a.PK))
@@ -232,7 +232,7 @@ func (r *reconciler) entity(ctx context.Context, e storeadapter.Entity) error {
 					return nil
 				}
 				pk, rk := e.PartitionKey, e.RowKey
-				e, err = r.w.store.Tables().GetEntity(ctx, r.a.Table, pk, rk)
+				e, err = r.w.Store.Tables().GetEntity(ctx, r.a.Table, pk, rk)
 				if errors.Is(err, storeadapter.ErrNotFound) {
 					return nil // deleted meanwhile: nothing references anything
 				}
@@ -439,7 +439,7 @@ func (c *entityCache) get(ctx context.Context, pk, rk string) (storeadapter.Enti
 	if c.valid && c.pk == pk && c.rk == rk {
 		return c.e, c.exists, nil
 	}
-	e, err := c.r.w.store.Tables().GetEntity(ctx, c.r.a.Table, pk, rk)
+	e, err := c.r.w.Store.Tables().GetEntity(ctx, c.r.a.Table, pk, rk)
 	switch {
 	case errors.Is(err, storeadapter.ErrNotFound): // the entity, or its whole table, is gone (see reconciler.table)
 		c.pk, c.rk, c.valid, c.e, c.exists = pk, rk, true, storeadapter.Entity{}, false

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/tablekeeper/tablekeeper/idempotent"
 	"github.com/tablekeeper/tablekeeper/jobs"
@@ -184,9 +183,8 @@ import (
 // If-Match, and every decision is remade from a fresh read after a lost
 // condition.
 type Worker struct {
-	store       storeadapter.Store
-	checkpoints idempotent.Checkpoints
-	cfg         Config
+	kit.Base
+	cfg Config
 }
 
 // New returns the blobsync worker on store, configured by cfg (its
@@ -195,13 +193,8 @@ func New(d kit.Deps, cfg Config) (*Worker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	store := d.Store
-	return &Worker{store: store, checkpoints: idempotent.Checkpoints{Tables: store.Tables(), Table: cfg.CheckpointTable},
-		cfg: cfg}, nil
+	return &Worker{Base: kit.NewBase(d, cfg.CheckpointTable, cfg.MaxRunTime), cfg: cfg}, nil
 }
-
-// MaxRunTime is the longest one blobsync job may run.
-func (w *Worker) MaxRunTime() time.Duration { return time.Duration(w.cfg.MaxRunTime) }
 
 // Work runs one job and records its Result as the job's result text.
 func (w *Worker) Work(ctx context.Context, job *jobs.Job[Args]) error {
@@ -230,7 +223,7 @@ func (w *Worker) Run(ctx context.Context, opID string, a Args) (Result, error) {
 // read reads the entity a job is about; a missing table or entity is
 // permanent.
 func (w *Worker) read(ctx context.Context, a Args) (storeadapter.Entity, error) {
-	e, err := w.store.Tables().GetEntity(ctx, a.Table, a.PK, a.RK)
+	e, err := w.Store.Tables().GetEntity(ctx, a.Table, a.PK, a.RK)
 	switch {
 	case errors.Is(err, storeadapter.ErrTableNotFound):
 		return e, jobs.Permanentf("args.table: table %s does not exist", a.Table)
@@ -250,7 +243,7 @@ var errEntityGone = errors.New("the entity does not exist")
 // replace writes next over the entity If-Match etag. lost reports a
 // write that lost to another writer (412, or the entity deleted since).
 func (w *Worker) replace(ctx context.Context, table string, next storeadapter.Entity, etag string) (lost bool, err error) {
-	_, err = w.store.Tables().UpdateEntity(ctx, table, next, storeadapter.Replace, etag)
+	_, err = w.Store.Tables().UpdateEntity(ctx, table, next, storeadapter.Replace, etag)
 	if idempotent.Lost(err) {
 		return true, nil
 	}

@@ -3,6 +3,8 @@ package catalog
 import (
 	"errors"
 
+	"github.com/tablekeeper/tablekeeper/internal/clock"
+
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/archive"
 	"github.com/tablekeeper/tablekeeper/jobs/blobsync"
@@ -56,11 +58,11 @@ func (c *Config) Validate() error {
 }
 
 // NewRegistry returns the registry of every kind's worker, each built on
-// store with its section of cfg and the libraries the kinds share (the
-// declared indexes, the offload layout: see kit.Deps); argsRef blobs are
-// read from store.
-func NewRegistry(store storeadapter.Store, cfg Config) (*jobs.Registry, error) {
-	deps, err := Deps(store, cfg)
+// store and clk (nil: the wall clock) with its section of cfg and the
+// libraries the kinds share (the declared indexes, the offload layout: see
+// kit.Deps); argsRef blobs are read from store.
+func NewRegistry(store storeadapter.Store, clk clock.Clock, cfg Config) (*jobs.Registry, error) {
+	deps, err := Deps(store, clk, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -73,18 +75,19 @@ func NewRegistry(store storeadapter.Store, cfg Config) (*jobs.Registry, error) {
 	return r, nil
 }
 
-// Deps opens the libraries the kinds share from cfg, on store: the
-// indexes of the "index" section and the offload layout of the
-// "blobsync" section. cfg is validated first.
-func Deps(store storeadapter.Store, cfg Config) (kit.Deps, error) {
+// Deps opens the libraries the kinds share from cfg, on store and clk
+// (nil: the wall clock): the indexes of the "index" section and the
+// offload layout of the "blobsync" section. cfg is validated first. This
+// is the one place a worker's clock comes from.
+func Deps(store storeadapter.Store, clk clock.Clock, cfg Config) (kit.Deps, error) {
 	if err := cfg.Validate(); err != nil {
 		return kit.Deps{}, err
 	}
-	set, err := indexes.Open(store, cfg.Index)
+	set, err := indexes.Open(store, clk, cfg.Index)
 	if err != nil {
 		return kit.Deps{}, err
 	}
-	return kit.Deps{Store: store, Indexes: set, Layout: cfg.Blobsync.Tables}, nil
+	return kit.Deps{Store: store, Clock: clock.Or(clk), Indexes: set, Layout: cfg.Blobsync.Tables}, nil
 }
 
 // ArgsRegistry returns a registry that decodes and validates the messages

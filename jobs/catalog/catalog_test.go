@@ -16,7 +16,7 @@ func TestCatalog(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	workers, err := catalog.NewRegistry(localstore.New(localstore.Options{}), cfg)
+	workers, err := catalog.NewRegistry(localstore.New(localstore.Options{}), nil, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func TestConfigValidate(t *testing.T) {
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "archive.maxConflicts: must be 1-100, got 1000") {
 		t.Fatalf("Validate = %v, want the archive.maxConflicts rule", err)
 	}
-	if _, err := catalog.NewRegistry(localstore.New(localstore.Options{}), catalog.Config{Archive: cfg.Archive}); err == nil {
+	if _, err := catalog.NewRegistry(localstore.New(localstore.Options{}), nil, catalog.Config{Archive: cfg.Archive}); err == nil {
 		t.Fatal("NewRegistry accepted an invalid archive section")
 	}
 }

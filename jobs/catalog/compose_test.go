@@ -63,7 +63,7 @@ type app struct {
 func newApp(t *testing.T, cfg catalog.Config) *app {
 	t.Helper()
 	a := &app{t: t, ctx: context.Background(), calls: &instrument.Counts{}, clock: clock.NewFake(time.Date(2026, 11, 21, 9, 30, 0, 0, time.UTC)), cfg: cfg}
-	a.store = instrument.Wrap(localstore.New(localstore.Options{Now: a.clock.Now}), instrument.Options{
+	a.store = instrument.Wrap(localstore.New(localstore.Options{Clock: a.clock}), instrument.Options{
 		Observers: []instrument.Observer{a.calls},
 		Fault: func(_ context.Context, c instrument.Call) error {
 			if a.fault != nil {
@@ -72,10 +72,10 @@ func newApp(t *testing.T, cfg catalog.Config) *app {
 			return nil
 		}})
 	var err error
-	if a.registry, err = catalog.NewRegistry(a.store, cfg); err != nil {
+	if a.registry, err = catalog.NewRegistry(a.store, nil, cfg); err != nil {
 		t.Fatal(err)
 	}
-	deps, err := catalog.Deps(a.store, cfg)
+	deps, err := catalog.Deps(a.store, nil, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,19 +5,14 @@ import (
 	"fmt"
 
 	"github.com/tablekeeper/tablekeeper/jobs"
-	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/tablepatterns/tableexport"
 )
-
-// DefaultCheckpointTable is the default of Config.CheckpointTable, the
-// table the other kinds use too.
-const DefaultCheckpointTable = "TablekeeperCheckpoints"
 
 // Config is the "export" section of the worker's config file. Zero fields
 // take the documented defaults.
 type Config struct {
 	// CheckpointTable keeps each export's progress (and, once done, its
-	// result) across redeliveries. Default "TablekeeperCheckpoints"; a
+	// result) across redeliveries. Default jobs.DefaultCheckpointTable; a
 	// valid table name.
 	CheckpointTable string `json:"checkpointTable,omitempty"`
 	// MaxPartBytes is the size cap of a part (uncompressed line bytes)
@@ -28,7 +23,7 @@ type Config struct {
 	// new message (jobs.ContinueLater): the next delivery goes on from the
 	// next row. It is checked after each part, so a delivery runs about
 	// TimeBudget plus one part. Default 5 min (or half MaxRunTime when
-	// that is shorter; see jobs.RunLimits); at least 1 s and less than
+	// that is shorter; see jobs.CheckTimeBudget); at least 1 s and less than
 	// MaxRunTime.
 	TimeBudget jobs.Duration `json:"timeBudget,omitempty"`
 	// MaxRunTime is how long one export job may run before its context
@@ -40,16 +35,12 @@ type Config struct {
 // Validate fills the defaults and checks each field, naming it and its
 // rule. It never panics.
 func (c *Config) Validate() error {
-	c.CheckpointTable = cmp.Or(c.CheckpointTable, DefaultCheckpointTable)
 	c.MaxPartBytes = cmp.Or(c.MaxPartBytes, tableexport.DefaultMaxPartBytes)
-	if err := storeadapter.ValidateTableName(c.CheckpointTable); err != nil {
-		return fmt.Errorf("export.checkpointTable: %w", err)
+	if err := jobs.CheckRunSettings("export", &c.CheckpointTable, &c.MaxRunTime); err != nil {
+		return err
 	}
 	if err := tableexport.CheckPartBytes(c.MaxPartBytes); err != nil {
 		return fmt.Errorf("export.maxPartBytes: %w", err)
 	}
-	if err := jobs.RunLimits("export", &c.TimeBudget, &c.MaxRunTime); err != nil {
-		return err
-	}
-	return nil
+	return jobs.CheckTimeBudget("export", &c.TimeBudget, c.MaxRunTime, jobs.DefaultTimeBudget)
 }

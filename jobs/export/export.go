@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
-	"github.com/tablekeeper/tablekeeper/idempotent"
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/kit"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
@@ -124,18 +122,8 @@ func (a Args) source() storeadapter.Range {
 // number to the other reads its rows again into the next number. A
 // committed part is never rewritten.
 type Worker struct {
-	store       storeadapter.Store
-	checkpoints idempotent.Checkpoints
-	cfg         Config
-	now         func() time.Time
-}
-
-// WithClock makes the worker read time (the export folder's minute, the
-// manifest's times, the time budget) from now instead of time.Now (tests
-// pass a fake clock) and returns it.
-func (w *Worker) WithClock(now func() time.Time) *Worker {
-	w.now = now
-	return w
+	kit.Base
+	cfg Config
 }
 
 // New returns the export worker on store, configured by cfg (its
@@ -144,27 +132,22 @@ func New(d kit.Deps, cfg Config) (*Worker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	store := d.Store
-	return &Worker{store: store, checkpoints: idempotent.Checkpoints{Tables: store.Tables(), Table: cfg.CheckpointTable},
-		cfg: cfg, now: time.Now}, nil
+	return &Worker{Base: kit.NewBase(d, cfg.CheckpointTable, cfg.MaxRunTime), cfg: cfg}, nil
 }
-
-// MaxRunTime is how long one export job may run; see Config.MaxRunTime.
-func (w *Worker) MaxRunTime() time.Duration { return time.Duration(w.cfg.MaxRunTime) }
 
 // Work runs the export job.Args names.
 func (w *Worker) Work(ctx context.Context, job *jobs.Job[Args]) error {
 	a := job.Args
 	container, prefix, _ := tableexport.ParseTarget(a.To) // validated
-	budget := jobs.NewBudget(time.Duration(w.cfg.TimeBudget), w.now)
+	budget := w.Budget(w.cfg.TimeBudget)
 	o := tableexport.Options{
-		Blobs: w.store.Container(container), Prefix: prefix, MaxPartBytes: w.cfg.MaxPartBytes, Gzip: a.Gzip,
-		OpID: job.ID, Checkpoints: w.checkpoints, Step: checkpointStep, Now: w.now, Stop: budget.Spent,
+		Blobs: w.Store.Container(container), Prefix: prefix, MaxPartBytes: w.cfg.MaxPartBytes, Gzip: a.Gzip,
+		OpID: job.ID, Checkpoints: w.Checkpoints, Step: checkpointStep, Clock: w.Clock, Stop: budget.Spent,
 	}
 	if a.MaxPartBytes != nil {
 		o.MaxPartBytes = *a.MaxPartBytes
 	}
-	m, err := tableexport.Export(ctx, w.store.Tables(), a.source(), o)
+	m, err := tableexport.Export(ctx, w.Store.Tables(), a.source(), o)
 	var stopped *tableexport.Stopped
 	switch {
 	case errors.As(err, &stopped):

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tablekeeper/tablekeeper/internal/clock"
+
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/export"
 	"github.com/tablekeeper/tablekeeper/jobs/kit"
@@ -152,14 +154,13 @@ func TestExportContinues(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	w, err := export.New(kit.Plain(store), export.Config{CheckpointTable: "Checkpoints", TimeBudget: jobs.Duration(time.Second), MaxRunTime: jobs.Duration(time.Minute)})
+	// Every reading of the clock is 2 s after the one before: the budget
+	// is spent at its first check, after the first part.
+	clk := clock.NewFake(time.Date(2026, 11, 21, 10, 30, 0, 0, time.UTC)).AutoAdvance(2 * time.Second)
+	w, err := export.New(kit.Deps{Store: store, Clock: clk}, export.Config{CheckpointTable: "Checkpoints", TimeBudget: jobs.Duration(time.Second), MaxRunTime: jobs.Duration(time.Minute)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Every reading of the clock is 2 s after the one before: the budget
-	// is spent at its first check, after the first part.
-	now := time.Date(2026, 11, 21, 10, 30, 0, 0, time.UTC)
-	w.WithClock(func() time.Time { now = now.Add(2 * time.Second); return now })
 	args := `{"table":"Logs","to":"exports","maxPartBytes":1024}`
 	var progress []string
 	var res string

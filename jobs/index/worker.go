@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/tablekeeper/tablekeeper/idempotent"
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/kit"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
@@ -75,9 +74,8 @@ func (a Args) Validate() error {
 // together exceed one transaction) is removed from that index and the job
 // fails permanently, naming it.
 type Worker struct {
-	x           *indexes.Set
-	checkpoints idempotent.Checkpoints
-	cfg         indexes.Config
+	kit.Base
+	cfg indexes.Config
 }
 
 // New returns the worker of the "index" kind: it keeps the indexes of
@@ -90,22 +88,19 @@ func New(d kit.Deps, cfg indexes.Config) (*Worker, error) {
 	if d.Indexes == nil {
 		return nil, errors.New("index: no index set: open cfg with indexes.Open and pass it in kit.Deps.Indexes")
 	}
-	return &Worker{x: d.Indexes, checkpoints: idempotent.Checkpoints{Tables: d.Store.Tables(), Table: cfg.CheckpointTable}, cfg: cfg}, nil
+	return &Worker{Base: kit.NewBase(d, cfg.CheckpointTable, cfg.MaxRunTime), cfg: cfg}, nil
 }
-
-// MaxRunTime is the configured maximum run time of one index job.
-func (w *Worker) MaxRunTime() time.Duration { return time.Duration(w.cfg.MaxRunTime) }
 
 // Work runs one index job.
 func (w *Worker) Work(ctx context.Context, job *jobs.Job[Args]) error {
 	a := job.Args
-	if !w.x.Declared(a.Table) {
-		return jobs.Permanentf("args.table: %s has no index declared in this worker's config (declared: %v)", a.Table, w.x.Tables())
+	if !w.Indexes.Declared(a.Table) {
+		return jobs.Permanentf("args.table: %s has no index declared in this worker's config (declared: %v)", a.Table, w.Indexes.Tables())
 	}
 	if a.Rebuild {
 		return w.rebuild(ctx, job)
 	}
-	out, err := w.x.Reconcile(ctx, a.Table, *a.PK, *a.RK)
+	out, err := w.Indexes.Reconcile(ctx, a.Table, *a.PK, *a.RK)
 	if errors.Is(err, storeadapter.ErrInvalidInput) || errors.Is(err, storeadapter.ErrTooLarge) {
 		return jobs.Permanent(err) // a reserved key, a list at its limit
 	}
@@ -131,12 +126,12 @@ const redeliveryBudget = time.Second
 // rebuild runs a rebuild message: until done, or until the delivery's
 // time budget is spent, when it continues later from its checkpoint.
 func (w *Worker) rebuild(ctx context.Context, job *jobs.Job[Args]) error {
-	budget := time.Duration(w.cfg.TimeBudget)
+	budget := w.cfg.TimeBudget
 	if job.Message.DequeueCount > 1 {
-		budget = min(budget, redeliveryBudget)
+		budget = min(budget, jobs.Duration(redeliveryBudget))
 	}
-	b := jobs.NewBudget(budget, time.Now)
-	res, err := w.x.Rebuild(ctx, job.Args.Table, job.Args.PK, w.checkpoints, job.ID, indexes.RebuildOptions{Stop: b.Spent, Parallel: w.cfg.RebuildParallel})
+	b := w.Budget(budget)
+	res, err := w.Indexes.Rebuild(ctx, job.Args.Table, job.Args.PK, w.Checkpoints, job.ID, indexes.RebuildOptions{Stop: b.Spent, Parallel: w.cfg.RebuildParallel})
 	var stopped *indexes.Stopped
 	if errors.As(err, &stopped) {
 		return jobs.ContinueLater(0, stopped.Result.String())

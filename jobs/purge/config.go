@@ -8,20 +8,17 @@ import (
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
-// DefaultCheckpointTable is the default of Config.CheckpointTable.
-const DefaultCheckpointTable = "TablekeeperCheckpoints"
-
 // Config is the "purge" section of the worker's config file. Zero fields
 // take the documented defaults.
 type Config struct {
 	// CheckpointTable keeps each purge's cut-off and position across
 	// deliveries; a finished purge's checkpoint stays there, marked done.
-	// Default "TablekeeperCheckpoints"; a valid table name.
+	// Default jobs.DefaultCheckpointTable; a valid table name.
 	CheckpointTable string `json:"checkpointTable,omitempty"`
 	// TimeBudget is how long one delivery deletes before it saves its
 	// position and continues later (a fresh message; see
 	// jobs.ContinueLater). Default 5m (or half MaxRunTime when that is
-	// shorter; see jobs.RunLimits); at least 1s and less than MaxRunTime.
+	// shorter; see jobs.CheckTimeBudget); at least 1s and less than MaxRunTime.
 	TimeBudget jobs.Duration `json:"timeBudget,omitempty"`
 	// MaxRunTime is how long one delivery may run before its context is
 	// cancelled and it is retried (resuming from its checkpoint). Default
@@ -35,12 +32,11 @@ type Config struct {
 // Validate fills the defaults and checks each field, naming it and its
 // rule. It never panics.
 func (c *Config) Validate() error {
-	c.CheckpointTable = cmp.Or(c.CheckpointTable, DefaultCheckpointTable)
 	c.PageSize = cmp.Or(c.PageSize, storeadapter.MaxPageSize)
-	if err := storeadapter.ValidateTableName(c.CheckpointTable); err != nil {
-		return fmt.Errorf("purge.checkpointTable: %w", err)
+	if err := jobs.CheckRunSettings("purge", &c.CheckpointTable, &c.MaxRunTime); err != nil {
+		return err
 	}
-	if err := jobs.RunLimits("purge", &c.TimeBudget, &c.MaxRunTime); err != nil {
+	if err := jobs.CheckTimeBudget("purge", &c.TimeBudget, c.MaxRunTime, jobs.DefaultTimeBudget); err != nil {
 		return err
 	}
 	if c.PageSize < 1 || c.PageSize > storeadapter.MaxPageSize {

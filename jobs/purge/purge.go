@@ -169,11 +169,8 @@ type state struct {
 // after the purge's cut-off is never deleted; a row inserted behind the
 // scan's position, or after the cut-off, stays.
 type Worker struct {
-	tables      storeadapter.Tables
-	checkpoints idempotent.Checkpoints
-	cfg         Config
-	now         func() time.Time
-	indexes     *indexes.Set
+	kit.Base
+	cfg Config
 }
 
 // New returns the purge worker on store, configured by cfg (its defaults
@@ -182,20 +179,8 @@ func New(d kit.Deps, cfg Config) (*Worker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	store := d.Store
-	return &Worker{tables: store.Tables(), checkpoints: idempotent.Checkpoints{Tables: store.Tables(), Table: cfg.CheckpointTable},
-		cfg: cfg, now: time.Now, indexes: d.Indexes}, nil
+	return &Worker{Base: kit.NewBase(d, cfg.CheckpointTable, cfg.MaxRunTime), cfg: cfg}, nil
 }
-
-// WithClock makes the worker read the time (the cut-off, the time budget)
-// from now instead of time.Now, and returns it; tests drive it.
-func (w *Worker) WithClock(now func() time.Time) *Worker {
-	w.now = now
-	return w
-}
-
-// MaxRunTime is how long one delivery may run; see Config.MaxRunTime.
-func (w *Worker) MaxRunTime() time.Duration { return time.Duration(w.cfg.MaxRunTime) }
 
 // Work runs the purge job.Args names (see Worker).
 func (w *Worker) Work(ctx context.Context, job *jobs.Job[Args]) error {
@@ -203,7 +188,7 @@ func (w *Worker) Work(ctx context.Context, job *jobs.Job[Args]) error {
 	if strings.EqualFold(a.Table, w.cfg.CheckpointTable) {
 		return jobs.Permanentf("purge: args.table: %s is the purge's own checkpoint table (purge.checkpointTable)", a.Table)
 	}
-	p := &purger{w: w, args: a, opID: job.ID, budget: jobs.NewBudget(time.Duration(w.cfg.TimeBudget), w.now)}
+	p := &purger{w: w, args: a, opID: job.ID, budget: w.Budget(w.cfg.TimeBudget)}
 	err := p.run(ctx)
 	switch {
 	case err == nil:
@@ -250,7 +235,7 @@ func (p *purger) tableErr(what string, err error) error {
 }
 
 func (p *purger) run(ctx context.Context) error {
-	tok, etag, err := p.w.checkpoints.LoadETag(ctx, p.opID, checkpointStep)
+	tok, etag, err := p.w.Checkpoints.LoadETag(ctx, p.opID, checkpointStep)
 	if err != nil {
 		return err
 	}
@@ -262,7 +247,7 @@ func (p *purger) run(ctx context.Context) error {
 	} else {
 		p.st = state{V: stateVersion, Args: argsDigest(p.args)}
 		if p.args.OlderThan != nil {
-			cut := storeadapter.DateTime(p.w.now().Add(-time.Duration(*p.args.OlderThan)))
+			cut := storeadapter.DateTime(p.w.Clock.Now().Add(-time.Duration(*p.args.OlderThan)))
 			p.st.Cutoff = &cut
 		}
 		// The first page, read before the create, finds a missing table
@@ -333,7 +318,7 @@ func (p *purger) run(ctx context.Context) error {
 // records are still there. Entities of the span the purge kept are read
 // and, their indexes being up to date, left alone.
 func (p *purger) syncIndexes(ctx context.Context, next *state) error {
-	if !p.w.indexes.Declared(p.args.Table) || next.Last == p.st.Last && !next.Done {
+	if !p.w.Indexes.Declared(p.args.Table) || next.Last == p.st.Last && !next.Done {
 		return nil
 	}
 	sp := indexes.Span{PK: p.args.PK}
@@ -350,7 +335,7 @@ func (p *purger) syncIndexes(ctx context.Context, next *state) error {
 	case p.args.PK != nil && to != "":
 		sp.Before = &indexes.Key{PK: *p.args.PK, RK: to}
 	}
-	res, err := p.w.indexes.Sync(ctx, p.args.Table, sp)
+	res, err := p.w.Indexes.Sync(ctx, p.args.Table, sp)
 	if err != nil {
 		return p.tableErr("reconcile the indexes of", err)
 	}
@@ -391,7 +376,7 @@ var keysOnly = []string{}
 
 // page reads the next page of the scan from the checkpoint's token.
 func (p *purger) page(ctx context.Context) (storeadapter.Page, error) {
-	page, err := p.w.tables.Query(ctx, p.args.Table, storeadapter.Query{
+	page, err := p.w.Store.Tables().Query(ctx, p.args.Table, storeadapter.Query{
 		Filter: p.filter(), Select: keysOnly, Top: p.w.cfg.PageSize, Continuation: p.st.Token})
 	if err != nil {
 		return page, p.tableErr("query", err)
@@ -414,7 +399,7 @@ func deletes(es []storeadapter.Entity) []storeadapter.TableOp {
 // (see step 3 of Worker for a transaction that loses to another writer).
 func (p *purger) deleteBatch(ctx context.Context, ops []storeadapter.TableOp) (int, error) {
 	for round := 0; ; round++ {
-		err := p.w.tables.Transact(ctx, p.args.Table, ops)
+		err := p.w.Store.Tables().Transact(ctx, p.args.Table, ops)
 		if err == nil {
 			return len(ops), nil
 		}
@@ -471,7 +456,7 @@ func (p *purger) matching(ctx context.Context, ops []storeadapter.TableOp) (map[
 	q := storeadapter.Query{Filter: f, Select: keysOnly}
 	rows := make(map[string]storeadapter.Entity, len(ops))
 	for {
-		page, err := p.w.tables.Query(ctx, p.args.Table, q)
+		page, err := p.w.Store.Tables().Query(ctx, p.args.Table, q)
 		if err != nil {
 			return nil, p.tableErr("read", err)
 		}
@@ -517,7 +502,7 @@ func (p *purger) create(ctx context.Context) (adopted bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	etag, err := p.w.checkpoints.Create(ctx, p.opID, checkpointStep, string(tok))
+	etag, err := p.w.Checkpoints.Create(ctx, p.opID, checkpointStep, string(tok))
 	switch {
 	case err == nil:
 		p.etag = etag
@@ -536,7 +521,7 @@ func (p *purger) save(ctx context.Context, next state) error {
 	if err != nil {
 		return err
 	}
-	etag, err := p.w.checkpoints.SaveIfMatch(ctx, p.opID, checkpointStep, string(tok), p.etag)
+	etag, err := p.w.Checkpoints.SaveIfMatch(ctx, p.opID, checkpointStep, string(tok), p.etag)
 	switch {
 	case err == nil:
 		p.st, p.etag = next, etag
@@ -549,7 +534,7 @@ func (p *purger) save(ctx context.Context, next state) error {
 
 // reload reads the checkpoint after a lost write and takes it.
 func (p *purger) reload(ctx context.Context) error {
-	tok, etag, err := p.w.checkpoints.LoadETag(ctx, p.opID, checkpointStep)
+	tok, etag, err := p.w.Checkpoints.LoadETag(ctx, p.opID, checkpointStep)
 	if err != nil {
 		return err
 	}

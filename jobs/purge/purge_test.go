@@ -97,7 +97,7 @@ type bundle struct {
 func newBundle(t *testing.T) *bundle {
 	t.Helper()
 	b := &bundle{clock: clock.NewFake(t0), counts: &instrument.Counts{}}
-	b.raw = localstore.New(localstore.Options{Now: b.clock.Now})
+	b.raw = localstore.New(localstore.Options{Clock: b.clock})
 	b.store = instrument.Wrap(b.raw, instrument.Options{Observers: []instrument.Observer{b.counts},
 		Fault: func(_ context.Context, c instrument.Call) error {
 			b.mu.Lock()
@@ -150,11 +150,11 @@ func (b *bundle) keys(t *testing.T) []string {
 func (b *bundle) worker(t *testing.T, cfg purge.Config) *purge.Worker {
 	t.Helper()
 	cfg.CheckpointTable = "Checkpoints"
-	w, err := purge.New(kit.Plain(b.store), cfg)
+	w, err := purge.New(kit.Deps{Store: b.store, Clock: b.clock}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return w.WithClock(b.clock.Now)
+	return w
 }
 
 func run(t *testing.T, w *purge.Worker, id, args string) (string, error) {

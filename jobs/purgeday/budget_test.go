@@ -34,7 +34,7 @@ func TestBudgetAfterKeptDay(t *testing.T) {
 		t.Fatalf("first delivery: %v", err)
 	}
 	b.setFault(nil)
-	b.clock.Add(time.Minute)
+	b.clock.Advance(time.Minute)
 	if _, err := b.raw.Tables().UpsertEntity(context.Background(), late, storeadapter.Entity{PartitionKey: "user0", RowKey: "late"}, storeadapter.Merge); err != nil {
 		t.Fatal(err)
 	}

@@ -5,26 +5,21 @@ import (
 	"fmt"
 
 	"github.com/tablekeeper/tablekeeper/jobs"
-	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/tablepatterns/tableexport"
 )
-
-// DefaultCheckpointTable is the default of Config.CheckpointTable, the
-// table the other kinds use too.
-const DefaultCheckpointTable = "TablekeeperCheckpoints"
 
 // Config is the "purgeday" section of the worker's config file. Zero
 // fields take the documented defaults.
 type Config struct {
 	// CheckpointTable keeps the progress of each day's export (exportTo)
 	// across redeliveries and continuations. Default
-	// "TablekeeperCheckpoints"; a valid table name.
+	// jobs.DefaultCheckpointTable; a valid table name.
 	CheckpointTable string `json:"checkpointTable,omitempty"`
 	// TimeBudget is how long one delivery works before it saves its
 	// progress and continues later (a fresh message; see
 	// jobs.ContinueLater): checked after each day and, with exportTo,
 	// after each exported part. Default 5m (or half MaxRunTime when that
-	// is shorter; see jobs.RunLimits); at least 1s and less than
+	// is shorter; see jobs.CheckTimeBudget); at least 1s and less than
 	// MaxRunTime.
 	TimeBudget jobs.Duration `json:"timeBudget,omitempty"`
 	// MaxRunTime is how long one delivery may run before its context is
@@ -39,12 +34,11 @@ type Config struct {
 // Validate fills the defaults and checks each field, naming it and its
 // rule. It never panics.
 func (c *Config) Validate() error {
-	c.CheckpointTable = cmp.Or(c.CheckpointTable, DefaultCheckpointTable)
 	c.MaxPartBytes = cmp.Or(c.MaxPartBytes, tableexport.DefaultMaxPartBytes)
-	if err := storeadapter.ValidateTableName(c.CheckpointTable); err != nil {
-		return fmt.Errorf("purgeday.checkpointTable: %w", err)
+	if err := jobs.CheckRunSettings("purgeday", &c.CheckpointTable, &c.MaxRunTime); err != nil {
+		return err
 	}
-	if err := jobs.RunLimits("purgeday", &c.TimeBudget, &c.MaxRunTime); err != nil {
+	if err := jobs.CheckTimeBudget("purgeday", &c.TimeBudget, c.MaxRunTime, jobs.DefaultTimeBudget); err != nil {
 		return err
 	}
 	if err := tableexport.CheckPartBytes(c.MaxPartBytes); err != nil {

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tablekeeper/tablekeeper/internal/clock"
+
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
@@ -58,7 +60,7 @@ func TestPurgeExport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.w.now = func() time.Time { return testNow.AddDate(0, 0, -2) } // a worker whose clock is behind the producer's
+	b.w.Clock = clock.NewFake(testNow.AddDate(0, 0, -2)) // a worker whose clock is behind the producer's
 	_, err = b.run(t, "op-z2", `{"prefix":"LoginAttempts","before":"2026-11-20"}`)
 	if !jobs.IsPermanent(err) || !strings.Contains(err.Error(), "args.before: must be no later than yesterday (2026-11-18 UTC)") {
 		t.Errorf("a before in the worker's future: %v", err)
@@ -148,7 +150,7 @@ func TestLateWrite(t *testing.T) {
 	}
 	b.setFault(nil)
 	// A writer writes the expired day.
-	b.clock.Add(time.Minute)
+	b.clock.Advance(time.Minute)
 	if _, err := b.raw.Tables().UpsertEntity(context.Background(), late, storeadapter.Entity{PartitionKey: "user0", RowKey: "late"}, storeadapter.Merge); err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +167,7 @@ func TestLateWrite(t *testing.T) {
 
 	// A new operation, more than LateWriteSlack after the late write,
 	// exports the day again, late row included, and deletes it.
-	b.clock.Add(LateWriteSlack + time.Second)
+	b.clock.Advance(LateWriteSlack + time.Second)
 	if _, err := b.run(t, "op-l2", exportArgs); err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +240,7 @@ func TestLateReservedRow(t *testing.T) {
 		t.Fatalf("first delivery: %v", err)
 	}
 	b.setFault(nil)
-	b.clock.Add(time.Minute)
+	b.clock.Advance(time.Minute)
 	record := storeadapter.Entity{PartitionKey: "user0", RowKey: storeadapter.ReservedPrefix + "m.late"}
 	if _, err := b.raw.Tables().UpsertEntity(context.Background(), day, record, storeadapter.Merge); err != nil {
 		t.Fatal(err)

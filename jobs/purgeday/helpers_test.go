@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tablekeeper/tablekeeper/internal/clock"
+
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/kit"
 	"github.com/tablekeeper/tablekeeper/localstore"
@@ -23,27 +25,9 @@ import (
 // 2026-11-18.
 var testNow = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 
-// clock is a settable clock shared by the store and the worker.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 // bundle is one test's store (instrumented), clock and worker.
 type bundle struct {
-	clock  *clock
+	clock  *clock.Fake
 	raw    *localstore.Store
 	store  *instrument.Store
 	counts *instrument.Counts
@@ -80,14 +64,14 @@ func expired() []string { return slices.Clone(dayTables[:6]) }
 // the "exports" container, and a worker with cfg at testNow.
 func newBundle(t *testing.T, cfg Config, rowsPerDay int) *bundle {
 	t.Helper()
-	b := &bundle{clock: &clock{t: testNow.Add(-time.Hour)}, counts: &instrument.Counts{}, rows: map[string][]storeadapter.Entity{}}
-	b.raw = localstore.New(localstore.Options{Now: b.clock.Now})
+	b := &bundle{clock: clock.NewFake(testNow.Add(-time.Hour)), counts: &instrument.Counts{}, rows: map[string][]storeadapter.Entity{}}
+	b.raw = localstore.New(localstore.Options{Clock: b.clock})
 	b.store = instrument.Wrap(b.raw, instrument.Options{Observers: []instrument.Observer{b.counts}, Fault: func(_ context.Context, c instrument.Call) error {
 		b.mu.Lock()
 		b.calls++
 		n, fault, tick := b.calls, b.fault, b.tick
 		b.mu.Unlock()
-		b.clock.Add(tick)
+		b.clock.Advance(tick)
 		if fault != nil {
 			return fault(n, c)
 		}
@@ -114,12 +98,11 @@ func newBundle(t *testing.T, cfg Config, rowsPerDay int) *bundle {
 	if err := b.raw.Container("exports").Create(ctx); err != nil {
 		t.Fatal(err)
 	}
-	b.clock.Add(time.Hour)
-	w, err := New(kit.Plain(b.store), cfg)
+	b.clock.Advance(time.Hour)
+	w, err := New(kit.Deps{Store: b.store, Clock: b.clock}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.now = b.clock.Now
 	b.w = w
 	return b
 }

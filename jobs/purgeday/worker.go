@@ -7,11 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tablekeeper/tablekeeper/idempotent"
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/kit"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
-	"github.com/tablekeeper/tablekeeper/tablepatterns/indexes"
 	"github.com/tablekeeper/tablekeeper/tablepatterns/tableexport"
 )
 
@@ -85,11 +83,8 @@ const LateWriteSlack = 5 * time.Minute
 // purge would; with keepDays it never deletes a day that is not older
 // than keepDays days by then.
 type Worker struct {
-	store       storeadapter.Store
-	checkpoints idempotent.Checkpoints
-	cfg         Config
-	now         func() time.Time
-	indexes     *indexes.Set
+	kit.Base
+	cfg Config
 }
 
 // New returns the purgeday worker on store, configured by cfg (its
@@ -98,13 +93,8 @@ func New(d kit.Deps, cfg Config) (*Worker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	store := d.Store
-	return &Worker{store: store, checkpoints: idempotent.Checkpoints{Tables: store.Tables(), Table: cfg.CheckpointTable},
-		cfg: cfg, now: time.Now, indexes: d.Indexes}, nil
+	return &Worker{Base: kit.NewBase(d, cfg.CheckpointTable, cfg.MaxRunTime), cfg: cfg}, nil
 }
-
-// MaxRunTime is how long one delivery may run; see Config.MaxRunTime.
-func (w *Worker) MaxRunTime() time.Duration { return time.Duration(w.cfg.MaxRunTime) }
 
 // tally counts what one delivery did.
 type tally struct {
@@ -120,8 +110,8 @@ type tally struct {
 // Work runs the day purge job.Args names.
 func (w *Worker) Work(ctx context.Context, job *jobs.Job[Args]) error {
 	a := job.Args
-	budget := jobs.NewBudget(time.Duration(w.cfg.TimeBudget), w.now)
-	p, err := MakePlan(ctx, w.store.Tables(), a, w.now())
+	budget := w.Budget(w.cfg.TimeBudget)
+	p, err := MakePlan(ctx, w.Store.Tables(), a, w.Clock.Now())
 	switch {
 	case errors.Is(err, storeadapter.ErrInvalidInput):
 		return jobs.Permanent(fmt.Errorf("purgeday: %w", err))
@@ -180,10 +170,10 @@ func (w *Worker) Work(ctx context.Context, job *jobs.Job[Args]) error {
 // tableexport.ErrStopped says the budget stopped the export.
 func (w *Worker) export(ctx context.Context, opID, exportTo string, day Day, budget jobs.Budget, t *tally) (gone, late bool, err error) {
 	container, prefix, _ := tableexport.ParseTarget(exportTo) // validated
-	blobs := w.store.Container(container)
-	m, err := tableexport.Export(ctx, w.store.Tables(), storeadapter.Range{Table: day.Table}, tableexport.Options{
-		Blobs: blobs, Prefix: prefix, MaxPartBytes: w.cfg.MaxPartBytes, OpID: opID, Checkpoints: w.checkpoints,
-		Step: exportStepPrefix + day.Table, Now: w.now, Stop: budget.Spent,
+	blobs := w.Store.Container(container)
+	m, err := tableexport.Export(ctx, w.Store.Tables(), storeadapter.Range{Table: day.Table}, tableexport.Options{
+		Blobs: blobs, Prefix: prefix, MaxPartBytes: w.cfg.MaxPartBytes, OpID: opID, Checkpoints: w.Checkpoints,
+		Step: exportStepPrefix + day.Table, Clock: w.Clock, Stop: budget.Spent,
 	})
 	switch {
 	case errors.Is(err, tableexport.ErrStopped):
@@ -233,7 +223,7 @@ func (w *Worker) writtenSince(ctx context.Context, table string, m tableexport.M
 		Select: []string{"PartitionKey"}}
 	recent := map[[2]string]string{} // keys -> ETag
 	for pages := 0; ; pages++ {
-		page, err := w.store.Tables().Query(ctx, table, q)
+		page, err := w.Store.Tables().Query(ctx, table, q)
 		if err != nil {
 			return false, fmt.Errorf("purgeday: look for late writes in %s: %w", table, err)
 		}
@@ -250,7 +240,7 @@ func (w *Worker) writtenSince(ctx context.Context, table string, m tableexport.M
 	if len(recent) == 0 {
 		return false, nil
 	}
-	blobs := w.store.Container(m.Container)
+	blobs := w.Store.Container(m.Container)
 	for _, p := range m.Parts {
 		err := tableexport.ReadPart(ctx, blobs, p.Name, func(e storeadapter.Entity) error {
 			k := [2]string{e.PartitionKey, e.RowKey}
@@ -268,13 +258,13 @@ func (w *Worker) writtenSince(ctx context.Context, table string, m tableexport.M
 
 // drop deletes a day's table (step 2b).
 func (w *Worker) drop(ctx context.Context, table string, t *tally) error {
-	d, err := w.indexes.Drop(ctx, table)
+	d, err := w.Indexes.Drop(ctx, table)
 	if err != nil {
 		return fmt.Errorf("purgeday: %w", err)
 	}
 	t.indexTables += d.Tables
 	t.indexBlobs += d.Blobs
-	err = w.store.Tables().DeleteTable(ctx, table)
+	err = w.Store.Tables().DeleteTable(ctx, table)
 	switch {
 	case err == nil:
 		t.deleted++

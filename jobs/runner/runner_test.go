@@ -109,7 +109,7 @@ func setupWorker(t *testing.T, w jobs.Worker[testArgs]) *bundle {
 	t.Helper()
 	clock := clock.NewFake(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
 	calls := &instrument.Counts{}
-	store := instrument.Wrap(localstore.New(localstore.Options{Now: clock.Now}), instrument.Options{Observers: []instrument.Observer{calls}})
+	store := instrument.Wrap(localstore.New(localstore.Options{Clock: clock}), instrument.Options{Observers: []instrument.Observer{calls}})
 	q := store.Queue("work")
 	if err := q.Create(context.Background()); err != nil {
 		t.Fatal(err)
@@ -314,7 +314,7 @@ func TestPoisonConfirmsLease(t *testing.T) {
 		})
 		pq := b.store.Queue("work-poison")
 		pcfg := poison.Config{Tables: b.store.Tables(), Source: b.queue, Poison: pq,
-			Blobs: b.store.Container("work-poison"), Now: b.clock.Now, Host: "w1"}
+			Blobs: b.store.Container("work-poison"), Clock: b.clock, Host: "w1"}
 		rec, err := poison.NewRecorder(pcfg)
 		if err != nil {
 			t.Fatal(err)
@@ -1408,7 +1408,7 @@ func TestDrainWithUnreturnableMessage(t *testing.T) {
 func TestReceiveOutageEndsRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		clock := clock.NewFake(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
-		store := instrument.Wrap(localstore.New(localstore.Options{Now: clock.Now}), instrument.Options{Fault: func(_ context.Context, c instrument.Call) error {
+		store := instrument.Wrap(localstore.New(localstore.Options{Clock: clock}), instrument.Options{Fault: func(_ context.Context, c instrument.Call) error {
 			if c.Op == instrument.OpReceive {
 				return fmt.Errorf("dial tcp 127.0.0.1:1: connection refused: %w", storeadapter.ErrUnavailable)
 			}

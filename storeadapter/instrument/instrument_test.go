@@ -24,7 +24,7 @@ func TestContract(t *testing.T) {
 	storetest.Exercise(t, func(t *testing.T) storetest.Harness {
 		clock := clock.NewFake(time.Date(2026, 11, 21, 9, 30, 0, 123456789, time.UTC))
 		return storetest.Harness{
-			Store: instrument.Wrap(localstore.New(localstore.Options{Now: clock.Now}), instrument.Options{
+			Store: instrument.Wrap(localstore.New(localstore.Options{Clock: clock}), instrument.Options{
 				Observers: []instrument.Observer{&instrument.Counts{}},
 				Latency:   instrument.Fixed(0),
 				Fault:     func(context.Context, instrument.Call) error { return nil },

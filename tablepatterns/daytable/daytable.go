@@ -33,6 +33,8 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/tablekeeper/tablekeeper/internal/clock"
+
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/tablekeeper/tablekeeper/storeadapter"
@@ -116,11 +118,9 @@ type EnsureOptions struct {
 	// CallTimeout bounds each CreateTable call. Default
 	// DefaultCallTimeout (30 s).
 	CallTimeout time.Duration
-	// Now returns the current time; nil means time.Now.
-	Now func() time.Time
-	// Sleep waits d or until ctx ends (returning its error); nil waits
-	// on a timer. Tests pass one that advances a fake clock.
-	Sleep func(ctx context.Context, d time.Duration) error
+	// Clock tells the time and times the backoff; nil is the wall clock.
+	// Tests pass one whose timers advance a fake time.
+	Clock clock.Clock
 }
 
 // Ensure is EnsureOptions{}.Ensure: the day table of t, created if
@@ -144,13 +144,7 @@ func (o EnsureOptions) Ensure(ctx context.Context, tables storeadapter.Tables, p
 	if err != nil {
 		return "", fmt.Errorf("daytable: %w: %w", storeadapter.ErrInvalidInput, err)
 	}
-	now, sleep := o.Now, o.Sleep
-	if now == nil {
-		now = time.Now
-	}
-	if sleep == nil {
-		sleep = sleepCtx
-	}
+	clk := clock.Or(o.Clock)
 	maxWait := o.MaxWait
 	if maxWait <= 0 {
 		maxWait = DefaultMaxWait
@@ -162,7 +156,7 @@ func (o EnsureOptions) Ensure(ctx context.Context, tables storeadapter.Tables, p
 	b := &backoff.ExponentialBackOff{InitialInterval: backoffInitial, RandomizationFactor: 0.2, Multiplier: 2,
 		MaxInterval: backoffMax, MaxElapsedTime: 0, Stop: backoff.Stop, Clock: backoff.SystemClock}
 	b.Reset()
-	deadline := now().Add(maxWait)
+	deadline := clk.Now().Add(maxWait)
 	for tries := 1; ; tries++ {
 		err := create(ctx, tables, name, callTimeout)
 		switch {
@@ -171,12 +165,12 @@ func (o EnsureOptions) Ensure(ctx context.Context, tables storeadapter.Tables, p
 		case !errors.Is(err, storeadapter.ErrTableBeingDeleted):
 			return "", fmt.Errorf("daytable: ensure table %s: %w", name, err)
 		}
-		left := deadline.Sub(now())
+		left := deadline.Sub(clk.Now())
 		if left <= 0 {
 			return "", fmt.Errorf("daytable: ensure table %s: still being deleted after %d tries in %v (a deleted table's name stays unavailable for at least 40 s; is a writer writing a purged day?): %w",
 				name, tries, maxWait, err)
 		}
-		if serr := sleep(ctx, min(b.NextBackOff(), left)); serr != nil {
+		if serr := clock.Sleep(ctx, clk, min(b.NextBackOff(), left)); serr != nil {
 			return "", fmt.Errorf("daytable: ensure table %s: waiting for the name to be free: %w", name, serr)
 		}
 	}
@@ -187,16 +181,4 @@ func create(ctx context.Context, tables storeadapter.Tables, name string, timeou
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	return tables.CreateTable(ctx, name)
-}
-
-// sleepCtx waits d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

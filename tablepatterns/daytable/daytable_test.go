@@ -127,15 +127,16 @@ func (c *fakeClock) Now() time.Time {
 	return c.now
 }
 
-func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
+// After records d and moves the time past it at once: Ensure's backoff
+// takes no wall time.
+func (c *fakeClock) After(d time.Duration) <-chan time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
 	c.sleeps = append(c.sleeps, d)
-	return nil
+	ch := make(chan time.Time, 1)
+	ch <- c.now
+	return ch
 }
 
 // TestEnsure creates a day table once, takes an existing one as done, and
@@ -145,10 +146,10 @@ func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
 func TestEnsure(t *testing.T) {
 	ctx := context.Background()
 	clock := &fakeClock{now: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}
-	raw := localstore.New(localstore.Options{Now: clock.Now})
+	raw := localstore.New(localstore.Options{Clock: clock})
 	var counts instrument.Counts
 	tables := instrument.Wrap(raw, instrument.Options{Observers: []instrument.Observer{&counts}}).Tables()
-	o := daytable.EnsureOptions{Now: clock.Now, Sleep: clock.Sleep}
+	o := daytable.EnsureOptions{Clock: clock}
 	day := time.Date(2026, 11, 21, 15, 0, 0, 0, time.UTC)
 
 	for range 2 {
@@ -206,7 +207,7 @@ func TestEnsureGivesUp(t *testing.T) {
 		}
 		return fail
 	}}).Tables()
-	o := daytable.EnsureOptions{MaxWait: 30 * time.Second, CallTimeout: 5 * time.Second, Now: clock.Now, Sleep: clock.Sleep}
+	o := daytable.EnsureOptions{MaxWait: 30 * time.Second, CallTimeout: 5 * time.Second, Clock: clock}
 	start := clock.Now()
 	_, err := o.Ensure(ctx, tables, "Logs", start)
 	if !errors.Is(err, storeadapter.ErrTableBeingDeleted) || !strings.Contains(err.Error(), "ensure table Logs20261121: still being deleted after") {

@@ -291,7 +291,7 @@ func TestBatchRedeclaredCopyIfMatchAny(t *testing.T) {
 	f.put("P", "b", employee("", "s@x"))
 	f.reconcile("P", "a")
 	f.reconcile("P", "b") // conflict, but its record says s@x
-	x2, err := Open(f.store, copyOnly())
+	x2, err := Open(f.store, nil, copyOnly())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,7 +323,7 @@ func TestRecordShedsRemovedIndex(t *testing.T) {
 	}
 	cfg := sixIndexes()
 	cfg.Tables[employees] = cfg.Tables[employees][:1] // only "email" left
-	x, err := Open(f.store, cfg)
+	x, err := Open(f.store, nil, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,10 +31,9 @@ const (
 
 // Defaults and bounds of Config.
 const (
-	DefaultCheckpointTable = "TablekeeperCheckpoints"
-	DefaultTombstoneGrace  = time.Hour
-	DefaultMaxConflicts    = 8
-	MaxMaxConflicts        = 100
+	DefaultTombstoneGrace = time.Hour
+	DefaultMaxConflicts   = 8
+	MaxMaxConflicts       = 100
 	// DefaultTimeBudget is how long one delivery of a rebuild works
 	// before it saves its position and continues in a new message.
 	DefaultTimeBudget = 30 * time.Second
@@ -58,7 +57,8 @@ type Config struct {
 	// Tables maps a source table to the indexes declared on it.
 	Tables map[string][]Decl `json:"tables,omitempty"`
 	// CheckpointTable keeps the positions of rebuilds across
-	// redeliveries. Default "TablekeeperCheckpoints"; a valid table name.
+	// redeliveries. Default jobs.DefaultCheckpointTable; a valid table
+	// name.
 	CheckpointTable string `json:"checkpointTable,omitempty"`
 	// TombstoneGrace is how long the record of a removed index entry is
 	// kept in the table, rows and blob stores, so that a reconcile that
@@ -115,22 +115,16 @@ type Decl struct {
 // Validate fills the defaults and checks every field and declaration,
 // naming the source table, the index and the rule. It never panics.
 func (c *Config) Validate() error {
-	c.CheckpointTable = cmp.Or(c.CheckpointTable, DefaultCheckpointTable)
 	c.MaxConflicts = cmp.Or(c.MaxConflicts, DefaultMaxConflicts)
-	c.MaxRunTime = cmp.Or(c.MaxRunTime, jobs.Duration(jobs.DefaultMaxRunTime))
-	c.TimeBudget = cmp.Or(c.TimeBudget, jobs.Duration(min(DefaultTimeBudget, time.Duration(c.MaxRunTime)/2)))
+	if err := jobs.CheckRunSettings("index", &c.CheckpointTable, &c.MaxRunTime); err != nil {
+		return err
+	}
 	c.RebuildParallel = cmp.Or(c.RebuildParallel, DefaultRebuildParallel)
 	c.TombstoneGrace = cmp.Or(c.TombstoneGrace, jobs.Duration(max(DefaultTombstoneGrace, time.Duration(c.MaxRunTime)+5*time.Minute)))
-	if err := storeadapter.ValidateTableName(c.CheckpointTable); err != nil {
-		return fmt.Errorf("index.checkpointTable: %w", err)
-	}
 	if c.MaxConflicts < 1 || c.MaxConflicts > MaxMaxConflicts {
 		return fmt.Errorf("index.maxConflicts: must be 1-%d, got %d", MaxMaxConflicts, c.MaxConflicts)
 	}
-	if d := time.Duration(c.MaxRunTime); d < time.Second || d > 24*time.Hour {
-		return fmt.Errorf("index.maxRunTime: must be 1s-24h, got %v", d)
-	}
-	if err := jobs.RunLimits("index", &c.TimeBudget, &c.MaxRunTime); err != nil {
+	if err := jobs.CheckTimeBudget("index", &c.TimeBudget, c.MaxRunTime, DefaultTimeBudget); err != nil {
 		return err
 	}
 	if c.RebuildParallel < 1 || c.RebuildParallel > MaxRebuildParallel {

@@ -261,7 +261,7 @@ func maxUTF16(a, b string) string {
 // graceCut is the generation below which tombstones may go: generations
 // are microseconds since 1970 (see nextGen).
 func (x *Set) graceCut() int64 {
-	return x.now().Add(-time.Duration(x.cfg.TombstoneGrace)).UnixMicro()
+	return x.clock.Now().Add(-time.Duration(x.cfg.TombstoneGrace)).UnixMicro()
 }
 
 // keepLine reports whether a list line is still needed: not a tombstone

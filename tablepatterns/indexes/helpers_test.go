@@ -51,7 +51,7 @@ func newFixture(t *testing.T, cfg Config) *fixture {
 		}
 		return nil
 	}})
-	x, err := Open(f.store, cfg)
+	x, err := Open(f.store, nil, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tablekeeper/tablekeeper/internal/clock"
+
 	"github.com/tablekeeper/tablekeeper/internal/text"
 
 	"github.com/tablekeeper/tablekeeper/idempotent"
@@ -27,13 +29,14 @@ type Set struct {
 	// chunk is how many records, and how many entities, a batch reads at
 	// once (defaultChunk; tests make it small).
 	chunk int
-	// now is the clock of generations and tombstone ages.
-	now func() time.Time
+	// clock is the clock of generations and tombstone ages.
+	clock clock.Clock
 }
 
 // Open validates cfg (filling its defaults) and binds its indexes to
-// store.
-func Open(store storeadapter.Store, cfg Config) (*Set, error) {
+// store. clk is the clock of membership generations and tombstone ages;
+// nil is the wall clock (the catalog passes the worker's).
+func Open(store storeadapter.Store, clk clock.Clock, cfg Config) (*Set, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -41,7 +44,7 @@ func Open(store storeadapter.Store, cfg Config) (*Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Set{store: store, tables: store.Tables(), cfg: cfg, byName: byName, now: time.Now, chunk: defaultChunk}, nil
+	return &Set{store: store, tables: store.Tables(), cfg: cfg, byName: byName, clock: clock.Or(clk), chunk: defaultChunk}, nil
 }
 
 // Declared reports whether a source table has declared indexes. A nil
@@ -220,7 +223,7 @@ func queryAll(ctx context.Context, t storeadapter.Tables, table string, q storea
 // pause waits before another round after a write lost to another worker:
 // about 20 ms, doubling, drawn from [0.5, 1.5) of that.
 func (x *Set) pause(ctx context.Context, round int) error {
-	return idempotent.Sleep(ctx, time.Duration(float64(idempotent.DefaultCASPause<<min(round-1, 8))*(0.5+rand.Float64())))
+	return clock.Sleep(ctx, nil, time.Duration(float64(idempotent.DefaultCASPause<<min(round-1, 8))*(0.5+rand.Float64())))
 }
 
 // paginate calls fetch with token and then with each next token it

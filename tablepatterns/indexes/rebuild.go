@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tablekeeper/tablekeeper/internal/clock"
+
 	"github.com/tablekeeper/tablekeeper/idempotent"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
@@ -157,7 +159,7 @@ func (x *Set) loadRebuild(ctx context.Context, cp idempotent.Checkpoints, opID s
 	if tok != "" && json.Unmarshal([]byte(tok), &st) == nil && st.V == rebuildStateVersion && !st.Began.IsZero() {
 		return st, nil
 	}
-	st = rebuildState{V: rebuildStateVersion, Phase: phaseScan, Gen: x.now().UnixMicro()}
+	st = rebuildState{V: rebuildStateVersion, Phase: phaseScan, Gen: x.clock.Now().UnixMicro()}
 	if err := saveState(ctx, cp, opID, st); err != nil {
 		return st, err
 	}
@@ -437,7 +439,7 @@ func (r *rebuild) verify(ctx context.Context, ix *index, cands []Entry) error {
 func retryTransient(ctx context.Context, fn func() error) error {
 	err := fn()
 	for pause := 100 * time.Millisecond; err != nil && storeadapter.IsTransient(err) && pause <= 400*time.Millisecond; pause *= 4 {
-		if serr := idempotent.Sleep(ctx, pause); serr != nil {
+		if serr := clock.Sleep(ctx, nil, pause); serr != nil {
 			return err
 		}
 		err = fn()

@@ -236,7 +236,7 @@ func (x *Set) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string, fo
 		next, etag := m, m.etag
 		if register {
 			next = m.declared(ti)
-			next.gen = max(m.gen+1, x.now().UnixMicro())
+			next.gen = max(m.gen+1, x.clock.Now().UnixMicro())
 			var ops []storeadapter.TableOp
 			for _, ix := range ti.indexes {
 				w := wants[ix.Name]

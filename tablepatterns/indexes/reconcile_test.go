@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tablekeeper/tablekeeper/internal/clock"
+
 	"github.com/tablekeeper/tablekeeper/idempotent"
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
@@ -442,7 +444,7 @@ func TestRebuild(t *testing.T) {
 	if rec, _ := getOptional(f.ctx, f.raw.Tables(), employees, "Sales", memberRowKey("000")); rec == nil {
 		t.Fatal("the membership record of a just-deleted entity is gone")
 	}
-	f.x.now = func() time.Time { return time.Now().Add(2 * time.Hour) }
+	f.x.clock = clock.NewFake(time.Now().Add(2 * time.Hour))
 	if _, err := f.x.Rebuild(f.ctx, employees, nil, cp, "op2", RebuildOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -609,7 +611,7 @@ func TestTombstonesPrunedAfterGrace(t *testing.T) {
 	if n := tombs(); n != 4 {
 		t.Fatalf("%d tombstones after a rebuild within the grace period, want 4", n)
 	}
-	f.x.now = func() time.Time { return time.Now().Add(2 * time.Hour) }
+	f.x.clock = clock.NewFake(time.Now().Add(2 * time.Hour))
 	res, err := f.x.Rebuild(f.ctx, employees, nil, cp, "late", RebuildOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -130,7 +130,7 @@ func (x *Set) registerGroup(ctx context.Context, ti *tableIndexes, pk string, it
 			continue
 		}
 		next := it.m.declared(ti)
-		next.gen = max(it.m.gen+1, x.now().UnixMicro())
+		next.gen = max(it.m.gen+1, x.clock.Now().UnixMicro())
 		for _, ix := range ti.indexes {
 			w := it.wants[ix.Name]
 			old := it.m.applied[ix.Name]

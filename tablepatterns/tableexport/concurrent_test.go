@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tablekeeper/tablekeeper/internal/clock"
+
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
 	"github.com/tablekeeper/tablekeeper/tablepatterns/tableexport"
@@ -66,7 +68,7 @@ func TestExportTwoFirstDeliveriesShareOneFolder(t *testing.T) {
 		o.Blobs = blobs
 		o.Checkpoints.Tables = store.Tables()
 		o.MaxPartBytes = 1024
-		o.Now = func() time.Time { return now }
+		o.Clock = clock.NewFake(now)
 		o.AfterPart = func(ctx context.Context, p tableexport.Part) error { // the archive's deletePart, in short
 			return tableexport.ReadPart(ctx, blobs, p.Name, func(e storeadapter.Entity) error {
 				err := store.Tables().DeleteEntity(ctx, "Logs", e.PartitionKey, e.RowKey, e.ETag)

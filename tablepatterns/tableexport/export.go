@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tablekeeper/tablekeeper/internal/clock"
+
 	"github.com/tablekeeper/tablekeeper/idempotent"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
@@ -51,9 +53,9 @@ type Options struct {
 	Checkpoints idempotent.Checkpoints
 	// Step names the checkpoint; "" means DefaultStep.
 	Step string
-	// Now returns the current time (the folder's minute, the manifest's
-	// times); nil means time.Now.
-	Now func() time.Time
+	// Clock tells the time (the folder's minute, the manifest's times);
+	// nil is the wall clock.
+	Clock clock.Clock
 	// AfterPart, when set, is called once a part is committed and
 	// registered in the checkpoint (never for a part whose registration
 	// lost to another run), and again for that part by any run that finds
@@ -128,8 +130,8 @@ func (o *Options) validate() error {
 	o.MaxPartBytes = cmp.Or(o.MaxPartBytes, DefaultMaxPartBytes)
 	o.Step = cmp.Or(o.Step, DefaultStep)
 	o.Passes = cmp.Or(o.Passes, 1)
-	if o.Now == nil {
-		o.Now = time.Now
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
 	}
 	switch {
 	case o.Blobs == nil:
@@ -372,7 +374,7 @@ func Export(ctx context.Context, tables storeadapter.Tables, src storeadapter.Ra
 			return Manifest{}, err
 		}
 	} else {
-		now := storeadapter.DateTime(o.Now())
+		now := storeadapter.DateTime(o.Clock.Now())
 		e.st = state{V: stateVersion, Minute: now.Truncate(time.Minute), Started: now, Pass: 1, Next: 1}
 		if err := e.checkContainer(ctx); err != nil {
 			return Manifest{}, err
@@ -460,7 +462,7 @@ func (e *exporter) run(ctx context.Context) error {
 			next.Entities += p.Entities
 			next.Bytes += p.Bytes
 		case next.PassRows == 0 || next.Pass >= e.o.Passes:
-			next.Done, next.Pending, next.Finished = true, 0, storeadapter.DateTime(e.o.Now())
+			next.Done, next.Pending, next.Finished = true, 0, storeadapter.DateTime(e.o.Clock.Now())
 		default:
 			next.Pass, next.PassRows, next.Last, next.Pending = next.Pass+1, 0, nil, 0
 		}

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tablekeeper/tablekeeper/internal/clock"
+
 	"github.com/tablekeeper/tablekeeper/idempotent"
 	"github.com/tablekeeper/tablekeeper/localstore"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
@@ -42,7 +44,7 @@ func newBundle(t *testing.T) *bundle {
 	t.Helper()
 	now := time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
 	b := &bundle{}
-	b.raw = localstore.New(localstore.Options{Now: func() time.Time { now = now.Add(time.Millisecond + 1234500*time.Nanosecond/10000); return now }})
+	b.raw = localstore.New(localstore.Options{Clock: clock.NewFake(now).AutoAdvance(time.Millisecond + 1234500*time.Nanosecond/10000)})
 	b.store = instrument.Wrap(b.raw, instrument.Options{Fault: func(_ context.Context, c instrument.Call) error {
 		b.calls++
 		if b.fault != nil {
@@ -79,7 +81,7 @@ func (b *bundle) options(op string) tableexport.Options {
 		Prefix:      "logs",
 		OpID:        op,
 		Checkpoints: idempotent.Checkpoints{Tables: b.store.Tables(), Table: "Checkpoints"},
-		Now:         func() time.Time { return exportTime },
+		Clock:       clock.NewFake(exportTime),
 		PageSize:    7,
 		BlockSize:   100,
 	}
@@ -361,7 +363,7 @@ func TestExportRedeliveredAfterDone(t *testing.T) {
 		}
 		return nil
 	}
-	o.Now = func() time.Time { return exportTime.Add(time.Hour) }
+	o.Clock = clock.NewFake(exportTime.Add(time.Hour))
 	again, err := tableexport.Export(ctx, b.store.Tables(), storeadapter.Range{Table: "Logs"}, o)
 	if err != nil {
 		t.Fatal(err)

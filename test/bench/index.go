@@ -140,10 +140,10 @@ func (b bench) ixSetup(ctx context.Context, c ixCombo, raw storeadapter.Store, l
 	}
 	cfg := indexes.Config{Tables: map[string][]indexes.Decl{s.src.table: {decl(s.src)}, s.direct.table: {decl(s.direct)}}}
 	var err error
-	if s.x, err = indexes.Open(s.indexStore, cfg); err != nil {
+	if s.x, err = indexes.Open(s.indexStore, nil, cfg); err != nil {
 		return nil, err
 	}
-	if s.rawX, err = indexes.Open(raw, cfg); err != nil {
+	if s.rawX, err = indexes.Open(raw, nil, cfg); err != nil {
 		return nil, err
 	}
 	for _, n := range []ixNames{s.src, s.direct} {

@@ -269,7 +269,7 @@ func (b bench) worker(ctx context.Context, store storeadapter.Store, latency tim
 	}
 	calls := &instrument.Counts{}
 	st := instrumented(store, latency, calls)
-	reg, err := catalog.NewRegistry(st, catalog.Config{Archive: archive.Config{CheckpointTable: "BenchCheckpoints"}})
+	reg, err := catalog.NewRegistry(st, nil, catalog.Config{Archive: archive.Config{CheckpointTable: "BenchCheckpoints"}})
 	if err != nil {
 		return result{}, err
 	}

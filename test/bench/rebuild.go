@@ -62,7 +62,7 @@ func (b bench) rebuildRuns(ctx context.Context, title string, store storeadapter
 
 	calls := &instrument.Counts{}
 	st := instrumented(store, latency, calls)
-	x, err := indexes.Open(st, cfg)
+	x, err := indexes.Open(st, nil, cfg)
 	if err != nil {
 		return err
 	}

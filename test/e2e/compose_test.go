@@ -71,7 +71,7 @@ func TestKindsComposeWithKilledWorkers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	x, err := indexes.Open(store, icfg)
+	x, err := indexes.Open(store, nil, icfg)
 	if err != nil {
 		t.Fatal(err)
 	}

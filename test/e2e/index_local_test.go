@@ -66,7 +66,7 @@ func localConvergence(t *testing.T, w indexWorkload) {
 	if err := base.Queue(q).Create(ctx); err != nil {
 		t.Fatal(err)
 	}
-	x, err := indexes.Open(base, cfg)
+	x, err := indexes.Open(base, nil, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +302,7 @@ func (f *localFleet) start() {
 	if err := kinds.Validate(); err != nil {
 		f.t.Fatal(err)
 	}
-	reg, err := catalog.NewRegistry(st, kinds)
+	reg, err := catalog.NewRegistry(st, nil, kinds)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -575,11 +575,11 @@ func TestIndexReconcileThatReadAnOldEntityLosesToALaterOne(t *testing.T) {
 			}
 		})},
 	})
-	x1, err := indexes.Open(slow, cfg)
+	x1, err := indexes.Open(slow, nil, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	x2, err := indexes.Open(base, cfg)
+	x2, err := indexes.Open(base, nil, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -681,7 +681,7 @@ func TestIndexEntityRewrittenWhileItsReconcileSettles(t *testing.T) {
 			}
 			return nil
 		}})
-		x, err := indexes.Open(st, cfg)
+		x, err := indexes.Open(st, nil, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -706,7 +706,7 @@ func TestIndexEntityRewrittenWhileItsReconcileSettles(t *testing.T) {
 	if err := <-prev.done; err != nil {
 		t.Fatalf("reconcile %d: %v", writes-1, err)
 	}
-	x, err := indexes.Open(base, cfg)
+	x, err := indexes.Open(base, nil, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -72,7 +72,7 @@ func TestIndexConvergesWithKilledWorkers(t *testing.T) {
 	if err := store.Queue(q).Create(e.ctx); err != nil {
 		t.Fatal(err)
 	}
-	x, err := indexes.Open(store, cfg)
+	x, err := indexes.Open(store, nil, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/tablekeeper/tablekeeper/internal/clock"
+
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
@@ -40,10 +42,6 @@ const (
 	EnvSASToken         = "AZURE_STORAGE_SAS_TOKEN"
 	EnvQueue            = "TABLEKEEPER_QUEUE"
 )
-
-// DefaultCheckpointTable is the default table of the workers' range
-// checkpoints (worker -checkpoint-table).
-const DefaultCheckpointTable = "TablekeeperCheckpoints"
 
 // DefaultQueue is the work queue's default name.
 const DefaultQueue = "tablekeeper"
@@ -479,23 +477,23 @@ func durationText(_ []string, a slog.Attr) slog.Attr {
 }
 
 // PoisonRecorder returns the worker's poison recorder of a work queue (see
-// poisonConfig), or the configuration's error. now nil is the wall clock.
-func PoisonRecorder(s storeadapter.Store, queue string, now func() time.Time) (*poison.Recorder, error) {
-	return poison.NewRecorder(poisonConfig(s, queue, now))
+// poisonConfig), or the configuration's error. clk nil is the wall clock.
+func PoisonRecorder(s storeadapter.Store, queue string, clk clock.Clock) (*poison.Recorder, error) {
+	return poison.NewRecorder(poisonConfig(s, queue, clk))
 }
 
 // PoisonInspector returns the operators' poison inspector of a work queue
-// (see poisonConfig), or the configuration's error. now nil is the wall
+// (see poisonConfig), or the configuration's error. clk nil is the wall
 // clock.
-func PoisonInspector(s storeadapter.Store, queue string, now func() time.Time) (*poison.Inspector, error) {
-	return poison.NewInspector(poisonConfig(s, queue, now))
+func PoisonInspector(s storeadapter.Store, queue string, clk clock.Clock) (*poison.Inspector, error) {
+	return poison.NewInspector(poisonConfig(s, queue, clk))
 }
 
 // poisonConfig wires poison to a work queue: its poison queue and blob
 // container are poison.QueueName(queue), its table poison.TableName(queue).
-func poisonConfig(s storeadapter.Store, queue string, now func() time.Time) poison.Config {
+func poisonConfig(s storeadapter.Store, queue string, clk clock.Clock) poison.Config {
 	pq := poison.QueueName(queue)
-	return poison.Config{Tables: s.Tables(), Source: s.Queue(queue), Poison: s.Queue(pq), Blobs: s.Container(pq), Now: now, Host: Host()}
+	return poison.Config{Tables: s.Tables(), Source: s.Queue(queue), Poison: s.Queue(pq), Blobs: s.Container(pq), Clock: clk, Host: Host()}
 }
 
 // Host is this machine's name for failure records and poison summaries
@@ -510,18 +508,19 @@ func Host() string {
 }
 
 // NewRunner wires the job kinds of the catalog, the poison recorder and the
-// runner to a store.
+// runner to a store, all on the runner's clock (cfg.Clock, nil: the wall
+// clock).
 func NewRunner(store storeadapter.Store, queue string, cfg runner.Config, kinds catalog.Config, log *slog.Logger) (*runner.Runner, error) {
 	if err := storeadapter.ValidateQueueName(queue); err != nil {
 		return nil, fmt.Errorf("-queue: %w", err)
 	}
-	reg, err := catalog.NewRegistry(store, kinds)
+	reg, err := catalog.NewRegistry(store, cfg.Clock, kinds)
 	if err != nil {
 		return nil, err
 	}
 	cfg.Queue = store.Queue(queue)
 	cfg.Registry = reg
-	if cfg.Poison, err = PoisonRecorder(store, queue, nil); err != nil {
+	if cfg.Poison, err = PoisonRecorder(store, queue, cfg.Clock); err != nil {
 		return nil, err
 	}
 	cfg.Logger = log

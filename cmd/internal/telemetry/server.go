@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tablekeeper/tablekeeper/internal/clock"
+
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tablekeeper/tablekeeper/storeadapter"
@@ -34,8 +36,8 @@ type Server struct {
 	// Ready checks that storage is reachable and the work queue exists (see
 	// QueueReady); its result is cached for ReadyCache.
 	Ready func(ctx context.Context) error
-	// Now is the clock Alive's times are on; nil is time.Now.
-	Now func() time.Time
+	// Clock is the clock Alive's times are on; nil is the wall clock.
+	Clock clock.Clock
 	// Redact, if set, scrubs credentials from every text a response
 	// carries that did not come from the server itself (the /readyz
 	// body quotes the readiness check's error).
@@ -95,12 +97,7 @@ func (s *Server) Shutdown() error {
 	return s.srv.Shutdown(ctx)
 }
 
-func (s *Server) now() time.Time {
-	if s.Now != nil {
-		return s.Now()
-	}
-	return time.Now()
-}
+func (s *Server) now() time.Time { return clock.Or(s.Clock).Now() }
 
 // healthz answers 200 while the receive loop is alive: it completed a
 // receive or a wait within AliveWindow (counted from the server's start

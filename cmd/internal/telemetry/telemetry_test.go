@@ -295,7 +295,7 @@ func TestSampler(t *testing.T) {
 	ctx := context.Background()
 	clk := clock.NewFake(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
 	counts := &instrument.Counts{}
-	store := instrument.Wrap(localstore.New(localstore.Options{Now: clk.Now}), instrument.Options{Observers: []instrument.Observer{counts}})
+	store := instrument.Wrap(localstore.New(localstore.Options{Clock: clk}), instrument.Options{Observers: []instrument.Observer{counts}})
 	work, pq := store.Queue("work"), store.Queue("work-poison")
 	if err := work.Create(ctx); err != nil {
 		t.Fatal(err)
@@ -388,7 +388,7 @@ func TestServer(t *testing.T) {
 		return time.Time{}
 	}
 	srv.AliveWindow = time.Minute
-	srv.Now = clk.Now
+	srv.Clock = clk
 	srv.Ready = func(context.Context) error { checks.Add(1); return readyErr.Load().(errBox).err }
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve() }()
