@@ -7,5 +7,6 @@
 // retries), entity group transaction batching within Azure's rules, and
 // checkpoints that let a long scan resume where a crashed run stopped.
 //
-// It is written against the storeadapter ports only.
+// It is written against the storeadapter ports only: it must not import
+// the Azure SDK, localstore, jobs or any library or kind built on it.
 package idempotent

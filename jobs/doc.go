@@ -8,5 +8,6 @@
 // It holds no kind and no loop: the kinds live in jobs/<kind>/, their list
 // in jobs/catalog, and the loop that receives, leases, acknowledges,
 // retries and poisons in jobs/runner. It is written against the
-// storeadapter ports only and never imports the Azure SDK.
+// storeadapter ports only: it must not import the Azure SDK, a kind,
+// jobs/kit, the catalog or the runner.
 package jobs

@@ -16,7 +16,8 @@
 // It is safe for concurrent use. To count, time, delay or fail its calls,
 // wrap it with storeadapter/instrument; it keeps no counters of its own.
 //
-// It never imports the Azure SDK and keeps no files: it serves fast tests and
+// It must not import the Azure SDK or anything of the jobs, and keeps no
+// files: it serves fast tests and
 // the demo, and the shared contract suite (storeadapter/storetest) holds it
 // to the same behaviour as the Azure implementation.
 package localstore

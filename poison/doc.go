@@ -84,4 +84,7 @@
 // came first, re-reads and updates: idempotent.UpdateCAS) or a delete that
 // treats "not found" as done, so any step may run twice. It keeps no state
 // between calls; all of it lives in storage.
+//
+// It must not import jobs, a kind, the runner or the Azure SDK: the
+// runner calls it through runner.Poisoner.
 package poison

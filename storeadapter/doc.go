@@ -8,8 +8,8 @@
 // order (order.go), the reserved rows and the table ranges every scan of
 // application data shares (reserved.go, range.go).
 //
-// It imports the standard library and internal/text only: never the Azure
-// SDK, localstore or anything of the jobs. The Azure implementation lives in
+// It imports the standard library and internal/text only: it must not
+// import the Azure SDK, localstore or anything of the jobs. The Azure implementation lives in
 // storeadapter/azstore, the in-process one in localstore, and the contract
 // suite both must pass in storeadapter/storetest. Validation lives here,
 // not in either implementation, so that both reject what Azure documents

@@ -5,7 +5,7 @@
 // the catalog (jobs/kit.Deps.Clock), the libraries they use, the poison
 // recorder, localstore and the commands.
 //
-// It depends on the standard library only and must not grow anything but
-// time: no host names, no scheduling, no global clock. It is internal to the
+// It must not import anything but the standard library, and must not grow
+// anything but time: no host names, no scheduling, no global clock. It is internal to the
 // module: tests and commands of tablekeeper use it, other modules cannot.
 package clock

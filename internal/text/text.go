@@ -1,8 +1,3 @@
-// Package text holds the small text helpers the rest of tablekeeper shares
-// for messages: bounding what goes into an error, a log line or an entity
-// an operator reads. It depends on the standard library only and must not
-// grow anything about storage (the storage's own text rules — key
-// lengths, UTF-16 order — live in storeadapter).
 package text
 
 import (

@@ -5,5 +5,6 @@
 // version and the vcs.* settings `go build` records inside a git checkout).
 // `worker -version` and `enqueue -version` print String.
 //
-// It depends on the standard library only and holds no other state.
+// It must not import anything but the standard library, and holds no
+// other state.
 package version

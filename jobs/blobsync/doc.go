@@ -10,6 +10,7 @@
 // (Get, Restore) are the library tablepatterns/largeentity, which
 // applications and other kinds use without this worker.
 //
-// It imports jobs, idempotent, the tablepatterns libraries and
-// storeadapter only; never the Azure SDK, the runner or another kind.
+// It imports jobs, jobs/kit, idempotent, the tablepatterns libraries and
+// storeadapter only: it must not import the Azure SDK, the runner, the
+// catalog or another kind.
 package blobsync

@@ -6,4 +6,7 @@
 // A new kind is a new jobs/<kind>/ package (Args, Config, Worker), a field
 // in Config and one line in the kinds list. The catalog must hold no rules
 // of its own: arguments, defaults and validation belong to each kind.
+//
+// It must not import the runner, poison or the Azure SDK: it lists the
+// kinds, it does not run them.
 package catalog

@@ -15,5 +15,7 @@
 // error wrapping storeadapter.ErrUnavailable, never a hang.
 //
 // No SDK type crosses its API except the client options and the token
-// credential its constructors accept.
+// credential its constructors accept. It is the one package outside cmd/
+// and test/ that links the SDK, and must not import anything of the module
+// but storeadapter.
 package azstore

@@ -10,5 +10,6 @@
 // The wrapper adds no behaviour of its own: every method keeps the wrapped
 // store's error contract, and an injected error is returned exactly as the
 // hook gave it, so tests can inject storeadapter.ErrUnavailable and the
-// like. It imports the standard library only, like storeadapter.
+// like. It must not import anything but the standard library and
+// storeadapter.
 package instrument

@@ -15,6 +15,5 @@
 // time to pass move a fake clock (Harness.Advance) or, against a real-time
 // service, sleep a second or two.
 //
-// It imports only the standard library and storeadapter, and it must stay
-// that way: the suite describes the ports, not any one implementation.
+// It must not import anything but the standard library and storeadapter: the suite describes the ports, not any one implementation.
 package storetest

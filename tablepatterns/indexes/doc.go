@@ -10,8 +10,11 @@
 // purge, purgeday) use this library to keep the indexes of what they move
 // or delete consistent.
 //
-// It is written against the storeadapter ports only: it must not import
-// the Azure SDK, the jobs contract, the runner or any job kind.
+// It is written against the storeadapter ports: it must not import the
+// Azure SDK, the runner, the catalog, jobs/kit or any job kind. Of the
+// jobs contract it uses only the config's shared settings (jobs.Duration,
+// jobs.CheckRunSettings): its Config is the "index" section of the
+// worker's config file.
 //
 // # Kinds and stores
 //

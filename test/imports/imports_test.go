@@ -3,6 +3,8 @@ package imports
 import (
 	"bytes"
 	"encoding/json"
+	"go/parser"
+	"go/token"
 	"maps"
 	"os"
 	"os/exec"
@@ -178,4 +180,34 @@ func matchAny(p string, patterns []string) bool {
 		}
 	}
 	return false
+}
+
+// TestEveryPackageSaysWhatItIs: every package of the module has a doc.go
+// whose package comment says what the package is for and what it must not
+// import (docs/architecture.md collects the rules; TestImportRules holds
+// them).
+func TestEveryPackageSaysWhatItIs(t *testing.T) {
+	for _, p := range slices.Sorted(maps.Keys(load(t))) {
+		dir := filepath.Join("..", "..", filepath.FromSlash(p))
+		src, err := os.ReadFile(filepath.Join(dir, "doc.go"))
+		if err != nil {
+			t.Errorf("%s: no doc.go: %v", p, err)
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), "doc.go", src, parser.ParseComments|parser.PackageClauseOnly)
+		if err != nil {
+			t.Errorf("%s/doc.go: %v", p, err)
+			continue
+		}
+		doc := ""
+		if f.Doc != nil {
+			doc = f.Doc.Text()
+		}
+		switch {
+		case len(doc) < 100:
+			t.Errorf("%s/doc.go: the package comment (%d bytes) does not say what the package is for", p, len(doc))
+		case !strings.Contains(strings.Join(strings.Fields(doc), " "), "must not import"):
+			t.Errorf("%s/doc.go: the package comment does not say what the package must not import", p)
+		}
+	}
 }

@@ -1,7 +1,3 @@
-// Package cli holds what tablekeeper's commands share: connecting to a
-// storage account from flags and environment variables, and logging
-// through slog (tint on a terminal, JSON otherwise). Secrets never reach a
-// log line or an error from here.
 package cli
 
 import (

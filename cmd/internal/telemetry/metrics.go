@@ -1,7 +1,3 @@
-// Package telemetry is the worker's health and metrics: Prometheus
-// counters fed by a runner.Observer and an instrument.Observer, a sampler
-// of queue depth and age, the summary logged at exit, and the opt-in HTTP
-// server of /healthz, /readyz and /metrics. Only the commands import it.
 package telemetry
 
 import (

@@ -1,8 +1,3 @@
-// Package clitest gives the commands' tests every credential form of
-// cli.Account, each with the secrets that must never appear in anything a
-// command writes, pointed at a storage endpoint that fails (a closed
-// port, a malformed URL, an unreachable token authority) or at a running
-// emulator. Only tests import it.
 package clitest
 
 import (
