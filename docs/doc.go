@@ -1,0 +1,14 @@
+// Package docs holds tablekeeper's documentation pages (the Markdown files
+// beside this one) and the tests that keep them true to the code.
+//
+// TestLinks reads README.md, BENCHMARKS.md and docs/*.md and checks that
+// every relative link names a file or directory that exists, and a link
+// to "#anchor" a heading of its target (GitHub's anchors); that every
+// `go doc ./path [Symbol[.Member]]` names a package and an exported
+// symbol that exist; that every Go identifier written as `pkg.Name` or
+// `pkg.Type.Member` in a code span, where pkg is one of the module's
+// packages, exists; and that every repository path in a code span
+// (`jobs/runner/outcome.go`) exists.
+//
+// The package has no code of its own.
+package docs
