@@ -3,5 +3,5 @@
 // ServiceAccounts, the daily purge CronJob) and render.sh, which fills their
 // ${TK_...} placeholders. It has no code: its test decodes every manifest
 // strictly into the upstream Kubernetes API types, and into mirrors of
-// KEDA's types (keda_test.go), and checks what the README promises.
+// KEDA's types (keda_test.go), and checks what docs/deploy.md promises.
 package kubernetes
