@@ -3,59 +3,14 @@
 // messages parked on its poison queue, and looks up and checks the indexes
 // the index kind keeps.
 //
-// Usage:
-//
 //	enqueue <command> [flags]
-//	enqueue -version
+//	enqueue help                  the list of commands
+//	enqueue <command> -h          a command's flags
 //
-// Commands:
-//
-//	archive         enqueue one archive move: -table T (-to A | -to-blob container/prefix)
-//	                -pk P (-rk R | -rk-from A [-rk-to B]) [-id ID]
-//	export          enqueue an export to JSON-lines blobs: -table T [-pk P [-rk-from A] [-rk-to B]]
-//	                -to container/prefix [-gzip] [-max-part-bytes N] [-id ID]
-//	export verify   check an export's parts against its manifest, read-only (exit status 1 on
-//	                problems): -manifest container/path | -to container/prefix -table T -id OP
-//	purgeday        enqueue the purge of day tables <prefix>YYYYMMDD older than a cut-off:
-//	                -prefix P (-keep-days N | -before YYYY-MM-DD) [-export-to container/prefix]
-//	                [-dry-run] [-id ID]
-//	purge           enqueue the purge of a table's entities in batches: -table T
-//	                [-pk P [-rk-from A] [-rk-to B]] [-older-than 720h] [-id ID]
-//	raw             enqueue envelopes read as JSON lines from stdin or -file
-//	blobsync offload   enqueue the offload of an entity's large properties to blobs:
-//	                -table T -pk P -rk R [-property NAME] [-container C] [-id ID]
-//	blobsync attach    enqueue linking an application's blob to its entity:
-//	                -table T -pk P -rk R -property NAME -container C -blob NAME [-id ID]
-//	blobsync reconcile enqueue the repair of a table against a container: -table T [-pk P]
-//	                -container C [-prefix X] [-grace D] [-on-missing report|clear] [-id ID]
-//	blobsync get    print an entity with its blob properties read back and verified:
-//	                -table T -pk P -rk R (exit status 1 on a mismatch)
-//	index lookup    print the keys (-entities: the entities) an index lists under a value:
-//	                -table T -index NAME -value V [-type TYPE] [-pk P] [-entities]
-//	index reconcile enqueue index reconciles: -table T -pk P -rk R [-id ID], or keys
-//	                read as JSON lines {"pk":"…","rk":"…"} from stdin or -file
-//	index rebuild   enqueue the rebuild of a table's indexes: -table T [-pk P] [-id ID]
-//	index check     compare an index with its table, read-only: -table T -index NAME
-//	                (exit status 1 when it finds problems)
-//	poison list     list poisoned messages, newest first (-group: by kind and failure class; -kind K; -limit N)
-//	poison show     show one poisoned message (by message or operation id): its attempts and original text
-//	poison requeue  send poisoned messages back to the work queue (ID... | -all | -group G)
-//	poison delete   delete poisoned messages and their records (ID... | -group G)
-//	poison purge    delete poisoned and requeued records, stale failure records and abandoned checkpoints
-//	stats           count the messages of the work queue and its poison queue
-//
-// Every command accepts -queue (default $TABLEKEEPER_QUEUE or
-// "tablekeeper"), -connection-string (default
-// $AZURE_STORAGE_CONNECTION_STRING, which is preferable: a flag shows in
-// ps; never printed), -account (default $AZURE_STORAGE_ACCOUNT, used with
-// DefaultAzureCredential, or with -sas-token, default
-// $AZURE_STORAGE_SAS_TOKEN), -storage-retries N, -storage-timeout D and
-// -o table|json
-// (aligned tables for people, JSON for scripts). The index commands also
-// accept -config FILE (default $TABLEKEEPER_CONFIG), the worker's config
-// file, whose "index" section declares the indexes: lookup and check need
-// it. The exit status is 0 on success, 1 when an operation failed and 2
-// for a usage error.
+// docs/cli.md is the reference: it holds every command's help verbatim,
+// and a test (go test ./docs) keeps it equal to what this program prints.
+// The exit status is 0 on success, 1 when an operation failed and 2 for a
+// usage error.
 package main
 
 import (

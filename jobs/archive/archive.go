@@ -21,7 +21,7 @@ import (
 // Kind is the envelope kind of archive moves.
 const Kind = "archive"
 
-// Args are the arguments of an archive move (the README documents
+// Args are the arguments of an archive move (docs/archive.md documents
 // them). Exactly one of To and ToBlob names the target; RK selects one
 // entity, RKFrom/RKTo the half-open RowKey range [RKFrom, RKTo) of the
 // partition in Azure's key order (storeadapter.CompareUTF16). A missing or
