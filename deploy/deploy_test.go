@@ -3,7 +3,7 @@ package deploy
 // No image is built here: this machine cannot pull base images (golang,
 // distroless), so a `docker build` would fail for reasons that say nothing
 // about the Dockerfile. What can be checked is checked: the Dockerfile's
-// stages, bases, user and entrypoint as the README promises them; that its
+// stages, bases, user and entrypoint as docs/deploy.md promises them; that its
 // go build line is the one `make build` runs; and that the binaries that
 // line gives are static, trimmed and stamped (`make build`, then -version,
 // debug/elf and debug/buildinfo on the result).
@@ -213,7 +213,7 @@ func buildRun(t *testing.T, df dockerfile) instruction {
 	return instruction{}
 }
 
-// TestDockerfile checks what the README says of the image: a multi-stage
+// TestDockerfile checks what docs/deploy.md says of the image: a multi-stage
 // build from the Go image to distroless static nonroot, static trimmed
 // binaries, a numeric non-root user, the worker as exec-form entrypoint,
 // nothing run in the final stage, and the OCI labels.

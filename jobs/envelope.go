@@ -20,8 +20,9 @@ import (
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
-// Envelope is the public message contract (see the README): every message
-// on the queue is the base64 of this JSON, or the JSON itself.
+// Envelope is the public message contract (see docs/architecture.md):
+// every message on the queue is the base64 of this JSON, or the JSON
+// itself.
 //
 //	{"v":1,"id":"op-2026-11-21-0001","kind":"archive","args":{...},"traceparent":"00-…"}
 type Envelope struct {

@@ -5,7 +5,8 @@
 //
 // Settings come from flags, which override environment variables
 // (AZURE_STORAGE_CONNECTION_STRING, AZURE_STORAGE_ACCOUNT, TABLEKEEPER_QUEUE),
-// which override the -config file. See the README for every flag.
+// which override the -config file. docs/cli.md has every flag and what
+// the worker does with it; docs/config.md the config file.
 //
 // It must not import localstore or any test helper: the image links only
 // the Azure store (test/imports holds this).

@@ -97,7 +97,7 @@ func NewMain() *Main { return &Main{Stdout: os.Stdout, Stderr: os.Stderr} }
 
 // usageHead is the start of worker -h; the flags follow.
 const usageHead = `worker runs tablekeeper's queue worker: it receives operations from the work queue, keeps each
-message hidden while its job runs, and deletes, retries or poisons it (see the README, "The worker").
+message hidden while its job runs, and deletes, retries or poisons it (see docs/cli.md, "worker").
 
 usage: worker [flags]
 
@@ -132,7 +132,7 @@ func (m *Main) ParseFlags(args []string) error {
 	m.Account.RegisterFlags(fs)
 	fs.StringVar(&m.Queue, "queue", cli.QueueDefault(), "work queue name; the poison queue is <queue>-poison (env "+cli.EnvQueue+")")
 	fs.StringVar(&m.Kinds.Archive.CheckpointTable, "checkpoint-table", jobs.DefaultCheckpointTable, "table that keeps range-scan checkpoints")
-	fs.StringVar(&m.ConfigPath, "config", os.Getenv(cli.EnvConfig), "JSON config file: a \"runner\" section and one section per job kind (see the README; flags and environment win; env "+cli.EnvConfig+")")
+	fs.StringVar(&m.ConfigPath, "config", os.Getenv(cli.EnvConfig), "JSON config file: a \"runner\" section and one section per job kind (see docs/config.md; flags and environment win; env "+cli.EnvConfig+")")
 	fs.BoolVar(&m.PrintConfig, "print-config", false, "print the effective configuration as JSON (secrets redacted) and exit")
 	fs.BoolVar(&m.PrintVersion, "version", false, "print the version, commit and build date and exit")
 	fs.StringVar(&m.LogFormat, "log-format", "auto", "auto (coloured text on a terminal, JSON otherwise; NO_COLOR turns colour off), text or json")

@@ -2,8 +2,8 @@ package containerapps
 
 // No Bicep compiler (az bicep, bicep) is reachable on the machines that run
 // these tests, so main.bicep is read as text: its resource blocks are cut
-// out by brace matching and checked for the pieces the README's "Deploy"
-// section promises. This catches a removed or renamed piece, not a type
+// out by brace matching and checked for the pieces docs/deploy.md's "Azure
+// Container Apps" section promises. This catches a removed or renamed piece, not a type
 // error: run `az bicep build -f deploy/containerapps/main.bicep` before a
 // deployment.
 
@@ -198,22 +198,20 @@ func TestTemplate(t *testing.T) {
 	}
 }
 
-// TestParamsNamedExist: every parameter the README's Deploy section and the
-// example parameters file name is a param of main.bicep.
+// TestParamsNamedExist: every parameter the Container Apps section of
+// docs/deploy.md and the example parameters file name is a param of
+// main.bicep.
 func TestParamsNamedExist(t *testing.T) {
 	names, _ := params(read(t, "main.bicep"))
 
-	readme := read(t, filepath.Join("..", "..", "README.md"))
-	start := strings.Index(readme, "\n## Deploy\n")
+	doc := read(t, filepath.Join("..", "..", "docs", "deploy.md"))
+	const heading = "\n## Azure Container Apps\n"
+	start := strings.Index(doc, heading)
 	if start < 0 {
-		t.Fatal("README has no ## Deploy section")
+		t.Fatalf("docs/deploy.md has no %q section", strings.TrimSpace(heading))
 	}
-	section := readme[start+1:]
-	if end := strings.Index(section, "\n## "); end >= 0 {
-		section = section[:end]
-	}
-	aca := section[strings.Index(section, "### Azure Container Apps"):]
-	if end := strings.Index(aca[1:], "\n### "); end >= 0 {
+	aca := doc[start+1:]
+	if end := strings.Index(aca[1:], "\n## "); end >= 0 {
 		aca = aca[:end+1]
 	}
 
@@ -239,11 +237,11 @@ func TestParamsNamedExist(t *testing.T) {
 		named = append(named, m[1])
 	}
 	if len(named) < 15 {
-		t.Fatalf("found only %d parameter names in the README's Container Apps part: %v", len(named), named)
+		t.Fatalf("found only %d parameter names in docs/deploy.md's Container Apps section: %v", len(named), named)
 	}
 	for _, n := range named {
 		if !slices.Contains(names, n) {
-			t.Errorf("the README names parameter %q, which main.bicep does not declare", n)
+			t.Errorf("docs/deploy.md names parameter %q, which main.bicep does not declare", n)
 		}
 	}
 

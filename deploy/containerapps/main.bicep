@@ -2,7 +2,7 @@
 // with -drain whenever the work queue holds messages (KEDA azure-queue rule,
 // authenticated by a user-assigned managed identity), and a scheduled job that
 // enqueues the daily purgeday. Deploy into the resource group of the storage
-// account (see the README, "Deploy"):
+// account (see docs/deploy.md, "Azure Container Apps"):
 //
 //   az deployment group create -g RG -f deploy/containerapps/main.bicep -p deploy/containerapps/main.bicepparam
 //
@@ -237,7 +237,7 @@ var environmentId = createEnvironment ? newEnvironment.id : existingEnvironment.
 
 // The worker job: KEDA polls the queue every pollingInterval seconds and starts
 // executions for its messages; each runs `worker -drain`, which exits 0 once
-// nothing is visible and nothing runs (see the README, "The worker").
+// nothing is visible and nothing runs (see docs/cli.md, "Draining").
 resource workerJob 'Microsoft.App/jobs@2026-01-01' = {
   name: '${namePrefix}-worker'
   location: location

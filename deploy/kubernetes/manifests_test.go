@@ -4,7 +4,7 @@ package kubernetes
 // render.sh (placeholders filled with the example values below), decode
 // every document strictly into the upstream API types (k8s.io/api for the
 // core kinds, the mirrors in keda_test.go for KEDA's), and check the pieces
-// the README promises: the worker's flags (-drain only in the ScaledJob),
+// docs/deploy.md promises: the worker's flags (-drain only in the ScaledJob),
 // the probes, a termination grace longer than the worker's shutdown grace,
 // a non-root read-only pod, workload identity, and the queueLengthStrategy
 // of each variant. No cluster is reachable here, so nothing is applied.
@@ -47,7 +47,7 @@ var example = map[string]string{
 	"TK_PURGE_KEEP_DAYS":     "30",
 }
 
-// The names the manifests give and the README uses.
+// The names the manifests give and docs/deploy.md uses.
 const (
 	workerSA    = "tablekeeper-worker"
 	schedulerSA = "tablekeeper-scheduler"
@@ -472,7 +472,7 @@ func checkWorker(t *testing.T, what string, pod corev1.PodTemplateSpec, probes m
 		case p == nil && promised:
 			t.Errorf("%s: no %s probe, want GET %s", what, kind, want)
 		case p != nil && !promised:
-			t.Errorf("%s: a %s probe the README does not describe", what, kind)
+			t.Errorf("%s: a %s probe docs/deploy.md does not describe", what, kind)
 		case p != nil:
 			g := p.HTTPGet
 			if g == nil {
@@ -671,7 +671,7 @@ func TestDeploymentVariant(t *testing.T) {
 		t.Errorf("ScaledObject scaleTargetRef %+v does not name Deployment %s", ref, d.Name)
 	}
 	if so.Spec.MinReplicaCount == nil || *so.Spec.MinReplicaCount < 1 {
-		t.Fatalf("ScaledObject minReplicaCount %v: the README promises one warm replica", show(so.Spec.MinReplicaCount))
+		t.Fatalf("ScaledObject minReplicaCount %v: docs/deploy.md promises one warm replica", show(so.Spec.MinReplicaCount))
 	}
 	if so.Spec.MaxReplicaCount == nil || *so.Spec.MaxReplicaCount < *so.Spec.MinReplicaCount {
 		t.Errorf("ScaledObject maxReplicaCount %v", show(so.Spec.MaxReplicaCount))
@@ -681,7 +681,7 @@ func TestDeploymentVariant(t *testing.T) {
 }
 
 // TestStrategiesAreExplained checks that each queueLengthStrategy comes
-// with its reason in the manifest, as the README says.
+// with its reason in the manifest, as docs/deploy.md says.
 func TestStrategiesAreExplained(t *testing.T) {
 	for file, words := range map[string][]string{
 		"scaledjob.yaml":    {"queueLengthStrategy: visibleonly", "retry backoff", "scalingStrategy: accurate"},
@@ -705,31 +705,31 @@ func TestStrategiesAreExplained(t *testing.T) {
 	}
 }
 
-// TestReadme checks the README's Kubernetes deploy section: it names every
-// variable render.sh needs, every ServiceAccount (the federated credentials'
-// subjects), KEDA's operator account, and the commands that take a user
-// from nothing to a running ScaledJob.
-func TestReadme(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+// TestDeployDoc checks the Kubernetes section of docs/deploy.md: it names
+// every variable render.sh needs, every ServiceAccount (the federated
+// credentials' subjects), KEDA's operator account, and the commands that
+// take a user from nothing to a running ScaledJob.
+func TestDeployDoc(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "deploy.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	const heading = "### Kubernetes with KEDA"
+	const heading = "## Kubernetes with KEDA"
 	_, sec, ok := strings.Cut(string(b), "\n"+heading+"\n")
 	if !ok {
-		t.Fatalf("README.md has no %q section", heading)
+		t.Fatalf("docs/deploy.md has no %q section", heading)
 	}
 	sec = untilHeading(sec)
 	s := readScript(t)
 	for _, v := range s.vars {
 		if !regexp.MustCompile(`(?m)^(export )?` + v + `=`).MatchString(sec) {
-			t.Errorf("README: the Kubernetes section does not set %s", v)
+			t.Errorf("docs/deploy.md: the Kubernetes section does not set %s", v)
 		}
 	}
 	o := load(t, "serviceaccount.yaml")
 	for name := range o.serviceAccounts {
 		if !strings.Contains(sec, ":"+name) {
-			t.Errorf("README: no federated credential subject for ServiceAccount %s", name)
+			t.Errorf("docs/deploy.md: no federated credential subject for ServiceAccount %s", name)
 		}
 	}
 	for _, w := range []string{
@@ -743,7 +743,7 @@ func TestReadme(t *testing.T) {
 		"visibleonly", "queueLengthStrategy",
 	} {
 		if !strings.Contains(sec, w) {
-			t.Errorf("README: the Kubernetes section does not mention %q", w)
+			t.Errorf("docs/deploy.md: the Kubernetes section does not mention %q", w)
 		}
 	}
 }

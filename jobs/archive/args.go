@@ -15,7 +15,7 @@ const Kind = "archive"
 // Kind returns "archive".
 func (Args) Kind() string { return Kind }
 
-// Args are the arguments of an archive move (the README documents
+// Args are the arguments of an archive move (docs/archive.md documents
 // them). Exactly one of To and ToBlob names the target; RK selects one
 // entity, RKFrom/RKTo the half-open RowKey range [RKFrom, RKTo) of the
 // partition in Azure's key order (storeadapter.CompareUTF16). A missing or

@@ -29,7 +29,7 @@ const (
 	OnMissingClear  = "clear"
 )
 
-// Args are the arguments of a blobsync job (the README documents them).
+// Args are the arguments of a blobsync job (docs/blobsync.md documents them).
 // Mode selects what the job does and which fields it takes:
 //
 //	offload   table, pk, rk, property?, container?

@@ -62,7 +62,7 @@ func TestOffloadLeavesPreviousBlobOfAnotherEntity(t *testing.T) {
 	b.assertNoOrphans(t)
 }
 
-// The README rule: a reference belongs to the entity its blob's name
+// The rule of docs/blobsync.md: a reference belongs to the entity its blob's name
 // holds. A copy in another table does not own it (a reconcile of the
 // source deletes it once the source entity is gone); restoring first and
 // offloading again at the target does.
@@ -102,7 +102,7 @@ func TestCopiedReferenceBelongsToTheSourceEntity(t *testing.T) {
 		t.Errorf("reconcile: %s, want both source blobs collected", res)
 	}
 	if _, err := largeentity.Get(ctx, b.local, "Copies", "Sales", "0001"); !errors.Is(err, storeadapter.ErrNotFound) {
-		t.Errorf("Get of the copy made with its references: %v, want the blob gone (ErrNotFound), as the README says", err)
+		t.Errorf("Get of the copy made with its references: %v, want the blob gone (ErrNotFound), as docs/blobsync.md says", err)
 	}
 	got, err := largeentity.Get(ctx, b.local, "Copies", "Sales", "0002")
 	if err != nil || got.Properties["Bio"] != bio("v1") {

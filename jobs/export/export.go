@@ -17,7 +17,7 @@ const Kind = "export"
 // checkpointStep names an export's checkpoint.
 const checkpointStep = "export"
 
-// Args are the arguments of an export (the README documents them). Table
+// Args are the arguments of an export (docs/export.md documents them). Table
 // alone exports the whole table; PK one partition; PK with RKFrom and/or
 // RKTo the half-open RowKey range [RKFrom, RKTo) in Azure's key order. To
 // is "container" or "container/prefix"; the parts go to

@@ -15,7 +15,7 @@ import (
 // Kind is the envelope kind of index jobs.
 const Kind = "index"
 
-// Args are the arguments of an index job (the README documents them):
+// Args are the arguments of an index job (docs/index.md documents them):
 // {"table","pk","rk"} reconciles one entity's indexes; {"table",
 // "rebuild":true} rebuilds every index of the table, and with "pk" only
 // that partition's entities.

@@ -28,7 +28,7 @@ const checkpointStep = "purge"
 // the page was read) before the job fails and is retried later.
 const maxRounds = 5
 
-// Args are the arguments of a purge (the README documents them). Table
+// Args are the arguments of a purge (docs/purge.md documents them). Table
 // alone selects every entity of the table; PK one partition; PK with
 // RKFrom and/or RKTo the half-open RowKey range [RKFrom, RKTo) in Azure's
 // key order (a nil or empty bound is open), as the export kind's source.

@@ -15,7 +15,7 @@ const Kind = "purgeday"
 // MaxKeepDays is the largest keepDays: 100 years.
 const MaxKeepDays = 36500
 
-// Args are the arguments of a day purge (the README documents them).
+// Args are the arguments of a day purge (docs/purgeday.md documents them).
 // Exactly one of KeepDays and Before sets the cut-off (see Cutoff): the
 // day tables <Prefix>YYYYMMDD whose date is strictly before it are
 // deleted.

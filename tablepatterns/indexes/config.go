@@ -87,7 +87,7 @@ type Config struct {
 	RebuildParallel int `json:"rebuildParallel,omitempty"`
 }
 
-// Decl declares one index of a source table (the README documents every
+// Decl declares one index of a source table (docs/index.md documents every
 // combination).
 type Decl struct {
 	// Name identifies the index within its source table: 1–32 letters and
