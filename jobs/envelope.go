@@ -13,6 +13,7 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/tablekeeper/tablekeeper/internal/text"
@@ -45,6 +46,62 @@ type Envelope struct {
 	// asked to continue later (see ContinueError). Producers leave it out
 	// (0). Each continuation is a new message with a fresh dequeue count.
 	Continued int `json:"continued,omitempty"`
+	// Outbox, when set, ties the job to an application's entity group
+	// transaction (a client Tx): the job runs only if the transaction
+	// wrote its outbox row (see OutboxRef and docs/client.md).
+	Outbox *OutboxRef `json:"outbox,omitempty"`
+}
+
+// OutboxRef names the outbox row of a job sent by a transactional
+// enqueue (client.Tx): the row the transaction writes, in the partition
+// of the application's entities, under the reserved RowKey prefix:
+//
+//	{"table":"Employees","pk":"Sales","rk":"~tk.o.op-1","window":"30s"}
+//
+// The runner runs the job only once the row exists, deletes the row when
+// the job is done, and drops the job when the row is still missing after
+// Window (the transaction never committed).
+type OutboxRef struct {
+	// Table and PK locate the row: the transaction's table and partition.
+	Table string `json:"table"`
+	PK    string `json:"pk"`
+	// RK is the row's RowKey: OutboxPrefix followed by the envelope's id.
+	RK string `json:"rk"`
+	// Window is how long after the first send the transaction may still
+	// commit (1s-1h): until then a missing row means "not yet".
+	Window Duration `json:"window"`
+	// Since is when the operation's first message was inserted in the
+	// queue, by the queue's clock. Producers leave it out; the runner sets
+	// it when it re-sends the operation (to wait for the row, or to
+	// continue the job), so the window is never restarted.
+	Since time.Time `json:"since,omitzero"`
+}
+
+// OutboxPrefix begins the RowKey of every outbox row: the reserved prefix
+// (storeadapter.ReservedPrefix) and "o.".
+const OutboxPrefix = storeadapter.ReservedPrefix + "o."
+
+// Limits of OutboxRef.Window.
+const (
+	MinOutboxWindow = time.Second
+	MaxOutboxWindow = time.Hour
+)
+
+// validate checks an outbox reference of the envelope whose id is id.
+func (o *OutboxRef) validate(id string) error {
+	if err := storeadapter.ValidateTableName(o.Table); err != nil {
+		return fmt.Errorf("envelope: outbox.table: %w", err)
+	}
+	if err := storeadapter.ValidateKey("outbox.pk", o.PK); err != nil {
+		return fmt.Errorf("envelope: %w", err)
+	}
+	if o.RK != OutboxPrefix+id {
+		return fmt.Errorf("envelope: outbox.rk: must be %q (the outbox prefix and the envelope's id), got %q", OutboxPrefix+id, text.Truncate(o.RK, 160))
+	}
+	if d := time.Duration(o.Window); d < MinOutboxWindow || d > MaxOutboxWindow {
+		return fmt.Errorf("envelope: outbox.window: must be %v-%v, got %v", MinOutboxWindow, MaxOutboxWindow, d)
+	}
+	return nil
 }
 
 var (
@@ -128,6 +185,9 @@ func (env Envelope) validate() error {
 		if _, _, err := SplitBlobRef("argsRef", env.ArgsRef); err != nil {
 			return fmt.Errorf("envelope: %w", err)
 		}
+	}
+	if env.Outbox != nil {
+		return env.Outbox.validate(env.ID)
 	}
 	return nil
 }

@@ -222,3 +222,41 @@ func archiveArgs(t testing.TB) *jobs.Registry {
 	}
 	return reg
 }
+
+// TestEnvelopeOutbox: an outbox reference names a valid table and
+// partition, the RowKey of the envelope's own id under the outbox prefix
+// and a window of 1s-1h; it survives encoding, and each rule is named.
+func TestEnvelopeOutbox(t *testing.T) {
+	reg := archiveArgs(t)
+	const head = `{"v":1,"id":"op-1","kind":"archive","args":{"table":"Src","to":"Dst","pk":"p","rk":"r"},"outbox":`
+	cases := []struct{ outbox, want string }{
+		{`{"table":"Emp","pk":"Sales","rk":"~tk.o.op-1","window":"30s"}`, ""},
+		{`{"table":"Emp","pk":"Sales","rk":"~tk.o.op-1","window":"30s","since":"2026-11-26T10:00:00Z"}`, ""},
+		{`{"table":"E","pk":"Sales","rk":"~tk.o.op-1","window":"30s"}`, "envelope: outbox.table:"},
+		{`{"table":"Emp","pk":"","rk":"~tk.o.op-1","window":"30s"}`, "outbox.pk: must not be empty"},
+		{`{"table":"Emp","pk":"a/b","rk":"~tk.o.op-1","window":"30s"}`, "outbox.pk: must not contain"},
+		{`{"table":"Emp","pk":"Sales","rk":"~tk.o.op-2","window":"30s"}`, `envelope: outbox.rk: must be "~tk.o.op-1"`},
+		{`{"table":"Emp","pk":"Sales","rk":"~tk.o.op-1","window":"500ms"}`, "envelope: outbox.window: must be 1s-1h0m0s, got 500ms"},
+		{`{"table":"Emp","pk":"Sales","rk":"~tk.o.op-1"}`, "envelope: outbox.window: must be 1s-1h0m0s, got 0s"},
+		{`{"table":"Emp","pk":"Sales","rk":"~tk.o.op-1","window":"2h"}`, "envelope: outbox.window:"},
+		{`{"table":"Emp","pk":"Sales","RK":"~tk.o.op-1","window":"30s"}`, `outbox.RK: unknown field`},
+	}
+	for _, c := range cases {
+		task, err := reg.Decode(t.Context(), storeadapter.Message{Text: head + c.outbox + `}`})
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("outbox %s: %v", c.outbox, err)
+		case c.want == "":
+			text, err := jobs.Encode(task.Envelope)
+			if err != nil {
+				t.Fatal(err)
+			}
+			back, err := jobs.DecodeEnvelope(text)
+			if err != nil || *back.Outbox != *task.Outbox {
+				t.Errorf("outbox %s does not survive encoding: %+v, %v", c.outbox, back.Outbox, err)
+			}
+		case err == nil || !strings.Contains(err.Error(), c.want) || !jobs.IsPermanent(err):
+			t.Errorf("outbox %s = %v, want a permanent error containing %q", c.outbox, err, c.want)
+		}
+	}
+}

@@ -40,6 +40,7 @@ type runnerSection struct {
 	MaxDuration     jobs.Duration `json:"maxDuration,omitempty"`
 	ShutdownGrace   jobs.Duration `json:"shutdownGrace,omitempty"`
 	ReceiveOutage   jobs.Duration `json:"receiveOutage,omitempty"`
+	OutboxHold      jobs.Duration `json:"outboxHold,omitempty"`
 	// HTTP and MetricsSample are the health and metrics server's address
 	// and the queue sampler's interval (-http, -metrics-sample).
 	HTTP          string        `json:"http,omitempty"`
@@ -73,6 +74,7 @@ func (m *Main) applyConfig() error {
 	fill(m, set, "max-duration", "runner.maxDuration", &r.MaxDuration, time.Duration(s.MaxDuration))
 	fill(m, set, "shutdown-grace", "runner.shutdownGrace", &r.ShutdownGrace, time.Duration(s.ShutdownGrace))
 	fill(m, set, "receive-outage", "runner.receiveOutage", &r.ReceiveOutage, time.Duration(s.ReceiveOutage))
+	fill(m, set, "outbox-hold", "runner.outboxHold", &r.OutboxHold, time.Duration(s.OutboxHold))
 	fill(m, set, "http", "runner.http", &m.HTTP, s.HTTP)
 	fill(m, set, "metrics-sample", "runner.metricsSample", &m.MetricsSample, time.Duration(s.MetricsSample))
 	checkpoints := m.Kinds.Archive.CheckpointTable // the flag's value or default
@@ -127,7 +129,7 @@ func (m *Main) printConfig(w io.Writer) error {
 			MaxDequeueCount: r.MaxDequeueCount, RetryBase: jobs.Duration(r.RetryBase), RetryMax: jobs.Duration(r.RetryMax),
 			IdleMax: jobs.Duration(r.IdleMax), Drain: r.Drain, DrainQuiet: jobs.Duration(cmp.Or(r.DrainQuiet, 2*r.Visibility)),
 			MaxMessages: r.MaxMessages, MaxDuration: jobs.Duration(r.MaxDuration), ShutdownGrace: jobs.Duration(r.ShutdownGrace),
-			ReceiveOutage: jobs.Duration(r.ReceiveOutage), HTTP: m.HTTP, MetricsSample: jobs.Duration(m.MetricsSample)},
+			ReceiveOutage: jobs.Duration(r.ReceiveOutage), OutboxHold: jobs.Duration(r.OutboxHold), HTTP: m.HTTP, MetricsSample: jobs.Duration(m.MetricsSample)},
 		Config: m.Kinds,
 	}
 	if cmp.Or(m.Account.ConnectionString, os.Getenv(cli.EnvConnectionString)) != "" {

@@ -152,6 +152,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.IntVar(&r.MaxMessages, "max-messages", 0, "exit after this many messages (0: no limit)")
 	durationVar(fs, &r.MaxDuration, "max-duration", 0, "exit after this long (0: no limit)")
 	durationVar(fs, &r.ShutdownGrace, "shutdown-grace", runner.DefaultShutdownGrace, "time running jobs get to finish after SIGTERM")
+	durationVar(fs, &r.OutboxHold, "outbox-hold", runner.DefaultOutboxHold, "how long the fence of a job whose transaction never committed stays after its window (1s-24h)")
 	durationVar(fs, &r.ReceiveOutage, "receive-outage", runner.DefaultReceiveOutage, "exit 1 once storage has failed every receive for this long (counted from the start when the work queue could not be created either)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -207,6 +208,8 @@ func (m *Main) checkFlags() error {
 		return fmt.Errorf("%s: must be 0 (no limit) or more, got %d", m.setting("max-messages"), r.MaxMessages)
 	case m.MetricsSample < time.Second:
 		return fmt.Errorf("%s: must be at least 1s, got %v", m.setting("metrics-sample"), m.MetricsSample)
+	case r.OutboxHold != 0 && (r.OutboxHold < time.Second || r.OutboxHold > 24*time.Hour):
+		return fmt.Errorf("%s: must be 1s-24h, got %v", m.setting("outbox-hold"), r.OutboxHold)
 	}
 	if err := m.Account.CheckFlags(); err != nil {
 		return err

@@ -29,6 +29,14 @@ type Args struct {
 // Kind returns "index".
 func (Args) Kind() string { return Kind }
 
+// Reconcile returns the args of the job that brings every index of table
+// up to date with entity (pk, rk) as it is now: the job an application
+// sends after each write of an indexed entity.
+func Reconcile(table, pk, rk string) Args { return Args{Table: table, PK: &pk, RK: &rk} }
+
+// Rebuild returns the args of the job that rebuilds every index of table.
+func Rebuild(table string) Args { return Args{Table: table, Rebuild: true} }
+
 // Validate checks the arguments; each error names the field and the rule.
 func (a Args) Validate() error {
 	if err := storeadapter.ValidateTableName(a.Table); err != nil {

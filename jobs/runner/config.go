@@ -62,6 +62,15 @@ type Config struct {
 	Clock clock.Clock
 	// Host names this worker in failure records; "" is "unknown".
 	Host string
+	// Tables is where the outbox rows of transactional enqueues live (the
+	// applications' tables); a job with an outbox reference fails without
+	// it. See runOutbox.
+	Tables storeadapter.Tables
+	// OutboxHold is how long after a dropped job's window its fence stays
+	// (so that no late commit of its transaction can land): long enough
+	// for any storage call the producer started within the window to end.
+	// Default 15 min, 1 s-24 h.
+	OutboxHold time.Duration
 
 	// Concurrency is how many messages run at once. Default 16, 1–1024.
 	Concurrency int
@@ -144,6 +153,7 @@ func (c *Config) Validate() error {
 	c.ShutdownGrace = cmp.Or(c.ShutdownGrace, DefaultShutdownGrace)
 	c.DrainQuiet = cmp.Or(c.DrainQuiet, 2*c.Visibility)
 	c.ReceiveOutage = cmp.Or(c.ReceiveOutage, DefaultReceiveOutage)
+	c.OutboxHold = cmp.Or(c.OutboxHold, DefaultOutboxHold)
 	c.Host = cmp.Or(c.Host, "unknown")
 	if c.Clock == nil {
 		c.Clock = clock.Real{}
@@ -166,6 +176,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("runner: retry delays: need 0 <= base (%v) <= max (%v)", c.RetryBase, c.RetryMax)
 	case c.IdleMin <= 0 || c.IdleMax < c.IdleMin:
 		return fmt.Errorf("runner: idle delays: need 0 < min (%v) <= max (%v)", c.IdleMin, c.IdleMax)
+	case c.OutboxHold < time.Second || c.OutboxHold > 24*time.Hour:
+		return fmt.Errorf("runner: outbox hold: must be 1s-24h, got %v", c.OutboxHold)
 	case c.MaxMessages < 0 || c.MaxDuration < 0 || c.ShutdownGrace < 0 || c.DrainQuiet < 0 || c.ReceiveOutage < 0:
 		return errors.New("runner: max messages, max duration, shutdown grace, drain quiet and receive outage must not be negative")
 	}

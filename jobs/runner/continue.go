@@ -21,7 +21,9 @@ const MaxContinueDelay = storeadapter.DefaultTTL - 24*time.Hour
 // continueLater carries out a jobs.ContinueLater (ClassContinue): the
 // handler has saved its progress and asks to go on in a later delivery.
 //
-//  1. Re-send the operation: the same envelope with Continued one higher,
+//  1. Re-send the operation: the same envelope with Continued one higher
+//     (and, with an outbox reference, its Since set to the first
+//     message's insertion time when it was not yet),
 //     in the form it came in (base64 as jobs.Encode writes it, or plain
 //     JSON; a base64 text that would pass the 64 KiB message limit goes as
 //     plain JSON, which DecodeEnvelope reads too), visible after the
@@ -57,6 +59,13 @@ func (r *Runner) continueLater(ctx context.Context, h *held, e Event, env jobs.E
 	c := &r.cfg
 	ce, _ := jobs.AsContinue(e.Err)
 	env.Continued++
+	if env.Outbox != nil && env.Outbox.Since.IsZero() {
+		// The window runs from the operation's first message, whatever
+		// re-sends it (see runOutbox).
+		o := *env.Outbox
+		o.Since = h.m.Inserted
+		env.Outbox = &o
+	}
 	text, err := reencode(env, h.m.Text)
 	if err != nil {
 		return e, err

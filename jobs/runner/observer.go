@@ -58,6 +58,9 @@ type Event struct {
 	Err error
 	// Result is what the job reported with jobs.SetResult.
 	Result string
+	// Outbox is what the outbox step decided, on Finished and the outcome
+	// after it, for a job sent by a transactional enqueue; "" otherwise.
+	Outbox OutboxOutcome
 	// Delay is when a Retried message comes back, or when a Continued
 	// one's continuation becomes visible.
 	Delay time.Duration
@@ -122,6 +125,9 @@ func (l logger) Observe(ctx context.Context, e Event) {
 	if e.Envelope.ID != "" {
 		log = log.With("op_id", e.Envelope.ID, "kind", e.Envelope.Kind)
 	}
+	if o := e.Envelope.Outbox; o != nil {
+		log = log.With("outbox", o.Table+"/"+o.PK+"/"+o.RK)
+	}
 	if e.Ran && e.Type != Started {
 		log = log.With("duration", e.Duration)
 	}
@@ -155,6 +161,10 @@ func (l logger) Observe(ctx context.Context, e Event) {
 		progress := ""
 		if ce, ok := jobs.AsContinue(e.Err); ok {
 			progress = ce.Progress
+		}
+		if e.Outbox == OutboxDropped {
+			log.InfoContext(ctx, "job dropped: its transaction never committed", "outbox_result", progress, "new_msg_id", e.NextID)
+			return
 		}
 		log.InfoContext(ctx, "job continues", "continued", e.Continued, "after", e.Delay, "progress", progress, "new_msg_id", e.NextID)
 	case Retried:

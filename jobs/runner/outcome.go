@@ -152,18 +152,21 @@ func (r *Runner) process(ctx context.Context, h *held) Event {
 
 	task := &jobs.Task{Envelope: h.env, Message: m}
 	var err error
+	var outbox OutboxOutcome
 	overDelivered := m.DequeueCount > c.MaxDequeueCount
 	if overDelivered {
 		err = fmt.Errorf("delivered %d times, more than the maximum %d, without finishing (the worker may have crashed, lost the lease or failed to acknowledge each time)", m.DequeueCount, c.MaxDequeueCount)
 	} else if hctx.Err() != nil {
 		err = context.Cause(hctx) // lost its lease, or shut down, while waiting for a slot
-	} else if task, err = c.Registry.Decode(hctx, m); err == nil {
+	} else if task, err = c.Registry.Decode(hctx, m); err == nil && task.Outbox != nil {
+		outbox, h.leftBehind, err = r.runOutbox(hctx, h, task)
+	} else if err == nil {
 		r.emit(ctx, h.event(Started))
 		h.leftBehind, err = r.run(hctx, task)
 	}
 	receipt, until, lost := lease.stop()
 	e := h.event(Finished)
-	e.Ran, e.Duration, e.Err, e.Result = true, c.Clock.Now().Sub(start), err, res.Text()
+	e.Ran, e.Duration, e.Err, e.Result, e.Outbox = true, c.Clock.Now().Sub(start), err, res.Text(), outbox
 	e.Class = classify(err, lost, ctx.Err() != nil)
 	r.emit(ctx, e)
 

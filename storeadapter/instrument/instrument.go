@@ -121,6 +121,12 @@ type Options struct {
 	// store; the hook may also block, so a test can hold a call at a
 	// chosen point. It runs on the caller's goroutine.
 	Fault func(ctx context.Context, c Call) error
+	// After, if set, is called once the wrapped store has answered, with
+	// its error; what it returns is what the caller gets. A test replaces
+	// a success by an error here to lose the reply of a call that did its
+	// work (the crash of a caller right after a write, a timeout after the
+	// service acted).
+	After func(ctx context.Context, c Call, err error) error
 }
 
 // Fixed is an Options.Latency that delays every call by d.
@@ -164,6 +170,9 @@ func (s *Store) do(ctx context.Context, c Call, fn func() error) error {
 	err := s.before(ctx, c)
 	if err == nil {
 		err = fn()
+		if s.o.After != nil {
+			err = s.o.After(ctx, c, err)
+		}
 	}
 	if len(s.o.Observers) > 0 {
 		took := time.Since(start)

@@ -341,3 +341,37 @@ func TestOpService(t *testing.T) {
 		}
 	}
 }
+
+// TestAfterLosesTheReply: the After hook sees the wrapped store's answer
+// and replaces it, while the call's work is done: an insert whose reply
+// is lost has still inserted; the observers see what the caller got.
+func TestAfterLosesTheReply(t *testing.T) {
+	ctx := t.Context()
+	var counts instrument.Counts
+	lost := fmt.Errorf("reply lost: %w", storeadapter.ErrUnavailable)
+	var seen []error
+	s := instrument.Wrap(localstore.New(localstore.Options{}), instrument.Options{Observers: []instrument.Observer{&counts},
+		After: func(_ context.Context, c instrument.Call, err error) error {
+			seen = append(seen, err)
+			if c.Op == instrument.OpInsertEntity {
+				return lost
+			}
+			return err
+		}})
+	tb := s.Tables()
+	if err := tb.CreateTable(ctx, "Things"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb.InsertEntity(ctx, "Things", storeadapter.Entity{PartitionKey: "p", RowKey: "r"}); err != lost {
+		t.Fatalf("InsertEntity = %v, want the lost reply", err)
+	}
+	if _, err := tb.GetEntity(ctx, "Things", "p", "r"); err != nil {
+		t.Errorf("the insert whose reply was lost did not insert: %v", err)
+	}
+	if len(seen) != 3 || seen[1] != nil {
+		t.Errorf("After saw %v, want the store's three answers, the insert's nil", seen)
+	}
+	if st := counts.Snapshot()[instrument.OpInsertEntity]; st.Errors != 1 {
+		t.Errorf("observers counted %+v for the insert, want its error", st)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tablekeeper/tablekeeper/client"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
@@ -18,13 +19,13 @@ func TestAuthForms(t *testing.T) {
 		name         string
 		conn, acct   string
 		sas, envConn string
-		want         AuthForm
+		want         client.AuthForm
 		err          string
 	}{
-		{name: "connection string flag", conn: "UseDevelopmentStorage=true", want: AuthConnectionString},
-		{name: "connection string env", envConn: "UseDevelopmentStorage=true", want: AuthConnectionString},
-		{name: "account", acct: "acct", want: AuthEntraID},
-		{name: "account + SAS", acct: "acct", sas: sas, want: AuthSASToken},
+		{name: "connection string flag", conn: "UseDevelopmentStorage=true", want: client.AuthConnectionString},
+		{name: "connection string env", envConn: "UseDevelopmentStorage=true", want: client.AuthConnectionString},
+		{name: "account", acct: "acct", want: client.AuthEntraID},
+		{name: "account + SAS", acct: "acct", sas: sas, want: client.AuthSASToken},
 		{name: "nothing", err: "no storage account: set -connection-string ($AZURE_STORAGE_CONNECTION_STRING), or -account"},
 		{name: "SAS alone", sas: sas, err: "-sas-token ($AZURE_STORAGE_SAS_TOKEN) needs -account ($AZURE_STORAGE_ACCOUNT)"},
 		{name: "connection string + SAS", envConn: "AccountName=a;AccountKey=SECRETKEY", acct: "a", sas: sas,

@@ -15,6 +15,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/tablekeeper/tablekeeper/client"
+
 	"github.com/tablekeeper/tablekeeper/internal/clock"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -101,16 +103,6 @@ func (a *Account) RegisterFlags(fs *flag.FlagSet) {
 		"a try unanswered after 5s (or a quarter of this) is reported on stderr")
 }
 
-// AuthForm is the credential form an Account resolves to.
-type AuthForm string
-
-// The credential forms (what -print-config shows).
-const (
-	AuthConnectionString AuthForm = "connection string"
-	AuthSASToken         AuthForm = "account name + SAS token"
-	AuthEntraID          AuthForm = "account name + DefaultAzureCredential"
-)
-
 // connectionString is the connection string in force: the flag's, else
 // the environment's.
 func (a *Account) connectionString() string {
@@ -122,60 +114,28 @@ func (a *Account) sasToken() string {
 	return strings.TrimSpace(cmp.Or(a.SASToken, os.Getenv(EnvSASToken)))
 }
 
+// flagNames turns the fields client.Account's errors name into the
+// flags (and variables) that set them.
+var flagNames = strings.NewReplacer(
+	"Account.ConnectionString", "-connection-string ($"+EnvConnectionString+")",
+	"Account.Name", "-account ($"+EnvAccount+")",
+	"Account.SASToken", "-sas-token ($"+EnvSASToken+")")
+
+// account is the client.Account the flags and environment describe.
+func (a *Account) account() client.Account {
+	return client.Account{ConnectionString: a.connectionString(), Name: a.Name, SASToken: a.sasToken(),
+		CredentialOptions: a.Credential, Endpoints: a.Endpoints}
+}
+
 // Auth returns the credential form the flags and environment select, or an
 // error naming the flags (and variables) that conflict or are missing.
 // It never quotes a credential.
-func (a *Account) Auth() (AuthForm, error) {
-	const (
-		csFlags   = "-connection-string ($" + EnvConnectionString + ")"
-		nameFlags = "-account ($" + EnvAccount + ")"
-		sasFlags  = "-sas-token ($" + EnvSASToken + ")"
-	)
-	cs, name, sas := a.connectionString() != "", strings.TrimSpace(a.Name) != "", a.sasToken() != ""
-	switch {
-	case cs && sas:
-		return "", errors.New("both " + csFlags + " and " + sasFlags + " are set: give one credential form (a connection string can carry a SAS itself)")
-	case cs && name:
-		return "", errors.New("both " + csFlags + " and " + nameFlags + " are set: give one credential form (a connection string names its own account)")
-	case cs:
-		if err := connectionStringForm(a.connectionString()); err != nil {
-			return "", fmt.Errorf("%s: %w", csFlags, err)
-		}
-		return AuthConnectionString, nil
-	case sas && !name:
-		return "", errors.New(sasFlags + " needs " + nameFlags + ", the account the token was made for")
-	case sas:
-		return AuthSASToken, nil
-	case name:
-		return AuthEntraID, nil
+func (a *Account) Auth() (client.AuthForm, error) {
+	form, err := a.account().Form()
+	if err != nil {
+		return "", errors.New(flagNames.Replace(err.Error()))
 	}
-	return "", errors.New("no storage account: set " + csFlags + ", or " + nameFlags + " for DefaultAzureCredential, or " + nameFlags + " with " + sasFlags)
-}
-
-// connectionStringForm refuses a connection string that carries two
-// credential forms, as the flags refuse two: an AccountKey beside a
-// SharedAccessSignature (the SDK would silently take the key), or
-// UseDevelopmentStorage=true beside an account or credential of its own
-// (the emulator would silently stand in for the named account). Values
-// are not repeated.
-func connectionStringForm(cs string) error {
-	has := map[string]bool{}
-	dev := false
-	for part := range strings.SplitSeq(cs, ";") {
-		k, v, _ := strings.Cut(part, "=")
-		k = strings.ToLower(strings.TrimSpace(k))
-		has[k] = true
-		if k == "usedevelopmentstorage" && strings.EqualFold(strings.TrimSpace(v), "true") {
-			dev = true
-		}
-	}
-	switch {
-	case has["accountkey"] && has["sharedaccesssignature"]:
-		return errors.New("holds both AccountKey and SharedAccessSignature: give one credential")
-	case dev && (has["accountname"] || has["accountkey"] || has["sharedaccesssignature"]):
-		return errors.New("holds UseDevelopmentStorage=true and an account or credential too: give one (the emulator's, or the account's)")
-	}
-	return nil
+	return form, nil
 }
 
 // DisplayName returns the account name for display (-print-config): the
@@ -185,7 +145,7 @@ func (a *Account) DisplayName() string {
 	if strings.TrimSpace(a.Name) == "" {
 		return ""
 	}
-	if validAccountName(a.Name) != nil {
+	if client.ValidAccountName(a.Name) != nil {
 		return "(not a storage account name: not shown)"
 	}
 	return a.Name
@@ -323,62 +283,29 @@ func StorageWatch(log *slog.Logger) (onTry func(error), onWait func(azstore.Wait
 }
 
 // Connect returns the store the flags and environment describe (see
-// Auth). Its errors never quote a credential; a panic of the SDK while the
-// clients are built becomes an error that withholds its details, as they
-// may hold a credential.
-func (a *Account) Connect() (s *azstore.Store, err error) {
-	form, err := a.Auth()
-	if err != nil {
-		return nil, err
-	}
+// Auth and client.Account.Store). Its errors name the flags and never
+// quote a credential.
+func (a *Account) Connect() (*azstore.Store, error) {
 	opts, err := a.options()
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if recover() != nil {
-			s, err = nil, errors.New("the storage clients could not be built (the SDK panicked; details withheld as they may hold a credential): check the endpoints")
-		}
-	}()
-	if form == AuthConnectionString {
-		return azstore.NewFromConnectionString(a.connectionString(), opts)
-	}
-	endpoints := a.Endpoints
-	if endpoints == nil {
-		endpoints = azstore.AccountEndpoints
-	}
-	name := strings.TrimSpace(a.Name)
-	if err := validAccountName(name); err != nil {
-		return nil, err
-	}
-	if form == AuthSASToken {
-		s, err := azstore.NewWithSAS(endpoints(name), a.sasToken(), opts)
-		if err != nil {
-			return nil, fmt.Errorf("-sas-token ($%s): %w", EnvSASToken, err)
-		}
-		return s, nil
-	}
-	cred, err := azidentity.NewDefaultAzureCredential(a.Credential)
+	acct := a.account()
+	acct.Options = opts
+	s, err := acct.Store()
 	if err != nil {
-		return nil, fmt.Errorf("DefaultAzureCredential: %w", err)
+		return nil, flagError{err}
 	}
-	return azstore.NewWithCredential(endpoints(name), cred, opts)
+	return s, nil
 }
 
-// validAccountName checks Azure's rule for storage account names (3–24
-// lower-case letters and digits), so that a typo is an error naming the
-// flag rather than a DNS failure on the first call.
-func validAccountName(name string) error {
-	ok := len(name) >= 3 && len(name) <= 24
-	for _, r := range name {
-		ok = ok && (r >= 'a' && r <= 'z' || r >= '0' && r <= '9')
-	}
-	if !ok {
-		// Not quoted: a credential pasted into the wrong variable would be.
-		return fmt.Errorf("-account ($%s): must be a storage account name, 3-24 lower-case letters and digits (the value is not repeated here)", EnvAccount)
-	}
-	return nil
-}
+// flagError is an error of client.Account with the fields it names put
+// as the flags that set them; it unwraps to the original, so errors.Is
+// still sees the SDK's and storeadapter's errors.
+type flagError struct{ err error }
+
+func (e flagError) Error() string { return flagNames.Replace(e.err.Error()) }
+func (e flagError) Unwrap() error { return e.err }
 
 // QueueDefault is the -queue default: $TABLEKEEPER_QUEUE or DefaultQueue.
 func QueueDefault() string {
@@ -515,6 +442,7 @@ func NewRunner(store storeadapter.Store, queue string, cfg runner.Config, kinds 
 		return nil, err
 	}
 	cfg.Queue = store.Queue(queue)
+	cfg.Tables = store.Tables()
 	cfg.Registry = reg
 	if cfg.Poison, err = PoisonRecorder(store, queue, cfg.Clock); err != nil {
 		return nil, err

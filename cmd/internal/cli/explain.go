@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/tablekeeper/tablekeeper/client"
+
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
@@ -23,7 +25,7 @@ func (a *Account) Explain(err error) error {
 	}
 	var desc, credential, permission string
 	switch form {
-	case AuthConnectionString:
+	case client.AuthConnectionString:
 		cs := strings.ToLower(a.connectionString())
 		switch {
 		case strings.Contains(cs, "usedevelopmentstorage=true"):
@@ -39,10 +41,10 @@ func (a *Account) Explain(err error) error {
 				"that AccountName is the account the key belongs to, and " + networkCheck
 			permission = "that shared key access is allowed on the account (allowSharedKeyAccess), and " + networkCheck
 		}
-	case AuthSASToken:
+	case client.AuthSASToken:
 		desc = "an account name with a SAS token (-account or $" + EnvAccount + ", with -sas-token or $" + EnvSASToken + ")"
 		credential, permission = sasCheck, sasPermissionCheck
-	case AuthEntraID:
+	case client.AuthEntraID:
 		desc = "an account name with DefaultAzureCredential (-account or $" + EnvAccount + " alone)"
 		credential = "that an identity is available to DefaultAzureCredential here (a managed identity, with AZURE_CLIENT_ID for a user-assigned one; " +
 			"workload identity's AZURE_CLIENT_ID, AZURE_TENANT_ID and AZURE_FEDERATED_TOKEN_FILE; or az login), that it can sign in (the error says why not), " +

@@ -1,0 +1,189 @@
+package runner_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/tablekeeper/tablekeeper/jobs"
+	"github.com/tablekeeper/tablekeeper/jobs/runner"
+	"github.com/tablekeeper/tablekeeper/storeadapter"
+)
+
+const outboxTable = "Employees"
+
+// outboxBundle is setup with the outbox table and a runner that reads it.
+func outboxBundle(t *testing.T, handle jobs.WorkFunc[testArgs]) *bundle {
+	t.Helper()
+	b := setup(t, handle)
+	if err := b.store.Tables().CreateTable(context.Background(), outboxTable); err != nil {
+		t.Fatal(err)
+	}
+	b.cfg.Tables = b.store.Tables()
+	b.cfg.OutboxHold = time.Minute
+	return b
+}
+
+// sendOutbox sends a job of operation id tied to the outbox row of
+// partition "Sales", with a 30 s window, hidden for hide.
+func (b *bundle) sendOutbox(t *testing.T, id string, hide time.Duration) jobs.Envelope {
+	t.Helper()
+	env := jobs.Envelope{V: 1, ID: id, Kind: "test", Args: []byte(`{}`),
+		Outbox: &jobs.OutboxRef{Table: outboxTable, PK: "Sales", RK: jobs.OutboxPrefix + id, Window: jobs.Duration(30 * time.Second)}}
+	text, err := jobs.Encode(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.queue.Send(context.Background(), text, storeadapter.SendOptions{VisibilityDelay: hide}); err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+// commit writes env's outbox row as a committed transaction does.
+func (b *bundle) commit(t *testing.T, env jobs.Envelope) error {
+	t.Helper()
+	return b.store.Tables().Transact(context.Background(), outboxTable, []storeadapter.TableOp{
+		{Action: storeadapter.TxInsert, Entity: storeadapter.Entity{PartitionKey: "Sales", RowKey: "emp-1", Properties: map[string]any{"Name": "Jones"}}},
+		{Action: storeadapter.TxInsert, Entity: jobs.OutboxRow(env, "work", "m-1")},
+	})
+}
+
+// row reads an outbox row's state.
+func (b *bundle) row(t *testing.T, env jobs.Envelope) jobs.OutboxState {
+	t.Helper()
+	e, err := jobs.ReadOutbox(context.Background(), b.store.Tables(), env.Outbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.State
+}
+
+// TestOutboxCommitted: the job of a committed transaction runs once; its
+// row is deleted with its message, and its log line names the row.
+func TestOutboxCommitted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var runs atomic.Int64
+		b := outboxBundle(t, func(ctx context.Context, job *jobs.Job[testArgs]) error { runs.Add(1); return nil })
+		logs := b.logTo()
+		env := b.sendOutbox(t, "op-1", 0)
+		if err := b.commit(t, env); err != nil {
+			t.Fatal(err)
+		}
+		s := b.drain(t, time.Second)
+		if runs.Load() != 1 || s.Succeeded != 1 || s.Continued != 0 {
+			t.Errorf("%d runs, stats %+v; want one run, one success", runs.Load(), s)
+		}
+		if st := b.row(t, env); st != jobs.OutboxMissing {
+			t.Errorf("the row is %v after the job, want it deleted", st)
+		}
+		if l := logs.lines("job done"); len(l) != 1 || l[0]["outbox"] != "Employees/Sales/~tk.o.op-1" {
+			t.Errorf("job done lines %v, want one naming the outbox row", l)
+		}
+	})
+}
+
+// TestOutboxLateCommit: a message that arrives before its transaction
+// committed (made visible early) waits: it is re-sent for the window's
+// end with the window's start recorded, and runs once the row is there.
+func TestOutboxLateCommit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var runs atomic.Int64
+		b := outboxBundle(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
+			runs.Add(1)
+			if job.Outbox.Since.IsZero() || job.Continued != 1 {
+				t.Errorf("the job ran from %+v, continued %d; want the re-sent message with Since set", job.Outbox, job.Continued)
+			}
+			return nil
+		})
+		env := b.sendOutbox(t, "op-2", 0)
+		r, stop := b.start(t)
+		defer stop()
+		b.advanceUntil(t, time.Second, time.Minute, func() bool { return r.Stats().Continued == 1 })
+		if runs.Load() != 0 {
+			t.Fatal("the job ran before its row existed")
+		}
+		if err := b.commit(t, env); err != nil {
+			t.Fatal(err)
+		}
+		b.advanceUntil(t, time.Second, time.Minute, func() bool { return r.Stats().Succeeded == 1 })
+		if runs.Load() != 1 || b.row(t, env) != jobs.OutboxMissing {
+			t.Errorf("%d runs, row %v; want one run and the row deleted", runs.Load(), b.row(t, env))
+		}
+	})
+}
+
+// TestOutboxNeverCommitted: a job whose row is still missing after the
+// window is dropped: the runner fences the row (a late commit of the
+// transaction now fails), logs the drop, and removes the fence after the
+// hold; the job never runs, and nothing is poisoned.
+func TestOutboxNeverCommitted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var runs atomic.Int64
+		b := outboxBundle(t, func(ctx context.Context, job *jobs.Job[testArgs]) error { runs.Add(1); return nil })
+		logs := b.logTo()
+		var outcomes []runner.OutboxOutcome
+		b.cfg.Observers = append(b.cfg.Observers, runner.ObserverFunc(func(_ context.Context, e runner.Event) {
+			if e.Type == runner.Finished {
+				outcomes = append(outcomes, e.Outbox)
+			}
+		}))
+		env := b.sendOutbox(t, "op-3", 30*time.Second)
+		r, stop := b.start(t)
+		defer stop()
+		b.advanceUntil(t, time.Second, 5*time.Minute, func() bool { return b.row(t, env) == jobs.OutboxFence })
+		if err := b.commit(t, env); !errors.Is(err, storeadapter.ErrAlreadyExists) {
+			t.Errorf("a commit after the fence = %v, want it refused (ErrAlreadyExists)", err)
+		}
+		if l := logs.lines("job dropped: its transaction never committed"); len(l) != 1 || l[0]["op_id"] != "op-3" {
+			t.Errorf("drop lines %v, want one", l)
+		}
+		b.advanceUntil(t, time.Second, 5*time.Minute, func() bool { return r.Stats().Succeeded == 1 })
+		if st := b.row(t, env); st != jobs.OutboxMissing || runs.Load() != 0 {
+			t.Errorf("after the hold: row %v, %d runs; want the fence gone and no run", st, runs.Load())
+		}
+		want := []runner.OutboxOutcome{runner.OutboxDropped, runner.OutboxFenceRemoved}
+		if len(outcomes) != 2 || outcomes[0] != want[0] || outcomes[1] != want[1] {
+			t.Errorf("outcomes %v, want %v", outcomes, want)
+		}
+		if s := r.Stats(); s.Poisoned+s.Retried != 0 || len(b.poison.moved) != 0 {
+			t.Errorf("stats %+v: a dropped job is no failure", s)
+		}
+	})
+}
+
+// TestOutboxKeepsRowUntilDone: a job that fails, and one that continues,
+// keep their row; it goes when the job is done.
+func TestOutboxKeepsRowUntilDone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var runs atomic.Int64
+		var b *bundle
+		var env jobs.Envelope
+		b = outboxBundle(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
+			if st := b.row(t, env); st != jobs.OutboxCommitted {
+				t.Errorf("run %d: the row is %v while the job runs", runs.Load(), st)
+			}
+			switch runs.Add(1) {
+			case 1:
+				return errors.New("transient")
+			case 2:
+				return jobs.ContinueLater(time.Second, "half way")
+			}
+			return nil
+		})
+		env = b.sendOutbox(t, "op-4", 0)
+		if err := b.commit(t, env); err != nil {
+			t.Fatal(err)
+		}
+		s := b.drain(t, time.Second)
+		if runs.Load() != 3 || s.Retried != 1 || s.Continued != 1 || s.Succeeded != 1 {
+			t.Errorf("%d runs, stats %+v; want a retry, a continuation and a success", runs.Load(), s)
+		}
+		if st := b.row(t, env); st != jobs.OutboxMissing {
+			t.Errorf("the row is %v after the job, want it deleted", st)
+		}
+	})
+}
