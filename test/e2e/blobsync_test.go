@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/blobsync"
@@ -294,7 +295,9 @@ func TestBlobsyncConvergesWithKilledWorkers(t *testing.T) {
 // attached one to its current ETag, as well as an offloaded one when
 // reconciled: two offloads that put the same blob leave the ETag of the
 // first in the reference, which Get ignores and reconcile refreshes), and
-// Get gives back every property exactly.
+// Get gives back every property exactly. A Doc that Azurite stored with
+// characters split across request-body chunks (see azuriteSplitChars)
+// becomes x.doc: the rest is checked against what the store holds.
 func checkBlobsyncEntity(t *testing.T, e *env, tbl, c string, x *bsEntity, reconciled bool) {
 	t.Helper()
 	raw, err := store.Tables().GetEntity(e.ctx, tbl, x.pk, x.rk)
@@ -306,6 +309,19 @@ func checkBlobsyncEntity(t *testing.T, e *env, tbl, c string, x *bsEntity, recon
 	}
 	if err != nil {
 		t.Fatalf("read %s: %v", x.key(), err)
+	}
+	got, getErr := largeentity.Get(e.ctx, store, tbl, x.pk, x.rk)
+	if doc, ok := got.Properties["Doc"].(string); getErr == nil && ok {
+		if n := azuriteSplitChars(x.doc, doc); n > 0 {
+			// Not blobsync's doing: Azurite stored a write of the inline
+			// Doc (a worker's replace carries every property; one with a
+			// large Data inline is over 32 KiB) with characters split
+			// between two chunks of the request body. The workers must
+			// still converge on what the store holds.
+			t.Logf("%s: Azurite stored Doc with %d character(s) split across request-body chunks (docs/azure-behaviour.md, "+
+				"\"Azurite deviations the contract skips\"); checking against what it stored", x.key(), n)
+			x.doc = doc
+		}
 	}
 	want := map[string]any{"Doc": x.doc, "Data": x.data, "Small": "small " + x.rk}
 	refs := []string{"Doc"}
@@ -355,13 +371,100 @@ func checkBlobsyncEntity(t *testing.T, e *env, tbl, c string, x *bsEntity, recon
 			t.Errorf("%s: %s was offloaded", x.key(), p)
 		}
 	}
-	got, err := largeentity.Get(e.ctx, store, tbl, x.pk, x.rk)
-	if err != nil {
-		t.Errorf("Get %s: %v", x.key(), err)
+	if getErr != nil {
+		t.Errorf("Get %s: %v", x.key(), getErr)
 		return
 	}
 	if d := diffProperties(want, got.Properties); len(d) > 0 {
 		t.Errorf("Get %s differs from what the application wrote:\n%s", x.key(), strings.Join(d, "\n"))
+	}
+}
+
+// azuriteSplitChars returns how many of written's multi-byte characters
+// stored replaced the way Azurite replaces a character whose bytes fall in
+// two chunks of a request body, when that is the only way stored differs
+// from written, and 0 otherwise. Azurite decodes each chunk as UTF-8 on
+// its own (docs/azure-behaviour.md, "Azurite deviations the contract
+// skips"): the bytes before the split become one U+FFFD and each byte after
+// it another, so an n-byte character becomes a run of 2 to n U+FFFD.
+// written must hold no U+FFFD of its own. Another version of the text, or
+// a character lost, added or replaced otherwise, is not this defect: 0.
+func azuriteSplitChars(written, stored string) int {
+	if strings.ContainsRune(written, utf8.RuneError) {
+		return 0
+	}
+	w, s := []rune(written), []rune(stored)
+	i, j, splits := 0, 0, 0
+	for i < len(w) {
+		if j < len(s) && s[j] == w[i] {
+			i, j = i+1, j+1
+			continue
+		}
+		run := 0
+		for j+run < len(s) && s[j+run] == utf8.RuneError {
+			run++
+		}
+		if n := utf8.RuneLen(w[i]); n < 2 || run < 2 || run > n {
+			return 0
+		}
+		i, j, splits = i+1, j+run, splits+1
+	}
+	if j != len(s) {
+		return 0
+	}
+	return splits
+}
+
+// TestAzuriteSplitChars holds the recogniser of Azurite's split
+// characters to the failure it was written for: seed 15761583253335191414
+// left p ✓ 1/r06 with Doc offloaded as de5840f8…, its seeded text (68d9c919…)
+// with the 日 at byte 1878 split after its first byte — the replace that
+// carried it held the 23,000-byte Data inline, and the split fell at body
+// byte 32,768. Other differences are not taken for the defect.
+func TestAzuriteSplitChars(t *testing.T) {
+	t.Parallel()
+	// split returns text as Azurite decodes it when a chunk ends after
+	// byte at, inside a multi-byte character: one U+FFFD for the bytes
+	// before at, one for each byte after.
+	split := func(text string, at int) string {
+		start := at
+		for !utf8.RuneStart(text[start]) {
+			start--
+		}
+		_, n := utf8.DecodeRuneInString(text[start:])
+		return text[:start] + strings.Repeat("\uFFFD", 1+start+n-at) + text[start+n:]
+	}
+	doc := bsText(15761583253335191414+106, 6000)
+	if got := sha([]byte(doc)); !strings.HasPrefix(got, "68d9c919") {
+		t.Fatalf("seeded Doc has sha256 %s, want 68d9c919…", got)
+	}
+	stored := split(doc, 1879)
+	if got := sha([]byte(stored)); got != "de5840f856a7e9329433bfeb1d62784e314523cca46c902ac31c3ab2dc372efd" {
+		t.Fatalf("Doc split at byte 1879 has sha256 %s, want de5840f8… (what the failing run offloaded)", got)
+	}
+	older := bsText(1, 6000)
+	cases := []struct {
+		name            string
+		written, stored string
+		want            int
+	}{
+		{"the failing run", doc, stored, 1},
+		{"unchanged", doc, doc, 0},
+		{"two characters split", "日本 😀 x", split(split("日本 😀 x", 9), 1), 2},
+		{"a 4-byte character split after 3 bytes", "a😀b", split("a😀b", 4), 1},
+		{"another version", doc, older, 0},
+		{"another version with a split", doc, split(older, 1879), 0},
+		{"a character lost", "ab日c", "abc", 0},
+		{"one U+FFFD for a character", "ab日c", "ab\uFFFDc", 0},
+		{"too many U+FFFD for a character", "aÄb", "a\uFFFD\uFFFD\uFFFDb", 0},
+		{"an ASCII character replaced", "abc", "a\uFFFD\uFFFDc", 0},
+		{"U+FFFD written", "a\uFFFD日", "a\uFFFD\uFFFD\uFFFD\uFFFD", 0},
+		{"a character added", "ab", "ab\uFFFD\uFFFD", 0},
+	}
+	for _, c := range cases {
+		if got := azuriteSplitChars(c.written, c.stored); got != c.want {
+			t.Errorf("%s: azuriteSplitChars = %d, want %d", c.name, got, c.want)
+		}
 	}
 }
 
