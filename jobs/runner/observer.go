@@ -119,15 +119,23 @@ var ackLines = map[string]string{
 // ackErrKeys name the acknowledgement's error in its line, by stage.
 var ackErrKeys = map[string]string{"delete": "err", "retry": "ack_err", "confirm": "lease_err", "poison": "poison_err", "release": "err", "continue": "err"}
 
+// messageAttrs are the attributes of every log line about message m with
+// envelope env (zero when its text does not decode): its id and dequeue
+// count; the operation id and kind; and, for a job sent by a
+// transactional enqueue, its outbox row as "table/pk/rk".
+func messageAttrs(m storeadapter.Message, env jobs.Envelope) []any {
+	attrs := []any{"msg_id", m.ID, "dequeue_count", m.DequeueCount}
+	if env.ID != "" {
+		attrs = append(attrs, "op_id", env.ID, "kind", env.Kind)
+	}
+	if o := env.Outbox; o != nil {
+		attrs = append(attrs, "outbox", o.Table+"/"+o.PK+"/"+o.RK)
+	}
+	return attrs
+}
+
 func (l logger) Observe(ctx context.Context, e Event) {
-	m := e.Message
-	log := l.log.With("msg_id", m.ID, "dequeue_count", m.DequeueCount)
-	if e.Envelope.ID != "" {
-		log = log.With("op_id", e.Envelope.ID, "kind", e.Envelope.Kind)
-	}
-	if o := e.Envelope.Outbox; o != nil {
-		log = log.With("outbox", o.Table+"/"+o.PK+"/"+o.RK)
-	}
+	log := l.log.With(messageAttrs(e.Message, e.Envelope)...)
 	if e.Ran && e.Type != Started {
 		log = log.With("duration", e.Duration)
 	}

@@ -3,6 +3,8 @@ package runner_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -184,6 +186,48 @@ func TestOutboxKeepsRowUntilDone(t *testing.T) {
 		}
 		if st := b.row(t, env); st != jobs.OutboxMissing {
 			t.Errorf("the row is %v after the job, want it deleted", st)
+		}
+	})
+}
+
+// TestOutboxLogLinesNameTheRow: every line about a job sent by a
+// transactional enqueue names its outbox row, the observers' lines
+// (received, started, finished, the outcome) and the runner's own (here a
+// failed attempt it could not record).
+func TestOutboxLogLinesNameTheRow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var runs atomic.Int64
+		b := outboxBundle(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
+			if runs.Add(1) == 1 {
+				return errors.New("transient")
+			}
+			return nil
+		})
+		logs := b.logTo()
+		b.cfg.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		b.poison.recordErr = fmt.Errorf("record: %w", storeadapter.ErrInvalidInput)
+		env := b.sendOutbox(t, "op-5", 0)
+		if err := b.commit(t, env); err != nil {
+			t.Fatal(err)
+		}
+		if s := b.drain(t, time.Second); s.Retried != 1 || s.Succeeded != 1 {
+			t.Fatalf("stats %+v, want a retry and a success", s)
+		}
+		all := logs.lines("")
+		msgs := map[string]bool{}
+		for _, l := range all {
+			if l["msg_id"] == nil {
+				continue // a line about the runner, not a message
+			}
+			msgs[fmt.Sprint(l["msg"])] = true
+			if l["outbox"] != "Employees/Sales/~tk.o.op-5" || l["op_id"] != "op-5" {
+				t.Errorf("line %v does not name the outbox row and the operation", l)
+			}
+		}
+		for _, want := range []string{"received", "started", "job finished", "could not record the failed attempt", "job failed; will retry", "job done"} {
+			if !msgs[want] {
+				t.Errorf("no %q line among %v", want, msgs)
+			}
 		}
 	})
 }

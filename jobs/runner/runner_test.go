@@ -32,12 +32,16 @@ type fakePoisoner struct {
 	moved        []string // reasons
 	movedF       []poison.Failure
 	forgotten    int
-	forgetFaults int // Forget fails transiently this many times first
+	forgetFaults int   // Forget fails transiently this many times first
+	recordErr    error // RecordAttempt and RecordDropped fail with it when set
 }
 
 func (p *fakePoisoner) RecordAttempt(_ context.Context, f poison.Failure) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.recordErr != nil {
+		return p.recordErr
+	}
 	p.attempts = append(p.attempts, f)
 	return nil
 }
