@@ -116,6 +116,10 @@ var ackLines = map[string]string{
 	"continue": "job continues in a new message, but the delivered one could not be deleted; both resume from the checkpoint",
 }
 
+// dropLine is the line of a job dropped because its transaction never
+// committed (OutboxDropped).
+const dropLine = "job dropped: its transaction never committed"
+
 // ackErrKeys name the acknowledgement's error in its line, by stage.
 var ackErrKeys = map[string]string{"delete": "err", "retry": "ack_err", "confirm": "lease_err", "poison": "poison_err", "release": "err", "continue": "err"}
 
@@ -164,6 +168,10 @@ func (l logger) Observe(ctx context.Context, e Event) {
 	case Finished:
 		log.DebugContext(ctx, "job finished", "class", e.Class.String(), "err", e.Err)
 	case Succeeded:
+		if e.Outbox == OutboxDropped { // no table: the result says so
+			log.InfoContext(ctx, dropLine)
+			return
+		}
 		log.InfoContext(ctx, "job done")
 	case Continued:
 		progress := ""
@@ -171,7 +179,7 @@ func (l logger) Observe(ctx context.Context, e Event) {
 			progress = ce.Progress
 		}
 		if e.Outbox == OutboxDropped {
-			log.InfoContext(ctx, "job dropped: its transaction never committed", "outbox_result", progress, "new_msg_id", e.NextID)
+			log.InfoContext(ctx, dropLine, "outbox_result", progress, "new_msg_id", e.NextID)
 			return
 		}
 		log.InfoContext(ctx, "job continues", "continued", e.Continued, "after", e.Delay, "progress", progress, "new_msg_id", e.NextID)

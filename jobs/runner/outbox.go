@@ -56,7 +56,9 @@ const (
 //     (jobs.FenceOutbox). The transaction, whose insert of the row now
 //     fails, can never commit: drop the job, and re-send the operation to
 //     remove the fence after OutboxHold. If the insert finds the row (the
-//     transaction committed just now), go on as in 2.
+//     transaction committed just now), go on as in 2. If it finds no
+//     table, there is nothing to fence and nothing to remove later: drop
+//     the job and end the message (a success, with outcome OutboxDropped).
 //  5. A fence: remove it once the window and OutboxHold have passed
 //     (If-Match), else look again then.
 //
@@ -93,9 +95,16 @@ func (r *Runner) runOutbox(ctx context.Context, h *held, task *jobs.Task) (Outbo
 		if entry, err = jobs.FenceOutbox(ctx, c.Tables, o); err != nil {
 			return "", nil, err
 		}
-		if entry.State != jobs.OutboxCommitted {
+		switch entry.State {
+		case jobs.OutboxFence:
 			return OutboxDropped, nil, jobs.ContinueLater(c.OutboxHold,
 				fmt.Sprintf("outbox: the transaction never committed (no row %s after the %v window): job dropped", o.RK, window))
+		case jobs.OutboxMissing:
+			// No table: nothing was fenced and nothing is to be removed,
+			// so the message ends here. Re-sending it would drop the job
+			// again after every hold, for ever.
+			jobs.SetResult(ctx, fmt.Sprintf("outbox: the transaction never committed (no table %s after the %v window): job dropped, nothing to fence", o.Table, window))
+			return OutboxDropped, nil, nil
 		}
 	}
 	switch entry.State {

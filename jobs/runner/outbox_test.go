@@ -231,3 +231,34 @@ func TestOutboxLogLinesNameTheRow(t *testing.T) {
 		}
 	})
 }
+
+// TestOutboxNoTable: a job whose outbox table does not exist after the
+// window is dropped once and its message ends: there is nothing to fence,
+// so nothing to come back for (it used to be re-sent, and dropped again,
+// after every hold).
+func TestOutboxNoTable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var runs atomic.Int64
+		b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error { runs.Add(1); return nil })
+		b.cfg.Tables = b.store.Tables() // and no table "Employees"
+		logs := b.logTo()
+		var outcomes []runner.OutboxOutcome
+		b.cfg.Observers = append(b.cfg.Observers, runner.ObserverFunc(func(_ context.Context, e runner.Event) {
+			if e.Type == runner.Finished {
+				outcomes = append(outcomes, e.Outbox)
+			}
+		}))
+		b.sendOutbox(t, "op-6", 30*time.Second)
+		s := b.drain(t, time.Second)
+		if runs.Load() != 0 || s.Succeeded != 1 || s.Continued != 0 || len(outcomes) != 1 || outcomes[0] != runner.OutboxDropped {
+			t.Errorf("%d runs, stats %+v, outcomes %v; want one drop that ends the message", runs.Load(), s, outcomes)
+		}
+		if l := logs.lines("job dropped: its transaction never committed"); len(l) != 1 ||
+			l[0]["result"] != "outbox: the transaction never committed (no table Employees after the 30s window): job dropped, nothing to fence" {
+			t.Errorf("drop lines %v, want one saying there was no table", l)
+		}
+		if n, _ := b.queue.ApproximateCount(context.Background()); n != 0 {
+			t.Errorf("%d messages left, want none", n)
+		}
+	})
+}
