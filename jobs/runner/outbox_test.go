@@ -12,6 +12,7 @@ import (
 
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/runner"
+	"github.com/tablekeeper/tablekeeper/poison"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
@@ -33,16 +34,24 @@ func outboxBundle(t *testing.T, handle jobs.WorkFunc[testArgs]) *bundle {
 // partition "Sales", with a 30 s window, hidden for hide.
 func (b *bundle) sendOutbox(t *testing.T, id string, hide time.Duration) jobs.Envelope {
 	t.Helper()
+	env, _ := b.sendOutboxID(t, id, hide)
+	return env
+}
+
+// sendOutboxID is sendOutbox that returns the message's id too.
+func (b *bundle) sendOutboxID(t *testing.T, id string, hide time.Duration) (jobs.Envelope, string) {
+	t.Helper()
 	env := jobs.Envelope{V: 1, ID: id, Kind: "test", Args: []byte(`{}`),
 		Outbox: &jobs.OutboxRef{Table: outboxTable, PK: "Sales", RK: jobs.OutboxPrefix + id, Window: jobs.Duration(30 * time.Second)}}
 	text, err := jobs.Encode(env)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.queue.Send(context.Background(), text, storeadapter.SendOptions{VisibilityDelay: hide}); err != nil {
+	sent, err := b.queue.Send(context.Background(), text, storeadapter.SendOptions{VisibilityDelay: hide})
+	if err != nil {
 		t.Fatal(err)
 	}
-	return env
+	return env, sent.ID
 }
 
 // commit writes env's outbox row as a committed transaction does.
@@ -133,7 +142,8 @@ func TestOutboxNeverCommitted(t *testing.T) {
 				outcomes = append(outcomes, e.Outbox)
 			}
 		}))
-		env := b.sendOutbox(t, "op-3", 30*time.Second)
+		sent := b.clock.Now()
+		env, first := b.sendOutboxID(t, "op-3", 30*time.Second)
 		r, stop := b.start(t)
 		defer stop()
 		b.advanceUntil(t, time.Second, 5*time.Minute, func() bool { return b.row(t, env) == jobs.OutboxFence })
@@ -153,6 +163,17 @@ func TestOutboxNeverCommitted(t *testing.T) {
 		}
 		if s := r.Stats(); s.Poisoned+s.Retried != 0 || len(b.poison.moved) != 0 {
 			t.Errorf("stats %+v: a dropped job is no failure", s)
+		}
+		// The drop is recorded once, with what operators need to find it.
+		wantDrop := poison.Drop{OpID: "op-3", Kind: "test", MessageID: first, Table: outboxTable, PK: "Sales", RK: "~tk.o.op-3",
+			Window: 30 * time.Second, Host: "unknown"}
+		d := b.poison.dropped()
+		if len(d) != 1 || !d[0].Since.Equal(sent) || d[0].Time.Before(sent.Add(30*time.Second)) {
+			t.Fatalf("drops recorded %+v, want one with the window from %v, dropped after it", d, sent)
+		}
+		d[0].Since, d[0].Time = time.Time{}, time.Time{}
+		if d[0] != wantDrop {
+			t.Errorf("drop recorded %+v, want %+v", d[0], wantDrop)
 		}
 	})
 }
@@ -259,6 +280,35 @@ func TestOutboxNoTable(t *testing.T) {
 		}
 		if n, _ := b.queue.ApproximateCount(context.Background()); n != 0 {
 			t.Errorf("%d messages left, want none", n)
+		}
+		if d := b.poison.dropped(); len(d) != 1 || d[0].OpID != "op-6" || d[0].Table != outboxTable {
+			t.Errorf("drops recorded %+v, want op-6's", d)
+		}
+	})
+}
+
+// TestOutboxDropRecordFails: a drop whose record cannot be written is
+// still a drop: the row is fenced and the message goes on as without the
+// record; a warning naming the operation and its row says so.
+func TestOutboxDropRecordFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := outboxBundle(t, func(ctx context.Context, job *jobs.Job[testArgs]) error { return nil })
+		logs := b.logTo()
+		b.poison.recordErr = fmt.Errorf("record: %w", storeadapter.ErrUnavailable)
+		env := b.sendOutbox(t, "op-7", 30*time.Second)
+		s := b.drain(t, time.Second)
+		if s.Continued != 1 || s.Succeeded != 1 || s.Retried+s.Poisoned != 0 {
+			t.Errorf("stats %+v, want the drop's continuation and the fence's removal, nothing failed", s)
+		}
+		if st := b.row(t, env); st != jobs.OutboxMissing {
+			t.Errorf("row %v after the hold, want the fence removed", st)
+		}
+		l := logs.lines("could not record the dropped job")
+		if len(l) != 1 || l[0]["op_id"] != "op-7" || l[0]["outbox"] != "Employees/Sales/~tk.o.op-7" || l[0]["err"] != "record: service unavailable" {
+			t.Errorf("warnings %v, want one naming the operation, its row and the error", l)
+		}
+		if len(logs.lines("job dropped")) != 1 {
+			t.Error("no drop line")
 		}
 	})
 }
