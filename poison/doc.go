@@ -8,7 +8,8 @@
 // misconfigured worker or CLI stops at start-up. The runner in jobs calls
 // the Recorder's RecordAttempt after each failed attempt that will be
 // retried, Move when a message fails permanently or too often, Forget when
-// it succeeds after all, and LastAttempt. The operator CLI calls the
+// it succeeds after all, LastAttempt, and RecordDropped when it drops a job
+// whose transaction never committed. The operator CLI calls the
 // Inspector's List, Show, Requeue, Delete and Purge, and GroupRecords
 // (groups by kind and failure class, see Class); the Inspector reads poison
 // messages with DecodeMessage.
@@ -37,6 +38,15 @@
 //     message is stored as the blob "<message id>.txt" in the container
 //     QueueName(q), and referred to as "<container>/<blob>" (the record's
 //     OriginalRef, with the blob's ETag in OriginalETag).
+//   - Jobs the runner dropped because their transaction never committed
+//     (see Drop) have a drop record each in the same table: PartitionKey
+//     "~tk.dropped.q" (the reserved prefix: no message id starts with it),
+//     RowKey = the operation id, with Kind, MessageID, OutboxTable,
+//     OutboxPK, OutboxRK, WindowSeconds, Since, DroppedAt and Host, and no
+//     Queue property. The Recorder's RecordDropped upserts them; the
+//     Inspector counts them (CountDrops) and Purge removes them by age;
+//     no other query of the records (List, Show, Requeue, Delete) sees
+//     them.
 //
 // # The poison message format
 //

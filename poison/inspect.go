@@ -68,7 +68,12 @@ func (in *Inspector) filter(kind, state string) storeadapter.Filter {
 // scan calls fn with every record matching f, page by page. A missing table
 // holds no records.
 func (in *Inspector) scan(ctx context.Context, f storeadapter.Filter, fn func(entry)) error {
-	q := storeadapter.Query{Filter: f}
+	return in.scanSelect(ctx, f, nil, fn)
+}
+
+// scanSelect is scan reading only the properties sel (nil: all).
+func (in *Inspector) scanSelect(ctx context.Context, f storeadapter.Filter, sel []string, fn func(entry)) error {
+	q := storeadapter.Query{Filter: f, Select: sel}
 	for {
 		page, err := in.cfg.Tables.Query(ctx, in.cfg.Table, q)
 		if errors.Is(err, storeadapter.ErrNotFound) {
@@ -78,7 +83,7 @@ func (in *Inspector) scan(ctx context.Context, f storeadapter.Filter, fn func(en
 			return err
 		}
 		for _, e := range page.Entities {
-			if e.RowKey == recordRowKey {
+			if e.RowKey == recordRowKey && !reservedPartition(e.PartitionKey) {
 				fn(decodeEntry(e))
 			}
 		}
@@ -87,6 +92,24 @@ func (in *Inspector) scan(ctx context.Context, f storeadapter.Filter, fn func(en
 		}
 		q.Continuation = page.Next
 	}
+}
+
+// PoisonedOps returns the operation ids of this work queue's records in
+// State "poisoned" (a record whose envelope did not decode has none). It
+// reads the records table once, the OpID property only: one query per
+// 1,000 records of the queue, whatever the number of ids asked about, and
+// the ids in memory (poison records are few; see List).
+func (in *Inspector) PoisonedOps(ctx context.Context) (map[string]bool, error) {
+	ops := map[string]bool{}
+	err := in.scanSelect(ctx, in.filter("", StatePoisoned), []string{propOpID}, func(e entry) {
+		if e.rec.OpID != "" {
+			ops[e.rec.OpID] = true
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("poison: poisoned operations: %w", err)
+	}
+	return ops, nil
 }
 
 // sortNewest orders records by LastAttempt, newest first, then by id.

@@ -32,6 +32,10 @@ type PurgeOptions struct {
 	// one is started by its next failure). 0 means DefaultStaleAfter; a
 	// negative value keeps failing records.
 	StaleAfter time.Duration
+	// Drop records (see Drop) dropped longer than OlderThan ago (all of
+	// them when it is 0), of Kind when it is not "", are removed too;
+	// Group selects failure records only, so with a Group they stay.
+	//
 	// CheckpointTable, when not "", is the table of range checkpoints
 	// (PartitionKey = operation id): the checkpoints of the operations whose
 	// poisoned or failing records Purge removes are removed too, unless
@@ -50,14 +54,16 @@ type PurgeResult struct {
 	Records []Record
 	// Checkpoints is how many checkpoint entities were removed.
 	Checkpoints int
+	// Drops is how many drop records were removed.
+	Drops int
 }
 
 // Purge removes the records of this work queue that are done with:
 // poisoned records (with their blobs and poison-queue messages), requeued
 // records (their messages were sent back: nothing refers to them any more),
-// failing records older than StaleAfter, and the range checkpoints of the
-// abandoned operations (see PurgeOptions). Records being requeued are left
-// alone.
+// failing records older than StaleAfter, the range checkpoints of the
+// abandoned operations, and drop records (see PurgeOptions). Records being
+// requeued are left alone.
 //
 // Like Delete it removes the poison messages (those the records note by
 // id, the others in one pass for all), then each
@@ -74,6 +80,17 @@ func (in *Inspector) Purge(ctx context.Context, o PurgeOptions) (PurgeResult, er
 		return PurgeResult{}, fmt.Errorf("poison: purge: %w: OlderThan %v is negative", storeadapter.ErrInvalidInput, o.OlderThan)
 	}
 	now := in.now()
+	var res PurgeResult
+	if o.Group == "" {
+		var cut time.Time
+		if o.OlderThan > 0 {
+			cut = now.Add(-o.OlderThan)
+		}
+		var err error
+		if res.Drops, err = in.purgeDrops(ctx, cut, o.Kind, o.DryRun); err != nil {
+			return res, err
+		}
+	}
 	stale := cmp.Or(o.StaleAfter, DefaultStaleAfter)
 	var (
 		sel      []entry
@@ -106,7 +123,7 @@ func (in *Inspector) Purge(ctx context.Context, o PurgeOptions) (PurgeResult, er
 		sel = append(sel, e)
 	})
 	if err != nil {
-		return PurgeResult{}, fmt.Errorf("poison: purge: %w", err)
+		return res, fmt.Errorf("poison: purge: %w", err)
 	}
 	// A requeued copy may still run, unless it failed in turn and its
 	// record goes too.
@@ -119,7 +136,6 @@ func (in *Inspector) Purge(ctx context.Context, o PurgeOptions) (PurgeResult, er
 			liveOps[r.OpID] = true
 		}
 	}
-	var res PurgeResult
 	if o.DryRun {
 		for _, e := range sel {
 			res.Records = append(res.Records, e.rec)

@@ -570,8 +570,12 @@ func (r *Recorder) LastAttempt(ctx context.Context, messageID string) (Attempt, 
 	return en.rec.Attempts[len(en.rec.Attempts)-1], true, nil
 }
 
-// get reads one record.
+// get reads one record. An id in a reserved partition (drop records) has
+// none.
 func (r records) get(ctx context.Context, id string) (entry, error) {
+	if reservedPartition(id) {
+		return entry{}, fmt.Errorf("%q is no message id: %w", id, storeadapter.ErrNotFound)
+	}
 	e, err := r.cfg.Tables.GetEntity(ctx, r.cfg.Table, id, recordRowKey)
 	if err != nil {
 		return entry{}, err

@@ -24,6 +24,10 @@ type Poisoner interface {
 	// LastAttempt returns the latest attempt recorded for a message, and
 	// false when none is.
 	LastAttempt(ctx context.Context, messageID string) (poison.Attempt, bool, error)
+	// RecordDropped records a job dropped because its transaction never
+	// committed (see runOutbox), idempotently by operation id; the runner
+	// logs a failure and goes on.
+	RecordDropped(ctx context.Context, d poison.Drop) error
 }
 
 // Defaults of Config. Each is documented on its field too.

@@ -103,7 +103,7 @@ func (r *Runner) Run(ctx context.Context) error {
 						go func() {
 							<-h.leftBehind
 							r.leftBehind.Add(-1)
-							c.Logger.Info("a handler left behind at its maximum run time has returned", "msg_id", h.m.ID, "op_id", h.env.ID, "kind", h.env.Kind)
+							h.log.Info("a handler left behind at its maximum run time has returned")
 							wake()
 						}()
 					}

@@ -116,18 +116,30 @@ var ackLines = map[string]string{
 	"continue": "job continues in a new message, but the delivered one could not be deleted; both resume from the checkpoint",
 }
 
+// dropLine is the line of a job dropped because its transaction never
+// committed (OutboxDropped).
+const dropLine = "job dropped: its transaction never committed"
+
 // ackErrKeys name the acknowledgement's error in its line, by stage.
 var ackErrKeys = map[string]string{"delete": "err", "retry": "ack_err", "confirm": "lease_err", "poison": "poison_err", "release": "err", "continue": "err"}
 
+// messageAttrs are the attributes of every log line about message m with
+// envelope env (zero when its text does not decode): its id and dequeue
+// count; the operation id and kind; and, for a job sent by a
+// transactional enqueue, its outbox row as "table/pk/rk".
+func messageAttrs(m storeadapter.Message, env jobs.Envelope) []any {
+	attrs := []any{"msg_id", m.ID, "dequeue_count", m.DequeueCount}
+	if env.ID != "" {
+		attrs = append(attrs, "op_id", env.ID, "kind", env.Kind)
+	}
+	if o := env.Outbox; o != nil {
+		attrs = append(attrs, "outbox", o.Table+"/"+o.PK+"/"+o.RK)
+	}
+	return attrs
+}
+
 func (l logger) Observe(ctx context.Context, e Event) {
-	m := e.Message
-	log := l.log.With("msg_id", m.ID, "dequeue_count", m.DequeueCount)
-	if e.Envelope.ID != "" {
-		log = log.With("op_id", e.Envelope.ID, "kind", e.Envelope.Kind)
-	}
-	if o := e.Envelope.Outbox; o != nil {
-		log = log.With("outbox", o.Table+"/"+o.PK+"/"+o.RK)
-	}
+	log := l.log.With(messageAttrs(e.Message, e.Envelope)...)
 	if e.Ran && e.Type != Started {
 		log = log.With("duration", e.Duration)
 	}
@@ -156,6 +168,10 @@ func (l logger) Observe(ctx context.Context, e Event) {
 	case Finished:
 		log.DebugContext(ctx, "job finished", "class", e.Class.String(), "err", e.Err)
 	case Succeeded:
+		if e.Outbox == OutboxDropped { // no table: the result says so
+			log.InfoContext(ctx, dropLine)
+			return
+		}
 		log.InfoContext(ctx, "job done")
 	case Continued:
 		progress := ""
@@ -163,7 +179,7 @@ func (l logger) Observe(ctx context.Context, e Event) {
 			progress = ce.Progress
 		}
 		if e.Outbox == OutboxDropped {
-			log.InfoContext(ctx, "job dropped: its transaction never committed", "outbox_result", progress, "new_msg_id", e.NextID)
+			log.InfoContext(ctx, dropLine, "outbox_result", progress, "new_msg_id", e.NextID)
 			return
 		}
 		log.InfoContext(ctx, "job continues", "continued", e.Continued, "after", e.Delay, "progress", progress, "new_msg_id", e.NextID)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tablekeeper/tablekeeper/jobs"
+	"github.com/tablekeeper/tablekeeper/poison"
 )
 
 // DefaultOutboxHold is Config.OutboxHold's default.
@@ -54,9 +55,12 @@ const (
 //     when the window closes, and delete this message.
 //  4. Missing after the window: insert a fence in the row's place
 //     (jobs.FenceOutbox). The transaction, whose insert of the row now
-//     fails, can never commit: drop the job, and re-send the operation to
+//     fails, can never commit: drop the job, record the drop through the
+//     Poisoner (best effort; see recordDrop), and re-send the operation to
 //     remove the fence after OutboxHold. If the insert finds the row (the
-//     transaction committed just now), go on as in 2.
+//     transaction committed just now), go on as in 2. If it finds no
+//     table, there is nothing to fence and nothing to remove later: drop
+//     the job and end the message (a success, with outcome OutboxDropped).
 //  5. A fence: remove it once the window and OutboxHold have passed
 //     (If-Match), else look again then.
 //
@@ -94,8 +98,18 @@ func (r *Runner) runOutbox(ctx context.Context, h *held, task *jobs.Task) (Outbo
 			return "", nil, err
 		}
 		if entry.State != jobs.OutboxCommitted {
+			r.recordDrop(h, task, since)
+		}
+		switch entry.State {
+		case jobs.OutboxFence:
 			return OutboxDropped, nil, jobs.ContinueLater(c.OutboxHold,
 				fmt.Sprintf("outbox: the transaction never committed (no row %s after the %v window): job dropped", o.RK, window))
+		case jobs.OutboxMissing:
+			// No table: nothing was fenced and nothing is to be removed,
+			// so the message ends here. Re-sending it would drop the job
+			// again after every hold, for ever.
+			jobs.SetResult(ctx, fmt.Sprintf("outbox: the transaction never committed (no table %s after the %v window): job dropped, nothing to fence", o.Table, window))
+			return OutboxDropped, nil, nil
 		}
 	}
 	switch entry.State {
@@ -114,4 +128,21 @@ func (r *Runner) runOutbox(ctx context.Context, h *held, task *jobs.Task) (Outbo
 		err = jobs.RemoveOutbox(ctx, c.Tables, o.Table, entry.Row)
 	}
 	return OutboxRan, leftBehind, err
+}
+
+// recordDrop records a dropped job through the Poisoner (poison.Drop),
+// for operators to count. It is best effort: the drop stands whatever
+// happens to its record, so a failure (after the retries acknowledge
+// makes) is logged and the message goes on. The record is an upsert keyed
+// by the operation id, so a delivery that drops the same job again (a
+// crash before the message's re-send) rewrites it.
+func (r *Runner) recordDrop(h *held, task *jobs.Task, since time.Time) {
+	c := &r.cfg
+	o := task.Outbox
+	d := poison.Drop{OpID: task.ID, Kind: task.Kind, MessageID: h.m.ID, Table: o.Table, PK: o.PK, RK: o.RK,
+		Window: time.Duration(o.Window), Since: since, Time: c.Clock.Now(), Host: c.Host}
+	err := r.acknowledge(c.Clock.Now().Add(c.Visibility), func(ctx context.Context, _ bool) error { return c.Poison.RecordDropped(ctx, d) })
+	if err != nil {
+		h.log.Warn("could not record the dropped job: enqueue stats will not count it", "err", err)
+	}
 }

@@ -3,6 +3,8 @@ package runner_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/runner"
+	"github.com/tablekeeper/tablekeeper/poison"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
@@ -31,16 +34,24 @@ func outboxBundle(t *testing.T, handle jobs.WorkFunc[testArgs]) *bundle {
 // partition "Sales", with a 30 s window, hidden for hide.
 func (b *bundle) sendOutbox(t *testing.T, id string, hide time.Duration) jobs.Envelope {
 	t.Helper()
+	env, _ := b.sendOutboxID(t, id, hide)
+	return env
+}
+
+// sendOutboxID is sendOutbox that returns the message's id too.
+func (b *bundle) sendOutboxID(t *testing.T, id string, hide time.Duration) (jobs.Envelope, string) {
+	t.Helper()
 	env := jobs.Envelope{V: 1, ID: id, Kind: "test", Args: []byte(`{}`),
 		Outbox: &jobs.OutboxRef{Table: outboxTable, PK: "Sales", RK: jobs.OutboxPrefix + id, Window: jobs.Duration(30 * time.Second)}}
 	text, err := jobs.Encode(env)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.queue.Send(context.Background(), text, storeadapter.SendOptions{VisibilityDelay: hide}); err != nil {
+	sent, err := b.queue.Send(context.Background(), text, storeadapter.SendOptions{VisibilityDelay: hide})
+	if err != nil {
 		t.Fatal(err)
 	}
-	return env
+	return env, sent.ID
 }
 
 // commit writes env's outbox row as a committed transaction does.
@@ -131,7 +142,8 @@ func TestOutboxNeverCommitted(t *testing.T) {
 				outcomes = append(outcomes, e.Outbox)
 			}
 		}))
-		env := b.sendOutbox(t, "op-3", 30*time.Second)
+		sent := b.clock.Now()
+		env, first := b.sendOutboxID(t, "op-3", 30*time.Second)
 		r, stop := b.start(t)
 		defer stop()
 		b.advanceUntil(t, time.Second, 5*time.Minute, func() bool { return b.row(t, env) == jobs.OutboxFence })
@@ -151,6 +163,17 @@ func TestOutboxNeverCommitted(t *testing.T) {
 		}
 		if s := r.Stats(); s.Poisoned+s.Retried != 0 || len(b.poison.moved) != 0 {
 			t.Errorf("stats %+v: a dropped job is no failure", s)
+		}
+		// The drop is recorded once, with what operators need to find it.
+		wantDrop := poison.Drop{OpID: "op-3", Kind: "test", MessageID: first, Table: outboxTable, PK: "Sales", RK: "~tk.o.op-3",
+			Window: 30 * time.Second, Host: "unknown"}
+		d := b.poison.dropped()
+		if len(d) != 1 || !d[0].Since.Equal(sent) || d[0].Time.Before(sent.Add(30*time.Second)) {
+			t.Fatalf("drops recorded %+v, want one with the window from %v, dropped after it", d, sent)
+		}
+		d[0].Since, d[0].Time = time.Time{}, time.Time{}
+		if d[0] != wantDrop {
+			t.Errorf("drop recorded %+v, want %+v", d[0], wantDrop)
 		}
 	})
 }
@@ -184,6 +207,108 @@ func TestOutboxKeepsRowUntilDone(t *testing.T) {
 		}
 		if st := b.row(t, env); st != jobs.OutboxMissing {
 			t.Errorf("the row is %v after the job, want it deleted", st)
+		}
+	})
+}
+
+// TestOutboxLogLinesNameTheRow: every line about a job sent by a
+// transactional enqueue names its outbox row, the observers' lines
+// (received, started, finished, the outcome) and the runner's own (here a
+// failed attempt it could not record).
+func TestOutboxLogLinesNameTheRow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var runs atomic.Int64
+		b := outboxBundle(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
+			if runs.Add(1) == 1 {
+				return errors.New("transient")
+			}
+			return nil
+		})
+		logs := b.logTo()
+		b.cfg.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		b.poison.recordErr = fmt.Errorf("record: %w", storeadapter.ErrInvalidInput)
+		env := b.sendOutbox(t, "op-5", 0)
+		if err := b.commit(t, env); err != nil {
+			t.Fatal(err)
+		}
+		if s := b.drain(t, time.Second); s.Retried != 1 || s.Succeeded != 1 {
+			t.Fatalf("stats %+v, want a retry and a success", s)
+		}
+		all := logs.lines("")
+		msgs := map[string]bool{}
+		for _, l := range all {
+			if l["msg_id"] == nil {
+				continue // a line about the runner, not a message
+			}
+			msgs[fmt.Sprint(l["msg"])] = true
+			if l["outbox"] != "Employees/Sales/~tk.o.op-5" || l["op_id"] != "op-5" {
+				t.Errorf("line %v does not name the outbox row and the operation", l)
+			}
+		}
+		for _, want := range []string{"received", "started", "job finished", "could not record the failed attempt", "job failed; will retry", "job done"} {
+			if !msgs[want] {
+				t.Errorf("no %q line among %v", want, msgs)
+			}
+		}
+	})
+}
+
+// TestOutboxNoTable: a job whose outbox table does not exist after the
+// window is dropped once and its message ends: there is nothing to fence,
+// so nothing to come back for (it used to be re-sent, and dropped again,
+// after every hold).
+func TestOutboxNoTable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var runs atomic.Int64
+		b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error { runs.Add(1); return nil })
+		b.cfg.Tables = b.store.Tables() // and no table "Employees"
+		logs := b.logTo()
+		var outcomes []runner.OutboxOutcome
+		b.cfg.Observers = append(b.cfg.Observers, runner.ObserverFunc(func(_ context.Context, e runner.Event) {
+			if e.Type == runner.Finished {
+				outcomes = append(outcomes, e.Outbox)
+			}
+		}))
+		b.sendOutbox(t, "op-6", 30*time.Second)
+		s := b.drain(t, time.Second)
+		if runs.Load() != 0 || s.Succeeded != 1 || s.Continued != 0 || len(outcomes) != 1 || outcomes[0] != runner.OutboxDropped {
+			t.Errorf("%d runs, stats %+v, outcomes %v; want one drop that ends the message", runs.Load(), s, outcomes)
+		}
+		if l := logs.lines("job dropped: its transaction never committed"); len(l) != 1 ||
+			l[0]["result"] != "outbox: the transaction never committed (no table Employees after the 30s window): job dropped, nothing to fence" {
+			t.Errorf("drop lines %v, want one saying there was no table", l)
+		}
+		if n, _ := b.queue.ApproximateCount(context.Background()); n != 0 {
+			t.Errorf("%d messages left, want none", n)
+		}
+		if d := b.poison.dropped(); len(d) != 1 || d[0].OpID != "op-6" || d[0].Table != outboxTable {
+			t.Errorf("drops recorded %+v, want op-6's", d)
+		}
+	})
+}
+
+// TestOutboxDropRecordFails: a drop whose record cannot be written is
+// still a drop: the row is fenced and the message goes on as without the
+// record; a warning naming the operation and its row says so.
+func TestOutboxDropRecordFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := outboxBundle(t, func(ctx context.Context, job *jobs.Job[testArgs]) error { return nil })
+		logs := b.logTo()
+		b.poison.recordErr = fmt.Errorf("record: %w", storeadapter.ErrUnavailable)
+		env := b.sendOutbox(t, "op-7", 30*time.Second)
+		s := b.drain(t, time.Second)
+		if s.Continued != 1 || s.Succeeded != 1 || s.Retried+s.Poisoned != 0 {
+			t.Errorf("stats %+v, want the drop's continuation and the fence's removal, nothing failed", s)
+		}
+		if st := b.row(t, env); st != jobs.OutboxMissing {
+			t.Errorf("row %v after the hold, want the fence removed", st)
+		}
+		l := logs.lines("could not record the dropped job")
+		if len(l) != 1 || l[0]["op_id"] != "op-7" || l[0]["outbox"] != "Employees/Sales/~tk.o.op-7" || l[0]["err"] != "record: service unavailable" {
+			t.Errorf("warnings %v, want one naming the operation, its row and the error", l)
+		}
+		if len(logs.lines("job dropped")) != 1 {
+			t.Error("no drop line")
 		}
 	})
 }

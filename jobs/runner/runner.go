@@ -125,11 +125,13 @@ func (r *Runner) observe(ctx context.Context, o Observer, e Event) {
 // envelope is decoded for the events (cheaply, and without failing the
 // message: a failure is reported when the job runs).
 func (r *Runner) receive(ctx context.Context, m storeadapter.Message) *held {
-	h := &held{m: m, log: r.cfg.Logger.With("msg_id", m.ID, "dequeue_count", m.DequeueCount)}
+	h := &held{m: m}
 	if env, err := jobs.DecodeEnvelope(m.Text); err == nil {
 		h.env = env
-		h.log = h.log.With("op_id", env.ID, "kind", env.Kind)
 	}
+	// The runner's own lines about the message carry what the observers'
+	// lines carry (see logger).
+	h.log = r.cfg.Logger.With(messageAttrs(m, h.env)...)
 	r.mu.Lock()
 	r.held[h] = struct{}{}
 	r.mu.Unlock()

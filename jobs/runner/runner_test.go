@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,12 +33,17 @@ type fakePoisoner struct {
 	moved        []string // reasons
 	movedF       []poison.Failure
 	forgotten    int
-	forgetFaults int // Forget fails transiently this many times first
+	forgetFaults int   // Forget fails transiently this many times first
+	recordErr    error // RecordAttempt and RecordDropped fail with it when set
+	drops        []poison.Drop
 }
 
 func (p *fakePoisoner) RecordAttempt(_ context.Context, f poison.Failure) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.recordErr != nil {
+		return p.recordErr
+	}
 	p.attempts = append(p.attempts, f)
 	return nil
 }
@@ -74,6 +80,23 @@ func (p *fakePoisoner) LastAttempt(_ context.Context, id string) (poison.Attempt
 		}
 	}
 	return poison.Attempt{}, false, nil
+}
+
+func (p *fakePoisoner) RecordDropped(_ context.Context, d poison.Drop) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.recordErr != nil {
+		return p.recordErr
+	}
+	p.drops = append(p.drops, d)
+	return nil
+}
+
+// dropped returns the drops recorded.
+func (p *fakePoisoner) dropped() []poison.Drop {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.drops)
 }
 
 func (p *fakePoisoner) reasons() []string {

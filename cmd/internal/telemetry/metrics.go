@@ -66,6 +66,7 @@ type Metrics struct {
 	poisoned      *prometheus.CounterVec
 	renewals      prometheus.Counter
 	leasesLost    prometheus.Counter
+	outboxDropped *prometheus.CounterVec
 	duration      *prometheus.HistogramVec
 	storage       *prometheus.CounterVec
 	storageTime   *prometheus.HistogramVec
@@ -97,6 +98,8 @@ func New(kinds []string, maxDequeueCount int64) *Metrics {
 		Help: "Successful lease renewals (visibility updates) of running messages."})
 	m.leasesLost = prometheus.NewCounter(prometheus.CounterOpts{Name: "tablekeeper_leases_lost_total",
 		Help: "Messages whose lease was lost (another worker may have them)."})
+	m.outboxDropped = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tablekeeper_outbox_dropped_total",
+		Help: "Jobs of transactional enqueues dropped because their transaction never committed (no outbox row after the commit window), by kind."}, []string{"kind"})
 	m.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "tablekeeper_job_duration_seconds",
 		Help: "How long each processed delivery ran, by kind (refused messages included).", Buckets: DurationBuckets}, []string{"kind"})
 	m.storage = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tablekeeper_storage_calls_total",
@@ -114,7 +117,7 @@ func New(kinds []string, maxDequeueCount int64) *Metrics {
 		Help: "When the queue gauges were last sampled successfully (Unix time)."}, []string{"queue"})
 	m.sampleFailure = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tablekeeper_queue_sample_failures_total",
 		Help: "Samples of the queue gauges that failed (the gauges keep their last values)."}, []string{"queue"})
-	m.Registry.MustRegister(m.received, m.finished, m.retried, m.poisoned, m.renewals, m.leasesLost, m.duration, m.storage, m.storageTime,
+	m.Registry.MustRegister(m.received, m.finished, m.retried, m.poisoned, m.renewals, m.leasesLost, m.outboxDropped, m.duration, m.storage, m.storageTime,
 		m.depth, m.poisonDepth, m.oldest, m.sampled, m.sampleFailure,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, k := range append(slices.Sorted(maps.Keys(m.kinds)), UnknownKind) {
@@ -125,6 +128,7 @@ func New(kinds []string, maxDequeueCount int64) *Metrics {
 			m.poisoned.WithLabelValues(k, r)
 		}
 		m.retried.WithLabelValues(k)
+		m.outboxDropped.WithLabelValues(k)
 		m.duration.WithLabelValues(k)
 	}
 	return m
@@ -168,7 +172,15 @@ func (m *Metrics) Observe(_ context.Context, e runner.Event) {
 		m.renewals.Inc()
 		return
 	case runner.Finished:
+		// A drop is decided, its fence written, once per operation: on
+		// the Finished event of the delivery that found no row after the
+		// window (its outcome is a continuation, or a success when there
+		// was no table to fence; a later delivery that finds the fence
+		// reports another outcome).
 		m.duration.WithLabelValues(m.kind(e)).Observe(e.Duration.Seconds())
+		if e.Outbox == runner.OutboxDropped {
+			m.outboxDropped.WithLabelValues(m.kind(e)).Inc()
+		}
 		return
 	}
 	outcome, ok := Outcomes[e.Type]
@@ -252,6 +264,9 @@ type Totals struct {
 	Poisoned   map[string]int64 // by reason class, summed over kinds
 	Renewals   int64
 	LeasesLost int64
+	// OutboxDropped counts the jobs dropped because their transaction
+	// never committed, summed over kinds.
+	OutboxDropped int64
 	// Storage is the number of storage calls by operation; StorageErrors
 	// the calls whose status was not ok.
 	Storage       map[string]int64
@@ -292,6 +307,8 @@ func (m *Metrics) Totals() (Totals, error) {
 				t.Renewals += v
 			case "tablekeeper_leases_lost_total":
 				t.LeasesLost += v
+			case "tablekeeper_outbox_dropped_total":
+				t.OutboxDropped += v
 			case "tablekeeper_storage_calls_total":
 				if v == 0 {
 					continue
@@ -324,7 +341,7 @@ func (t Totals) Attrs() []any {
 		attrs = append(attrs, "finished_"+o, t.Outcomes[o])
 	}
 	attrs = append(attrs, "jobs_retried", t.Retried, "poisoned_by_reason", joinCounts(t.Poisoned),
-		"lease_renewals", t.Renewals, "leases_lost", t.LeasesLost,
+		"lease_renewals", t.Renewals, "leases_lost", t.LeasesLost, "outbox_dropped", t.OutboxDropped,
 		"storage_calls", t.StorageCalls(), "storage_errors", t.StorageErrors, "storage_calls_by_op", joinCounts(t.Storage))
 	return attrs
 }

@@ -151,6 +151,49 @@ tablekeeper_messages_received_total 14
 	}
 }
 
+// TestOutboxDroppedCounts: a job dropped because its transaction never
+// committed counts once, on the Finished event of the delivery that
+// dropped it, whatever its outcome (a continuation that removes the fence
+// later, or a success when there was no table to fence); the delivery
+// that removes the fence, and a job that ran, count nothing. The exit
+// summary carries the total.
+func TestOutboxDroppedCounts(t *testing.T) {
+	m := telemetry.New([]string{"archive", "index"}, 5)
+	ctx := context.Background()
+	deliver := func(kind string, outbox runner.OutboxOutcome, class runner.Class, outcome runner.EventType) {
+		e := event(runner.Received, kind, 1)
+		e.Envelope.Outbox = &jobs.OutboxRef{Table: "Employees", PK: "Sales", RK: "~tk.o.op-1"}
+		m.Observe(ctx, e)
+		e.Type, e.Ran, e.Class, e.Outbox = runner.Finished, true, class, outbox
+		m.Observe(ctx, e)
+		e.Type = outcome
+		m.Observe(ctx, e)
+	}
+	deliver("index", runner.OutboxWaiting, runner.ClassContinue, runner.Continued)
+	deliver("index", runner.OutboxDropped, runner.ClassContinue, runner.Continued)
+	deliver("index", runner.OutboxFenceKept, runner.ClassContinue, runner.Continued)
+	deliver("index", runner.OutboxFenceRemoved, runner.ClassSuccess, runner.Succeeded)
+	deliver("archive", runner.OutboxDropped, runner.ClassSuccess, runner.Succeeded) // no table
+	deliver("archive", runner.OutboxRan, runner.ClassSuccess, runner.Succeeded)
+	deliver("nosuch", runner.OutboxDropped, runner.ClassContinue, runner.Continued)
+	for kind, want := range map[string]float64{"index": 1, "archive": 1, "unknown": 1} {
+		if got := mustCounter(t, m, "tablekeeper_outbox_dropped_total", "kind", kind); got != want {
+			t.Errorf("outbox_dropped{kind=%q} = %v, want %v", kind, got, want)
+		}
+	}
+	tot, err := m.Totals()
+	if err != nil {
+		t.Fatal(err)
+	}
+	attrs := fmt.Sprint(tot.Attrs())
+	if tot.OutboxDropped != 3 || !strings.Contains(attrs, "outbox_dropped 3") {
+		t.Errorf("totals %+v, attrs %s: want 3 dropped", tot, attrs)
+	}
+	if got := mustCounter(t, telemetry.New([]string{"export"}, 5), "tablekeeper_outbox_dropped_total", "kind", "export"); got != 0 {
+		t.Errorf("a new worker's outbox_dropped{kind=export} = %v, want a series at 0", got)
+	}
+}
+
 // TestStorageCounts runs calls through an instrumented localstore with the
 // metrics' observer beside instrument.Counts: per operation and in total
 // the two agree, and each status is the error's class.
