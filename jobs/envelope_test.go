@@ -260,3 +260,16 @@ func TestEnvelopeOutbox(t *testing.T) {
 		}
 	}
 }
+
+// TestOutboxRows: the filter of outbox rows is the reserved range of
+// OutboxPrefix, in one partition when one is given, its value escaped.
+func TestOutboxRows(t *testing.T) {
+	for pk, want := range map[string]string{
+		"":        "(RowKey ge '~tk.o.') and (RowKey lt '~tk.o/')",
+		"O'Brien": "(PartitionKey eq 'O''Brien') and ((RowKey ge '~tk.o.') and (RowKey lt '~tk.o/'))",
+	} {
+		if f := jobs.OutboxRows(pk); f.Err() != nil || f.String() != want {
+			t.Errorf("OutboxRows(%q) = %q, %v; want %q", pk, f, f.Err(), want)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/tablekeeper/tablekeeper/storeadapter"
@@ -83,15 +84,28 @@ func ReadOutbox(ctx context.Context, tables storeadapter.Tables, o *OutboxRef) (
 	case err != nil:
 		return OutboxEntry{}, fmt.Errorf("outbox: read %s %s/%s: %w", o.Table, o.PK, o.RK, err)
 	}
-	return OutboxEntry{State: entryState(e), Row: e}, nil
+	return OutboxEntry{State: OutboxRowState(e), Row: e}, nil
 }
 
-// entryState is the state of a row that exists.
-func entryState(e storeadapter.Entity) OutboxState {
+// OutboxRowState is the state of a row that exists: OutboxFence or
+// OutboxCommitted.
+func OutboxRowState(e storeadapter.Entity) OutboxState {
 	if fenced, _ := e.Properties[OutboxFenced].(bool); fenced {
 		return OutboxFence
 	}
 	return OutboxCommitted
+}
+
+// OutboxRows selects the outbox rows of a table, of partition pk unless it
+// is "": the reserved rows (storeadapter.ReservedRows) whose RowKeys
+// start with OutboxPrefix. Without pk the service reads the whole table
+// to find them.
+func OutboxRows(pk string) storeadapter.Filter {
+	f := storeadapter.ReservedRows(strings.TrimPrefix(OutboxPrefix, storeadapter.ReservedPrefix))
+	if pk != "" {
+		f = storeadapter.And(storeadapter.Compare("PartitionKey", storeadapter.Eq, pk), f)
+	}
+	return f
 }
 
 // FenceOutbox writes a fence where o's row is missing: an insert, so it
