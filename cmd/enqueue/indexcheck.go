@@ -49,7 +49,7 @@ func (m *Main) indexCheck(ctx context.Context, args []string) error {
 	if c.json() {
 		out = newCheckJSON(m.Stdout, table, d.Name)
 	} else {
-		out = &checkTable{w: m.Stdout, tw: newTable(m.Stdout), table: table, index: d.Name}
+		out = &checkTable{blockTable: newBlockTable(m.Stdout), w: m.Stdout, table: table, index: d.Name}
 	}
 	res, err := x.Check(ctx, table, d.Name, out.finding)
 	if err != nil {
@@ -83,28 +83,20 @@ type checkSummary struct {
 	Problems int `json:"problems"`
 }
 
-// checkTable prints check's findings as an aligned table, flushed every
-// checkFlushRows rows.
+// checkTable prints check's findings as an aligned table (see
+// blockTable).
 type checkTable struct {
+	blockTable
 	w            io.Writer
-	tw           *tabwriter.Writer
 	table, index string
-	rows         int
 }
 
 func (t *checkTable) finding(f indexes.Finding) error {
-	if t.rows == 0 {
-		row(t.tw, "PROBLEM", "INDEX", "VALUE", "PK", "RK", "DETAIL")
-	}
-	row(t.tw, f.Problem, f.Index, f.Value, f.PK, f.RK, f.Detail)
-	if t.rows++; t.rows%checkFlushRows == 0 {
-		return t.tw.Flush()
-	}
-	return nil
+	return t.row([]string{"PROBLEM", "INDEX", "VALUE", "PK", "RK", "DETAIL"}, f.Problem, f.Index, f.Value, f.PK, f.RK, f.Detail)
 }
 
 func (t *checkTable) summary(res indexes.CheckResult) error {
-	if err := t.tw.Flush(); err != nil {
+	if err := t.flush(); err != nil {
 		return err
 	}
 	counts := fmt.Sprintf("%d entities read, %d indexed, %d entries read", res.Entities, res.Indexed, res.Entries)
@@ -117,29 +109,90 @@ func (t *checkTable) summary(res indexes.CheckResult) error {
 	return err
 }
 
-func (t *checkTable) fail(error) error { return t.tw.Flush() }
+func (t *checkTable) fail(error) error { return t.flush() }
 
-// checkJSON streams check's result as one indented JSON document, as
-// writeJSON would print it whole, without holding the findings:
+// blockTable prints rows as they come in an aligned table whose header
+// goes before the first row, flushed every checkFlushRows rows: the
+// columns are aligned within each block, and memory does not grow with
+// the number of rows.
+type blockTable struct {
+	tw   *tabwriter.Writer
+	rows int
+}
+
+func newBlockTable(w io.Writer) blockTable { return blockTable{tw: newTable(w)} }
+
+// row writes one row of cells, and header first when it is the first.
+func (t *blockTable) row(header []string, cells ...string) error {
+	if t.rows == 0 {
+		row(t.tw, header...)
+	}
+	row(t.tw, cells...)
+	if t.rows++; t.rows%checkFlushRows == 0 {
+		return t.tw.Flush()
+	}
+	return nil
+}
+
+// flush writes the rows not written yet.
+func (t *blockTable) flush() error { return t.tw.Flush() }
+
+// checkJSON streams check's result as one JSON document (see jsonStream):
 //
 //	{"table": …, "index": …, "findings": [ … ], "summary": { … }}
 //
 // A check that fails part way ends the document with "error" instead of
 // "summary", so what was printed stays valid JSON.
-type checkJSON struct {
+type checkJSON struct{ *jsonStream }
+
+func newCheckJSON(w io.Writer, table, name string) checkJSON {
+	return checkJSON{newJSONStream(w, "findings", jsonField{"table", table}, jsonField{"index", name})}
+}
+
+func (j checkJSON) finding(f indexes.Finding) error { return j.item(f) }
+
+func (j checkJSON) summary(res indexes.CheckResult) error {
+	return j.end("summary", checkSummary{CheckResult: res, Problems: res.Problems()})
+}
+
+func (j checkJSON) fail(err error) error { return j.end("error", err.Error()) }
+
+// jsonStream writes one indented JSON document, as writeJSON would print
+// it whole, without holding the items of its array:
+//
+//	{<the fields>, <key>: [ <item>, … ], <end key>: <end value>}
+//
+// so that a long listing streams, and one that fails part way can still
+// end the document (with an "error", say) as valid JSON.
+type jsonStream struct {
 	w   io.Writer
-	n   int   // findings written
+	n   int   // items written
 	err error // the first write error
 }
 
-func newCheckJSON(w io.Writer, table, name string) *checkJSON {
-	j := &checkJSON{w: w}
-	j.printf("{\n  \"table\": %s,\n  \"index\": %s,\n  \"findings\": [", jsonText(table), jsonText(name))
+// jsonField is one field of a JSON object.
+type jsonField struct {
+	name  string
+	value any
+}
+
+// newJSONStream opens the document: fields, then the array key.
+func newJSONStream(w io.Writer, key string, fields ...jsonField) *jsonStream {
+	j := &jsonStream{w: w}
+	j.printf("{\n")
+	for _, f := range fields {
+		v, err := indented(f.value, 1)
+		if err != nil && j.err == nil {
+			j.err = err
+		}
+		j.printf("  %s: %s,\n", jsonText(f.name), v)
+	}
+	j.printf("  %s: [", jsonText(key))
 	return j
 }
 
 // printf writes to w, remembering the first error.
-func (j *checkJSON) printf(format string, args ...any) {
+func (j *jsonStream) printf(format string, args ...any) {
 	if j.err == nil {
 		_, j.err = fmt.Fprintf(j.w, format, args...)
 	}
@@ -163,8 +216,9 @@ func jsonText(s string) string {
 	return t
 }
 
-func (j *checkJSON) finding(f indexes.Finding) error {
-	s, err := indented(f, 2)
+// item writes one item of the array.
+func (j *jsonStream) item(v any) error {
+	s, err := indented(v, 2)
 	if err != nil {
 		return err
 	}
@@ -177,8 +231,8 @@ func (j *checkJSON) finding(f indexes.Finding) error {
 	return j.err
 }
 
-// end closes the findings array and the document with key: v.
-func (j *checkJSON) end(key string, v any) error {
+// end closes the array and the document with key: v.
+func (j *jsonStream) end(key string, v any) error {
 	s, err := indented(v, 1)
 	if err != nil {
 		return err
@@ -189,9 +243,3 @@ func (j *checkJSON) end(key string, v any) error {
 	j.printf("],\n  %s: %s\n}\n", jsonText(key), s)
 	return j.err
 }
-
-func (j *checkJSON) summary(res indexes.CheckResult) error {
-	return j.end("summary", checkSummary{CheckResult: res, Problems: res.Problems()})
-}
-
-func (j *checkJSON) fail(err error) error { return j.end("error", err.Error()) }
