@@ -42,6 +42,9 @@ var helps = [][]string{
 	{"enqueue", "poison", "requeue", "-h"},
 	{"enqueue", "poison", "delete", "-h"},
 	{"enqueue", "poison", "purge", "-h"},
+	{"enqueue", "outbox", "-h"},
+	{"enqueue", "outbox", "check", "-h"},
+	{"enqueue", "outbox", "purge", "-h"},
 	{"enqueue", "stats", "-h"},
 	{"worker", "-h"},
 }

@@ -82,8 +82,8 @@ type Main struct {
 func NewMain() *Main { return &Main{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr} }
 
 // usageText is printed by "enqueue help" and for an unknown command.
-const usageText = `enqueue puts tablekeeper operations on the work queue, manages its poison queue and
-looks up and checks the indexes the worker keeps.
+const usageText = `enqueue puts tablekeeper operations on the work queue, manages its poison queue, looks
+up and checks the indexes the worker keeps, and checks the outbox rows of transactional enqueues.
 
 usage: enqueue <command> [flags]
        enqueue -version          print the version, commit and build date
@@ -125,7 +125,11 @@ commands:
   poison delete   delete poisoned messages and their records: (ID... | -group G) [-dry-run]
   poison purge    delete poisoned and requeued records, stale failure records and abandoned
                     checkpoints [-older-than D] [-kind K] [-group G] [-dry-run] [-yes]
-  stats           count the messages of the work queue and its poison queue
+  outbox check    list a table's outbox rows (transactional enqueues) with their status, read-only
+                    (exit 1 on poisoned or stale rows and old fences): -table T [-pk P] [-older-than 1h]
+  outbox purge    delete the stale outbox rows and old fences check reports; a dry run unless -yes:
+                    -table T [-pk P] [-older-than 1h] [-yes]
+  stats           count the messages of the work queue and its poison queue, and the dropped jobs
 
 common flags:
   -queue NAME               work queue; its poison queue is NAME-poison (default $TABLEKEEPER_QUEUE or "tablekeeper")
@@ -191,6 +195,8 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 		err = m.runStats(ctx, rest)
 	case "checkpoints":
 		name, err = m.runCheckpoints(ctx, rest)
+	case "outbox":
+		name, err = m.runOutbox(ctx, rest)
 	default:
 		fmt.Fprintf(m.Stderr, "enqueue: unknown command %q\n\n%s", name, usageText)
 		return exitUsage

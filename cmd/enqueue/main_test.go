@@ -251,7 +251,7 @@ func TestUsage(t *testing.T) {
 	if r.code != 2 || !strings.Contains(r.stderr, `unknown command "frobnicate"`) {
 		t.Errorf("unknown command: exit %d, stderr:\n%s", r.code, r.stderr)
 	}
-	for _, cmd := range []string{"archive", "export", "export verify", "raw", "blobsync offload", "blobsync attach", "blobsync reconcile", "blobsync get", "poison list", "poison show", "poison requeue", "poison delete", "poison purge", "stats"} {
+	for _, cmd := range []string{"archive", "export", "export verify", "raw", "blobsync offload", "blobsync attach", "blobsync reconcile", "blobsync get", "poison list", "poison show", "poison requeue", "poison delete", "poison purge", "outbox check", "outbox purge", "stats"} {
 		if !strings.Contains(r.stderr, "\n  "+cmd+" ") {
 			t.Errorf("usage does not list %q:\n%s", cmd, r.stderr)
 		}
@@ -790,7 +790,7 @@ func TestNonUTF8ArgumentsAreRefused(t *testing.T) {
 // exits 0, so "enqueue archive -h | less" works.
 func TestHelpGoesToStdout(t *testing.T) {
 	for _, cmd := range [][]string{{"archive"}, {"raw"}, {"stats"}, {"poison", "list"}, {"poison", "show"},
-		{"poison", "requeue"}, {"poison", "delete"}, {"poison", "purge"}} {
+		{"poison", "requeue"}, {"poison", "delete"}, {"poison", "purge"}, {"outbox", "check"}, {"outbox", "purge"}} {
 		for _, h := range []string{"-h", "-help", "--help"} {
 			b := setup(t)
 			r := b.run("", append(slices.Clone(cmd), h)...)

@@ -477,9 +477,11 @@ func (m *Main) poisonPurge(ctx context.Context, args []string) error {
 		"Removes what the poison table no longer needs: poisoned messages (poison-queue message, stored\n"+
 			"original and failure record) and requeued records whose last activity is older than -older-than\n"+
 			"(all of them by default); failure records of messages still being retried whose last attempt is\n"+
-			"older than -stale-after (their message succeeded but the record stayed, or expired); and the range\n"+
-			"checkpoints of the operations it abandons. Without -older-than, -kind or -group it asks for\n"+
-			"confirmation on a terminal; elsewhere it needs -yes. Prints how many.", &c)
+			"older than -stale-after (their message succeeded but the record stayed, or expired); the range\n"+
+			"checkpoints of the operations it abandons; and the records of jobs dropped because their transaction\n"+
+			"never committed (which stats counts) older than -older-than, unless -group is given. Without\n"+
+			"-older-than, -kind or -group it asks for confirmation on a terminal; elsewhere it needs -yes. Prints\n"+
+			"how many.", &c)
 	fs.Var((*durationValue)(&o.OlderThan), "older-than", "only records whose last activity is older than this: a Go duration (90m, 36h) or days (7d); 0 for all")
 	fs.StringVar(&o.Kind, "kind", "", "only records of this job kind")
 	fs.StringVar(&o.Group, "group", "", "only records of this group (see 'poison list -group')")
@@ -543,8 +545,9 @@ func (m *Main) purge(ctx context.Context, c *common, ins *poison.Inspector, o po
 			Purged      int            `json:"purged"`
 			ByState     map[string]int `json:"byState"`
 			Checkpoints int            `json:"checkpoints"`
+			Drops       int            `json:"drops"`
 			Records     []recordJSON   `json:"records"`
-		}{DryRun: o.DryRun, Purged: len(res.Records), ByState: byState, Checkpoints: res.Checkpoints, Records: []recordJSON{}}
+		}{DryRun: o.DryRun, Purged: len(res.Records), ByState: byState, Checkpoints: res.Checkpoints, Drops: res.Drops, Records: []recordJSON{}}
 		for _, r := range res.Records {
 			out.Records = append(out.Records, toRecordJSON(r))
 		}
@@ -575,6 +578,9 @@ func (m *Main) purge(ctx context.Context, c *common, ins *poison.Inspector, o po
 	}
 	if res.Checkpoints > 0 {
 		msg += fmt.Sprintf(" and %d checkpoints", res.Checkpoints)
+	}
+	if res.Drops > 0 {
+		msg += fmt.Sprintf(" and %d records of dropped jobs", res.Drops)
 	}
 	if o.DryRun {
 		msg += " (dry run: nothing changed)"

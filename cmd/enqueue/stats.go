@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tablekeeper/tablekeeper/cmd/internal/cli"
 	"github.com/tablekeeper/tablekeeper/cmd/internal/telemetry"
 	"github.com/tablekeeper/tablekeeper/poison"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
@@ -30,11 +31,21 @@ type statsOutput struct {
 	Time   time.Time  `json:"time"`
 	Queue  queueStats `json:"queue"`
 	Poison queueStats `json:"poison"`
+	// DroppedJobs counts the work queue's drop records: jobs the workers
+	// dropped because their transaction never committed, since poison
+	// purge last removed them. At most maxDropCount are counted;
+	// DroppedJobsMore says there are more.
+	DroppedJobs     int  `json:"droppedJobs"`
+	DroppedJobsMore bool `json:"droppedJobsMore,omitempty"`
 }
 
-// minWatch is the shortest -watch interval: each refresh makes three
-// storage calls.
+// minWatch is the shortest -watch interval: each refresh makes four
+// storage calls or more.
 const minWatch = time.Second
+
+// maxDropCount bounds the drop records stats counts: a query reads 1,000,
+// so a reading makes at most 10 queries for them.
+const maxDropCount = 10_000
 
 // runStats prints the approximate message counts of the work queue and its
 // poison queue and the age of the oldest visible message; with -watch it
@@ -44,9 +55,11 @@ func (m *Main) runStats(ctx context.Context, args []string) error {
 	var c common
 	var watch time.Duration
 	fs := m.newFlagSet("stats", "stats [-watch 10s] [flags]",
-		"Prints the approximate number of messages (visible or not) of the work queue and its poison queue, and the age\n"+
-			"of the oldest visible message of the work queue (3 storage calls). -watch D prints them again every D\n"+
-			"until interrupted (Ctrl-C ends it with status 0).", &c)
+		"Prints the approximate number of messages (visible or not) of the work queue and its poison queue, the age\n"+
+			"of the oldest visible message of the work queue, and how many jobs the workers dropped because their\n"+
+			"transaction never committed (counted up to 10,000; 'poison purge' removes the old ones): 4 storage calls,\n"+
+			"and one more per 1,000 dropped jobs. -watch D prints them again every D until interrupted (Ctrl-C ends it\n"+
+			"with status 0).", &c)
 	fs.DurationVar(&watch, "watch", 0, "refresh every this long (at least 1s) until interrupted; 0: print once")
 	if err := m.parseNoArgs(fs, &c, args); err != nil {
 		return err
@@ -58,8 +71,12 @@ func (m *Main) runStats(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	ins, err := cli.PoisonInspector(store, c.queue, m.Clock)
+	if err != nil {
+		return err
+	}
 	for {
-		out, err := m.readStats(ctx, store, c.queue)
+		out, err := m.readStats(ctx, store, ins, c.queue)
 		if err != nil {
 			if watch != 0 && ctx.Err() != nil {
 				return nil // interrupted during a reading
@@ -80,8 +97,19 @@ func (m *Main) runStats(ctx context.Context, args []string) error {
 	}
 }
 
-// readStats reads both queues: two counts and one peek, each bounded.
-func (m *Main) readStats(ctx context.Context, store storeadapter.Store, queue string) (statsOutput, error) {
+// readStats reads both queues (two counts and one peek, each bounded),
+// then counts the drop records (one query per 1,000, at most
+// maxDropCount).
+func (m *Main) readStats(ctx context.Context, store storeadapter.Store, ins *poison.Inspector, queue string) (statsOutput, error) {
+	out, err := m.readQueues(ctx, store, queue)
+	if err == nil {
+		out.DroppedJobs, out.DroppedJobsMore, err = ins.CountDrops(ctx, maxDropCount)
+	}
+	return out, err
+}
+
+// readQueues reads both queues: two counts and one peek, each bounded.
+func (m *Main) readQueues(ctx context.Context, store storeadapter.Store, queue string) (statsOutput, error) {
 	out := statsOutput{Time: m.now().UTC(), Queue: queueStats{Name: queue}, Poison: queueStats{Name: poison.QueueName(queue)}}
 	s, err := telemetry.SampleQueues(ctx, store.Queue(queue), store.Queue(out.Poison.Name), m.now)
 	switch {
@@ -134,6 +162,11 @@ func (m *Main) printStats(c *common, out statsOutput, watching bool) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	n := strconv.Itoa(out.DroppedJobs)
+	if out.DroppedJobsMore {
+		n = "more than " + n
+	}
+	fmt.Fprintf(m.Stdout, "dropped jobs: %s (not run: their transaction never committed)\n", n)
 	if watching {
 		fmt.Fprintln(m.Stdout)
 	}

@@ -63,8 +63,8 @@ func TestStatsWatch(t *testing.T) {
 	if lines != 3 {
 		t.Errorf("%d readings in 2.5 s with -watch 1s, want 3", lines)
 	}
-	if n := counts.Snapshot().Total().Calls; n != int64(3*lines) {
-		t.Errorf("%d storage calls for %d readings, want 3 each", n, lines)
+	if n := counts.Snapshot().Total().Calls; n != int64(4*lines) {
+		t.Errorf("%d storage calls for %d readings, want 4 each", n, lines)
 	}
 	if r := b.run("", "stats", "-watch", "10ms"); r.code != 2 || !strings.Contains(r.stderr, "-watch: must be 0 or at least 1s") {
 		t.Errorf("stats -watch 10ms: exit %d, stderr %q; want 2 naming the rule", r.code, r.stderr)
