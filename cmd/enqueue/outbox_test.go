@@ -395,3 +395,41 @@ func TestStatsCountsDroppedJobs(t *testing.T) {
 		}
 	})
 }
+
+// TestPoisonShowOutbox: poison show names the outbox row of a poisoned
+// job sent by a transactional enqueue, in its text and its JSON; a job
+// without one shows no such line.
+func TestPoisonShowOutbox(t *testing.T) {
+	b := setup(t)
+	b.put("Employees", storeadapter.Entity{PartitionKey: "Sales", RowKey: "x"})
+	b.poisonJob(b.commitTx("op-1", "Sales"), "op-1")
+	r := b.mustRun("", "poison", "show", "op-1")
+	if !strings.Contains(r.stdout, "\nOutbox:         Employees/Sales/~tk.o.op-1 (window 30s; the row stays until the job is done") {
+		t.Errorf("show lacks the outbox line:\n%s", r.stdout)
+	}
+	var got struct {
+		Outbox *jobs.OutboxRef
+	}
+	if err := json.Unmarshal([]byte(b.mustRun("", "poison", "show", "op-1", "-o", "json").stdout), &got); err != nil ||
+		got.Outbox == nil || *got.Outbox != (jobs.OutboxRef{Table: "Employees", PK: "Sales", RK: "~tk.o.op-1", Window: jobs.Duration(30 * time.Second)}) {
+		t.Errorf("show -o json: outbox %+v, %v", got.Outbox, err)
+	}
+
+	b.mustRun("", "archive", "-table", "Employees", "-to", "EmployeesArchive", "-pk", "p", "-rk", "1", "-id", "op-2")
+	var id string
+	for _, m := range b.receiveAll(b.queue) {
+		if env, err := jobs.DecodeEnvelope(m.Text); err == nil && env.ID == "op-2" {
+			id = m.ID
+			f := poison.Failure{MessageID: m.ID, Text: m.Text, OpID: "op-2", Kind: "archive", Attempt: poison.Attempt{DequeueCount: 1, Time: t0}}
+			if err := recorder(t, b.store, b.clock).Move(t.Context(), f, m.PopReceipt, "permanent: boom"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if r := b.mustRun("", "poison", "show", id); strings.Contains(r.stdout, "Outbox:") {
+		t.Errorf("show of a job without an outbox names one:\n%s", r.stdout)
+	}
+	if r := b.mustRun("", "poison", "show", id, "-o", "json"); strings.Contains(r.stdout, `"outbox"`) {
+		t.Errorf("show -o json of a job without an outbox has one:\n%s", r.stdout)
+	}
+}

@@ -212,7 +212,7 @@ func (m *Main) poisonShow(ctx context.Context, args []string) error {
 			out.Attempts = append(out.Attempts, attemptJSON{N: a.DequeueCount, Time: a.Time, DurationNs: a.Duration.Nanoseconds(), Host: a.Host, Error: a.Error})
 		}
 		if envErr == nil {
-			out.Envelope = &env
+			out.Envelope, out.Outbox = &env, env.Outbox
 		} else {
 			out.EnvelopeError = envErr.Error()
 		}
@@ -226,6 +226,9 @@ func (m *Main) poisonShow(ctx context.Context, args []string) error {
 	field("State", rec.State)
 	field("Op ID", rec.OpID)
 	field("Kind", rec.Kind)
+	if envErr == nil && env.Outbox != nil {
+		field("Outbox", outboxText(env.Outbox))
+	}
 	field("Group", poison.GroupName(rec))
 	field("Reason", rec.Reason)
 	field("Deliveries", strconv.FormatInt(rec.DequeueCount, 10))
@@ -263,6 +266,16 @@ func (m *Main) poisonShow(ctx context.Context, args []string) error {
 	fmt.Fprintf(m.Stdout, "\nOriginal text (not a valid envelope: %s):\n", envErr)
 	printRaw(m.Stdout, rec.Original)
 	return nil
+}
+
+// outboxText describes the outbox reference of a job sent by a
+// transactional enqueue: its row, "table/pk/rk", and its commit window.
+func outboxText(o *jobs.OutboxRef) string {
+	s := fmt.Sprintf("%s/%s/%s (window %v", o.Table, o.PK, o.RK, time.Duration(o.Window))
+	if !o.Since.IsZero() {
+		s += " from " + timeCell(o.Since)
+	}
+	return s + "; the row stays until the job is done: requeue runs it, delete leaves the row to 'outbox purge')"
 }
 
 // printRaw writes an original text that is not an envelope, with control

@@ -40,10 +40,13 @@ func toRecordJSON(r poison.Record) recordJSON {
 // the original text and, when it decodes, the envelope.
 type showJSON struct {
 	recordJSON
-	Attempts      []attemptJSON  `json:"attempts"`
-	Original      string         `json:"original"`
-	Envelope      *jobs.Envelope `json:"envelope,omitempty"`
-	EnvelopeError string         `json:"envelopeError,omitempty"`
+	Attempts []attemptJSON  `json:"attempts"`
+	Original string         `json:"original"`
+	Envelope *jobs.Envelope `json:"envelope,omitempty"`
+	// Outbox is the envelope's outbox reference, for a job sent by a
+	// transactional enqueue.
+	Outbox        *jobs.OutboxRef `json:"outbox,omitempty"`
+	EnvelopeError string          `json:"envelopeError,omitempty"`
 }
 
 // attemptJSON is one attempt in "poison show -o json".
