@@ -341,8 +341,9 @@ func TestStatsCountsDroppedJobs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		errc := make(chan error, 1)
-		go func() { errc <- r.Run(t.Context()) }()
+		var finished atomic.Bool
+		var runErr error
+		go func() { runErr = r.Run(t.Context()); finished.Store(true) }()
 		advance := func(cond func() bool) {
 			t.Helper()
 			for range 3 * 3600 {
@@ -369,15 +370,7 @@ func TestStatsCountsDroppedJobs(t *testing.T) {
 			t.Errorf("poison list shows the drop:\n%s", r.stdout)
 		}
 
-		var runErr error
-		advance(func() bool {
-			select {
-			case runErr = <-errc:
-				return true
-			default:
-				return false
-			}
-		})
+		advance(finished.Load)
 		if runErr != nil {
 			t.Fatal(runErr)
 		}

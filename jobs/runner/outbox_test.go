@@ -217,13 +217,7 @@ func TestOutboxKeepsRowUntilDone(t *testing.T) {
 // failed attempt it could not record).
 func TestOutboxLogLinesNameTheRow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var runs atomic.Int64
-		b := outboxBundle(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
-			if runs.Add(1) == 1 {
-				return errors.New("transient")
-			}
-			return nil
-		})
+		b := outboxBundle(t, failFirst(new(atomic.Int64), errors.New("transient")))
 		logs := b.logTo()
 		b.cfg.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		b.poison.recordErr = fmt.Errorf("record: %w", storeadapter.ErrInvalidInput)

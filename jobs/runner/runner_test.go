@@ -39,12 +39,17 @@ type fakePoisoner struct {
 }
 
 func (p *fakePoisoner) RecordAttempt(_ context.Context, f poison.Failure) error {
+	return record(p, &p.attempts, f)
+}
+
+// record appends v to *list, or fails with p.recordErr when it is set.
+func record[T any](p *fakePoisoner, list *[]T, v T) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.recordErr != nil {
 		return p.recordErr
 	}
-	p.attempts = append(p.attempts, f)
+	*list = append(*list, v)
 	return nil
 }
 
@@ -83,13 +88,7 @@ func (p *fakePoisoner) LastAttempt(_ context.Context, id string) (poison.Attempt
 }
 
 func (p *fakePoisoner) RecordDropped(_ context.Context, d poison.Drop) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.recordErr != nil {
-		return p.recordErr
-	}
-	p.drops = append(p.drops, d)
-	return nil
+	return record(p, &p.drops, d)
 }
 
 // dropped returns the drops recorded.
@@ -103,6 +102,17 @@ func (p *fakePoisoner) reasons() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]string(nil), p.moved...)
+}
+
+// failFirst returns a handler whose first run fails with err and the
+// others succeed; runs counts them.
+func failFirst(runs *atomic.Int64, err error) jobs.WorkFunc[testArgs] {
+	return func(context.Context, *jobs.Job[testArgs]) error {
+		if runs.Add(1) == 1 {
+			return err
+		}
+		return nil
+	}
 }
 
 // testArgs are the args of the "test" kind: an empty object.
@@ -391,13 +401,7 @@ func TestStorageErrorsRetried(t *testing.T) {
 // succeeds has its failure record dropped.
 func TestSuccessAfterRetryForgetsFailures(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var calls atomic.Int32
-		b := setup(t, func(ctx context.Context, job *jobs.Job[testArgs]) error {
-			if calls.Add(1) == 1 {
-				return errors.New("storage hiccup")
-			}
-			return nil
-		})
+		b := setup(t, failFirst(new(atomic.Int64), errors.New("storage hiccup")))
 		b.cfg.IdleMax = time.Second
 		b.send(t, "op-1")
 		r, stop := b.start(t)
