@@ -2,8 +2,9 @@
 // against one Azurite emulator and checks what they did directly in
 // storage.
 //
-// TestMain builds both binaries once into a temporary directory and starts
-// one emulator for the whole package. Each test works on its own queue,
+// TestMain builds both binaries, and the producer application of the
+// transactional enqueue test (test/e2e/producer), once into a temporary
+// directory and starts one emulator for the whole package. Each test works on its own queue,
 // tables and containers (names with a random suffix), so tests that do not
 // measure timing run in parallel. Children get the connection string
 // through AZURE_STORAGE_CONNECTION_STRING, never on their command line, and

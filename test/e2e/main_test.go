@@ -23,8 +23,9 @@ const envConnectionString = "AZURE_STORAGE_CONNECTION_STRING"
 
 // Package state set up by TestMain and read by every test through setup.
 var (
-	// workerBin and enqueueBin are the built binaries.
-	workerBin, enqueueBin string
+	// workerBin and enqueueBin are the built binaries; producerBin is
+	// the application of the transactional enqueue test (test/e2e/producer).
+	workerBin, enqueueBin, producerBin string
 	// childEnv is the environment of every child process: the test's own
 	// minus the variables that would change what the children connect to,
 	// plus the emulator's connection string.
@@ -87,7 +88,8 @@ func run(m *testing.M) int {
 	return m.Run()
 }
 
-// buildBinaries builds cmd/worker and cmd/enqueue into dir.
+// buildBinaries builds cmd/worker, cmd/enqueue and test/e2e/producer into
+// dir.
 func buildBinaries(dir string) error {
 	root, err := azurite.ModuleRoot()
 	if err != nil {
@@ -99,7 +101,8 @@ func buildBinaries(dir string) error {
 	}
 	workerBin = filepath.Join(dir, "worker")
 	enqueueBin = filepath.Join(dir, "enqueue")
-	for bin, pkg := range map[string]string{workerBin: "./cmd/worker", enqueueBin: "./cmd/enqueue"} {
+	producerBin = filepath.Join(dir, "producer")
+	for bin, pkg := range map[string]string{workerBin: "./cmd/worker", enqueueBin: "./cmd/enqueue", producerBin: "./test/e2e/producer"} {
 		cmd := exec.Command(goBin, "build", "-o", bin, pkg)
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
