@@ -64,7 +64,7 @@ var ErrWindowSpent = errors.New("half the commit window passed before the transa
 //     and one outbox row per job; 4 MiB; each RowKey once). Nothing is
 //     sent when a check fails.
 //  2. It sends each job's message hidden for the commit window
-//     (Config.Window), its envelope carrying an outbox reference
+//     (Config.Window) and the job's Delay, its envelope carrying an outbox reference
 //     (jobs.OutboxRef): table, partition and the RowKey
 //     ~tk.o.<operation id>. A failed send deletes the messages already
 //     sent and returns the error.
@@ -74,6 +74,9 @@ var ErrWindowSpent = errors.New("half the commit window passed before the transa
 //  4. Committed: it makes each message visible (after its Delay, if
 //     any), with the pop receipt Send returned, so the common path waits
 //     for nothing; a failure here only delays the job to the window's end.
+//     A transaction that failed on an outbox row naming this commit's
+//     own message committed after all (its reply was lost and the SDK's
+//     retry found the rows): that is a commit.
 //     Not committed: it deletes the messages (best effort) and returns
 //     the transaction's error as it came (an If-Match failure stays
 //     storeadapter.ErrPreconditionFailed). When the outcome is unknown (a
@@ -100,7 +103,10 @@ func (tx *Tx) Commit(ctx context.Context) (TxResult, error) {
 	start := c.cfg.Clock.Now()
 	sent := make([]storeadapter.Sent, 0, len(texts))
 	for i, text := range texts {
-		s, err := c.send(ctx, text, storeadapter.SendOptions{VisibilityDelay: window, TTL: opts[i].ttl})
+		// Hidden for the window, and for the job's Delay on top: a message
+		// the commit cannot make visible (its producer died) must not run
+		// before its Delay either.
+		s, err := c.send(ctx, text, storeadapter.SendOptions{VisibilityDelay: window + opts[i].delay, TTL: opts[i].ttl})
 		if err != nil {
 			c.unsend(results, sent)
 			return TxResult{Jobs: results}, fmt.Errorf("client: Tx: send op %s: %w", results[i].OpID, err)
@@ -120,6 +126,11 @@ func (tx *Tx) Commit(ctx context.Context) (TxResult, error) {
 	tctx, cancel := context.WithTimeout(ctx, left)
 	err = c.cfg.Store.Tables().Transact(tctx, tx.table, ops)
 	cancel()
+	if err != nil && tx.landed(ctx, envs, sent) {
+		// The transaction committed and its reply was lost: the SDK's retry
+		// of the same request then finds the outbox rows it wrote.
+		err = nil
+	}
 	if err != nil {
 		if !storeadapter.IsTransient(err) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 			c.unsend(results, sent)
@@ -200,6 +211,21 @@ func (tx *Tx) prepare(ctx context.Context) ([]jobs.Envelope, []string, []Result,
 		return nil, nil, results, nil, fmt.Errorf("client: Tx: %w", err)
 	}
 	return envs, texts, results, opts, nil
+}
+
+// landed reports whether the transaction committed after all: whether
+// the first job's outbox row exists and names the message this commit
+// sent. A transaction whose reply was lost and which the SDK retried
+// fails with "already exists" on a row it wrote itself; deleting its
+// messages then would lose jobs whose transaction committed.
+func (tx *Tx) landed(ctx context.Context, envs []jobs.Envelope, sent []storeadapter.Sent) bool {
+	if len(envs) == 0 {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	e, err := jobs.ReadOutbox(ctx, tx.c.cfg.Store.Tables(), envs[0].Outbox)
+	return err == nil && e.State == jobs.OutboxCommitted && e.Row.Properties[jobs.OutboxMessage] == sent[0].ID
 }
 
 // explain adds to a transaction's error, when it failed on a job's outbox

@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -202,5 +203,36 @@ func TestTxFailures(t *testing.T) {
 	}
 	if _, err := b.raw.Tables().GetEntity(ctx, "Employees", "Sales", "000125"); !errors.Is(err, storeadapter.ErrNotFound) {
 		t.Errorf("the late commit's entity: %v, want it not written", err)
+	}
+}
+
+// TestTxLostReply: a transaction that committed but whose reply was lost
+// comes back, through the SDK's retry of the same request, as "already
+// exists" on its own outbox row: Commit sees the row names its message,
+// takes the commit as done and keeps the job.
+func TestTxLostReply(t *testing.T) {
+	ctx := t.Context()
+	b := newBundle(t, client.Config{Window: 10 * time.Second})
+	if err := b.raw.Tables().CreateTable(ctx, "Employees"); err != nil {
+		t.Fatal(err)
+	}
+	lost := instrument.Wrap(b.raw, instrument.Options{After: func(_ context.Context, c instrument.Call, err error) error {
+		if c.Op == instrument.OpTransact && err == nil {
+			return &storeadapter.TransactionError{Index: 1, Err: fmt.Errorf("the retry: %w", storeadapter.ErrAlreadyExists)}
+		}
+		return err
+	}})
+	c, err := client.New(client.Config{Store: lost, Window: 10 * time.Second, Clock: b.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx := c.Tx("Employees", "Sales")
+	tx.Write(storeadapter.TableOp{Action: storeadapter.TxInsert, Entity: employee("000126", "Ng")})
+	tx.Enqueue(index.Reconcile("Employees", "Sales", "000126"), client.ID("op-lost"))
+	if _, err := tx.Commit(ctx); err != nil {
+		t.Fatalf("Commit of a transaction whose reply was lost = %v, want success", err)
+	}
+	if envs := b.messages(t, "tablekeeper"); len(envs) != 1 || envs[0].ID != "op-lost" {
+		t.Errorf("visible messages %+v, want the job kept and made visible", envs)
 	}
 }
