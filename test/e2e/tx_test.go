@@ -35,6 +35,10 @@ import (
 // (a partition list, a table list, a partition copy, a table copy and a
 // rows index), the indexes must equal the table, no outbox row (nor fence)
 // may be left in the table, and nothing may be poisoned.
+//
+// The random choices (how many rounds, when the kills come, which worker,
+// the producers' seeds) come from the seed the test logs, which
+// TABLEKEEPER_INDEX_SEED replays; the timing is the machine's.
 func TestTxWithKilledProducersAndWorkers(t *testing.T) {
 	e := setup(t, 120*time.Second)
 	start := time.Now()
