@@ -173,11 +173,10 @@ func (s outboxSummary) String() string {
 // page and classifies each as it comes: one query per 1,000 rows, and per
 // work queue met, one pass over its poisoned records.
 type outboxScan struct {
-	m      *Main
-	tables storeadapter.Tables
-	store  storeadapter.Store
-	o      *outboxFlags
-	now    time.Time
+	m     *Main
+	store storeadapter.Store
+	o     *outboxFlags
+	now   time.Time
 	// poisoned holds, by work queue, the operation ids of its poisoned
 	// records, read when a row of that queue first needs them.
 	poisoned map[string]map[string]bool
@@ -189,7 +188,7 @@ func (m *Main) newOutboxScan(o *outboxFlags) (*outboxScan, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &outboxScan{m: m, tables: store.Tables(), store: store, o: o, now: m.now(), poisoned: map[string]map[string]bool{}}, nil
+	return &outboxScan{m: m, store: store, o: o, now: m.now(), poisoned: map[string]map[string]bool{}}, nil
 }
 
 // outboxSelect are the properties a scan reads.
@@ -200,7 +199,7 @@ var outboxSelect = []string{jobs.OutboxKind, jobs.OutboxQueue, jobs.OutboxMessag
 func (s *outboxScan) each(ctx context.Context, fn func(outboxRow) error) error {
 	q := storeadapter.Query{Filter: jobs.OutboxRows(s.o.pk), Select: outboxSelect}
 	for {
-		page, err := s.tables.Query(ctx, s.o.table, q)
+		page, err := s.store.Tables().Query(ctx, s.o.table, q)
 		if errors.Is(err, storeadapter.ErrNotFound) {
 			return fmt.Errorf("table %s does not exist (check -table)", s.o.table)
 		}
@@ -248,7 +247,7 @@ func (s *outboxScan) classify(ctx context.Context, e storeadapter.Entity) (outbo
 	case err != nil:
 		return r, err
 	case poisoned:
-		r.Status, r.Detail = statusPoisoned, fmt.Sprintf("its job is poisoned (enqueue poison show %s -queue %s): requeue it to run it, or delete it to give it up", r.OpID, r.Queue)
+		r.Status, r.Detail = statusPoisoned, fmt.Sprintf("its job is poisoned (enqueue poison show %s -queue %s): poison requeue runs it; poison delete gives it up, then purge the row", r.OpID, r.Queue)
 	case !old:
 		r.Status, r.Detail = statusWaiting, "committed; its job has not finished yet"
 	default:
@@ -321,8 +320,8 @@ type outboxJSON struct{ *jsonStream }
 
 func (j outboxJSON) row(r outboxRow) error { return j.item(r) }
 
-// output returns the output of o's format; purge adds its fields and the
-// ACTION column.
+// outboxOutput returns the output of o's format; purge adds its fields
+// and the ACTION column.
 func (m *Main) outboxOutput(o *outboxFlags, purge bool, fields ...jsonField) outboxOutput {
 	if o.c.json() {
 		head := []jsonField{{"table", o.table}}
@@ -456,7 +455,7 @@ func (m *Main) outboxPurge(ctx context.Context, args []string) error {
 			r.Action = "would delete"
 		default:
 			sum.Selected++
-			derr := scan.tables.DeleteEntity(ctx, o.table, r.PK, r.RK, r.etag)
+			derr := scan.store.Tables().DeleteEntity(ctx, o.table, r.PK, r.RK, r.etag)
 			switch {
 			case derr == nil:
 				sum.Deleted++
