@@ -426,3 +426,24 @@ func TestPoisonShowOutbox(t *testing.T) {
 		t.Errorf("show -o json of a job without an outbox has one:\n%s", r.stdout)
 	}
 }
+
+// TestOutboxCheckNeverPrintsSecrets: a scan error that quotes the
+// credential goes to stdout (the JSON document's "error") and stderr
+// scrubbed.
+func TestOutboxCheckNeverPrintsSecrets(t *testing.T) {
+	b := setup(t)
+	const key = "c2VjcmV0LWtleS12YWx1ZQ=="
+	t.Setenv(cli.EnvConnectionString, "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey="+key)
+	var out, errOut strings.Builder
+	m := &Main{Stdout: &out, Stderr: &errOut, Clock: b.clock, Connect: func() (storeadapter.Store, error) {
+		return instrument.Wrap(b.store, instrument.Options{Fault: func(context.Context, instrument.Call) error {
+			return fmt.Errorf("signed with %s: %w", key, storeadapter.ErrUnavailable)
+		}}), nil
+	}}
+	code := m.Run(t.Context(), []string{"outbox", "check", "-table", "Employees", "-o", "json"})
+	var got outboxCheckJSON
+	if err := json.Unmarshal([]byte(out.String()), &got); err != nil || code != 1 || !strings.Contains(got.Error, "[REDACTED]") ||
+		strings.Contains(out.String()+errOut.String(), key) {
+		t.Errorf("exit %d, %v\nstdout:\n%s\nstderr:\n%s", code, err, out.String(), errOut.String())
+	}
+}
