@@ -30,17 +30,18 @@ type bundle struct {
 	store  *instrument.Store
 	counts *instrument.Counts
 	c      *client.Client
-	// fault, when set, fails the calls it returns an error for.
-	fault func(c instrument.Call) error
+	// fault, when set, fails the calls it returns an error for; ctx is
+	// the call's.
+	fault func(ctx context.Context, c instrument.Call) error
 }
 
 func newBundle(t *testing.T, cfg client.Config) *bundle {
 	t.Helper()
 	b := &bundle{clock: clock.NewFake(t0), counts: &instrument.Counts{}}
 	b.raw = localstore.New(localstore.Options{Clock: b.clock})
-	b.store = instrument.Wrap(b.raw, instrument.Options{Observers: []instrument.Observer{b.counts}, Fault: func(_ context.Context, c instrument.Call) error {
+	b.store = instrument.Wrap(b.raw, instrument.Options{Observers: []instrument.Observer{b.counts}, Fault: func(ctx context.Context, c instrument.Call) error {
 		if b.fault != nil {
-			return b.fault(c)
+			return b.fault(ctx, c)
 		}
 		return nil
 	}})
@@ -151,12 +152,20 @@ func TestEnqueue(t *testing.T) {
 	}{
 		{client.Config{}, "client: Config.Store is required"},
 		{client.Config{Store: b.raw, Queue: "Bad_Queue"}, "client: Config.Queue:"},
-		{client.Config{Store: b.raw, Queue: strings.Repeat("q", 60)}, "client: Config.ArgsContainer:"},
+		{client.Config{Store: b.raw, ArgsContainer: "Bad_Container"}, "client: Config.ArgsContainer:"},
 		{client.Config{Store: b.raw, Concurrency: 2000}, "client: Config.Concurrency: must be 1-1024"},
 		{client.Config{Store: b.raw, Window: time.Second}, "client: Config.Window: must be 2s-1h0m0s"},
 	} {
 		if _, err := client.New(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("New(%+v) = %v, want an error containing %q", c.cfg, err, c.want)
+		}
+	}
+	// Every queue name the service takes gets a valid default
+	// ArgsContainer (New checks it): the enqueue command builds its
+	// client from -queue.
+	for _, q := range []string{strings.Repeat("q", 63), strings.Repeat("q", 57) + "-" + strings.Repeat("q", 5)} {
+		if _, err := client.New(client.Config{Store: b.raw, Queue: q}); err != nil {
+			t.Errorf("New with queue %s: %v", q, err)
 		}
 	}
 }
@@ -187,12 +196,21 @@ func TestEnqueueMany(t *testing.T) {
 		t.Errorf("EnqueueMany with too few IDs = %v", err)
 	}
 
-	// The 15th send fails: the run stops.
+	// The 15th send fails: the run stops. The sends that start after it
+	// wait for the run to stop (their context's end), so that however
+	// the goroutines are scheduled, none of them lands.
+	if err := b.raw.Queue("tablekeeper").Create(ctx); err != nil {
+		t.Fatal(err)
+	}
 	var sends atomic.Int64
-	b.fault = func(c instrument.Call) error {
+	b.fault = func(ctx context.Context, c instrument.Call) error {
 		if c.Op == instrument.OpSend {
-			if sends.Add(1) == 15 {
+			switch n := sends.Add(1); {
+			case n == 15:
 				return storeadapter.ErrForbidden
+			case n > 15:
+				<-ctx.Done()
+				return ctx.Err()
 			}
 		}
 		return nil
@@ -218,11 +236,10 @@ func TestEnqueueMany(t *testing.T) {
 			unsentArgs, unsentIDs = append(unsentArgs, args[i]), append(unsentIDs, r.OpID)
 		}
 	}
-	// 14 sends passed the hook before the failing one, and at most the 3
-	// other senders' sends were in flight when it failed: each of those
-	// may have landed or been cancelled.
-	if len(me.Unsent()) != len(unsentIDs) || len(unsentIDs) < 40-14-3 || len(unsentIDs) > 40-14+3 {
-		t.Errorf("%d jobs not sent after the 15th send failed with concurrency 4", len(unsentIDs))
+	// The 14 sends before the failing one passed the hook; those of the 3
+	// other senders may have been cut short by the stop.
+	if len(me.Unsent()) != len(unsentIDs) || len(unsentIDs) < 40-14 || len(unsentIDs) > 40-14+3 {
+		t.Errorf("%d jobs not sent after the 15th send failed with concurrency 4: %v", len(unsentIDs), me.Errs)
 	}
 	b.fault = nil
 	if _, err := b.c.EnqueueMany(ctx, unsentArgs, client.IDs(unsentIDs...)); err != nil {

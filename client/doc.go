@@ -1,6 +1,9 @@
 // Package client is how an application sends work to tablekeeper's
-// workers from Go: one job (Enqueue), many (EnqueueMany), or jobs that
-// commit together with the application's own writes (Tx).
+// workers from Go: one job (Enqueue), many (EnqueueMany), a stream of
+// them too long to hold at once (Stream), or jobs that commit together
+// with the application's own writes (Tx). It is the one producer of the
+// module: the enqueue command, the demo and the benchmark send through
+// it, and nothing else builds an envelope.
 //
 //	c, err := client.Connect(ctx, client.Account{ConnectionString: cs}, client.Config{})
 //	...
@@ -10,7 +13,14 @@
 // jobs/purge, jobs/purgeday) are what a producer passes; the client checks
 // them exactly as the worker will before it sends anything, gives each job
 // an operation id (its idempotency key) unless ID names one, and puts
-// arguments too large for a queue message in a blob.
+// arguments too large for a queue message in a blob. A job it refuses is
+// an *InvalidError; Check makes the same checks without a store.
+//
+// Enqueue is Prepare (check, encode) and then Send. PrepareEnvelope
+// prepares an envelope made elsewhere (the enqueue command's raw JSON
+// lines) to be sent exactly as it is, checked the same way. A Stream sends
+// prepared jobs with bounded concurrency and memory, reporting each one's
+// outcome.
 //
 // # Transactional enqueue
 //

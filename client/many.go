@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/tablekeeper/tablekeeper/jobs"
@@ -22,14 +23,14 @@ func IDs(ids ...string) Option { return func(o *options) { o.ids = ids } }
 // IDs): a job sent twice under one id runs as one operation.
 type ManyError struct {
 	// Errs maps the index of each job that was not sent to why; a job
-	// not tried because an earlier send failed has the error that
-	// stopped the run.
+	// not tried because the run stopped has ErrStopped, wrapping what
+	// stopped it.
 	Errs map[int]error
 }
 
 func (e *ManyError) Error() string {
 	idx := e.Unsent()
-	return fmt.Sprintf("client: %d jobs not sent; job %d: %v", len(idx), idx[0], e.Errs[idx[0]])
+	return fmt.Sprintf("client: %d jobs not sent; job %d: %s", len(idx), idx[0], strings.TrimPrefix(e.Errs[idx[0]].Error(), "client: "))
 }
 
 // Unwrap returns the errors of the jobs not sent.
@@ -51,17 +52,15 @@ func (e *ManyError) Unsent() []int {
 	return out
 }
 
-// errNotTried stands for a job an EnqueueMany did not try to send.
-var errNotTried = errors.New("not sent: the run stopped at an earlier failure")
-
 // EnqueueMany sends one job per element of args (see Enqueue), at most
-// Config.Concurrency at a time, with opts applied to each (their ids from
-// IDs; ID is refused). Every job is checked before any is sent: an invalid
-// one fails the call with nothing sent. A failed send stops the run: the
-// jobs not yet tried are not sent either. It returns one Result per job,
-// in order, each with its operation id and, when it was sent, its
-// message id; when some were not sent, the error is a *ManyError naming
-// them.
+// Config.Concurrency at a time (through a Stream), with opts applied to
+// each (their ids from IDs; ID is refused). Every job is checked before
+// any is sent: an invalid one fails the call with nothing sent. A failed
+// send stops the run, unless the service refused that message alone (see
+// Refused): the jobs not yet tried are not sent either. It returns one
+// Result per job, in order, each with its operation id and, when it was
+// sent, its message id; when some were not sent, the error is a
+// *ManyError naming them.
 func (c *Client) EnqueueMany(ctx context.Context, args []jobs.Args, opts ...Option) ([]Result, error) {
 	o, err := apply(opts)
 	if err != nil {
@@ -69,64 +68,46 @@ func (c *Client) EnqueueMany(ctx context.Context, args []jobs.Args, opts ...Opti
 	}
 	switch {
 	case o.id != "":
-		return nil, errors.New("client: ID: gives one job's id; give EnqueueMany's ids with IDs")
+		return nil, &InvalidError{Err: errors.New("ID: gives one job's id; give EnqueueMany's ids with IDs")}
 	case o.ids != nil && len(o.ids) != len(args):
-		return nil, fmt.Errorf("client: IDs: %d ids for %d jobs", len(o.ids), len(args))
+		return nil, &InvalidError{Err: fmt.Errorf("IDs: %d ids for %d jobs", len(o.ids), len(args))}
 	}
 	results := make([]Result, len(args))
-	texts := make([]string, len(args))
+	msgs := make([]Message, len(args))
 	for i, a := range args {
 		one := o
 		if o.ids != nil {
 			one.id = o.ids[i]
 		}
-		env, res, err := c.envelope(ctx, a, one)
-		if err == nil {
-			texts[i], err = c.encode(env)
-		}
-		if err != nil {
+		if msgs[i], err = c.Prepare(ctx, a, optionsOf(one)); err != nil {
 			return nil, fmt.Errorf("client: job %d: %w", i, err)
 		}
-		results[i] = res
+		results[i] = Result{OpID: msgs[i].OpID, ArgsRef: msgs[i].ArgsRef}
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
 	var mu sync.Mutex
 	failed := map[int]error{}
-	work := make(chan int)
-	var wg sync.WaitGroup
-	for range min(c.cfg.Concurrency, len(args)) {
-		wg.Go(func() {
-			for i := range work {
-				sent, err := c.send(ctx, texts[i], sendOptions(o))
-				mu.Lock()
-				if err != nil {
-					failed[i] = fmt.Errorf("send op %s: %w", results[i].OpID, err)
-					cancel(failed[i])
-				} else {
-					results[i].MessageID = sent.ID
-				}
-				mu.Unlock()
+	s := c.Stream(ctx)
+	for i, m := range msgs {
+		err := s.Send(m, func(res Result, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				failed[i] = err
+			} else {
+				results[i].MessageID = res.MessageID
 			}
 		})
-	}
-	for i := range args {
-		if ctx.Err() != nil {
+		if err != nil {
 			break
 		}
-		select {
-		case work <- i:
-		case <-ctx.Done():
-		}
 	}
-	close(work)
-	wg.Wait()
+	stopped := ErrStopped
+	if stop := s.Close(); stop != nil {
+		stopped = fmt.Errorf("%w: %w", ErrStopped, stop)
+	}
 	for i := range results {
 		if results[i].MessageID == "" && failed[i] == nil {
-			failed[i] = errNotTried
-			if cause := context.Cause(ctx); cause != nil {
-				failed[i] = fmt.Errorf("%w: %w", errNotTried, cause)
-			}
+			failed[i] = stopped
 		}
 	}
 	if len(failed) > 0 {
@@ -134,3 +115,6 @@ func (c *Client) EnqueueMany(ctx context.Context, args []jobs.Args, opts ...Opti
 	}
 	return results, nil
 }
+
+// optionsOf is the Option that sets every option as o holds it.
+func optionsOf(o options) Option { return func(p *options) { *p = o } }

@@ -109,7 +109,7 @@ func (tx *Tx) Commit(ctx context.Context) (TxResult, error) {
 		s, err := c.send(ctx, text, storeadapter.SendOptions{VisibilityDelay: window + opts[i].delay, TTL: opts[i].ttl})
 		if err != nil {
 			c.unsend(results, sent)
-			return TxResult{Jobs: results}, fmt.Errorf("client: Tx: send op %s: %w", results[i].OpID, err)
+			return TxResult{Jobs: results}, fmt.Errorf("client: Tx: op %s: %w", results[i].OpID, err)
 		}
 		sent = append(sent, s)
 		results[i].MessageID = s.ID
@@ -191,7 +191,7 @@ func (tx *Tx) prepare(ctx context.Context) ([]jobs.Envelope, []string, []Result,
 		}
 		if err == nil {
 			env.Outbox = &jobs.OutboxRef{Table: tx.table, PK: tx.pk, RK: jobs.OutboxPrefix + res.OpID, Window: jobs.Duration(c.cfg.Window)}
-			if err = c.check(ctx, env); err == nil {
+			if err = check(ctx, c.reg, env); err == nil {
 				var text string
 				if text, err = c.encode(env); err == nil {
 					texts = append(texts, text)

@@ -167,7 +167,7 @@ func TestTxFailures(t *testing.T) {
 		t.Errorf("%d messages left after a failed transaction, want them deleted", n)
 	}
 
-	b.fault = func(c instrument.Call) error {
+	b.fault = func(_ context.Context, c instrument.Call) error {
 		if c.Op == instrument.OpTransact {
 			return fmt.Errorf("timeout: %w", storeadapter.ErrUnavailable)
 		}
@@ -183,7 +183,7 @@ func TestTxFailures(t *testing.T) {
 		t.Errorf("%d messages after an unknown outcome, want its message kept (hidden for the window)", n)
 	}
 
-	b.fault = func(c instrument.Call) error {
+	b.fault = func(_ context.Context, c instrument.Call) error {
 		if c.Op == instrument.OpSend {
 			b.clock.Advance(5 * time.Second) // a slow send: half the window is gone
 		}
