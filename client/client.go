@@ -17,6 +17,7 @@ import (
 
 	"github.com/tablekeeper/tablekeeper/idempotent"
 	"github.com/tablekeeper/tablekeeper/internal/clock"
+	"github.com/tablekeeper/tablekeeper/internal/text"
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/catalog"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
@@ -346,7 +347,7 @@ func (c *Client) envelope(ctx context.Context, args jobs.Args, o options) (jobs.
 // as reg decodes it.
 func newEnvelope(ctx context.Context, reg *jobs.Registry, id string, args jobs.Args, traceParent string) (jobs.Envelope, error) {
 	if !opIDRE.MatchString(id) {
-		return jobs.Envelope{}, &InvalidError{Err: fmt.Errorf("ID: must be 1-128 characters of A-Za-z0-9._:-, got %q", id)}
+		return jobs.Envelope{}, &InvalidError{Err: fmt.Errorf("ID: must be 1-128 characters of A-Za-z0-9._:-, got %q", text.Truncate(id, 140))}
 	}
 	if args == nil {
 		return jobs.Envelope{}, &InvalidError{Err: errors.New("args: is required")}

@@ -89,6 +89,11 @@ func (s *Stream) Send(m Message, done func(Result, error)) error {
 	}
 }
 
+// Err returns what stopped the stream (see Close), or nil while it runs:
+// a producer that reads its jobs from somewhere stops reading when it is
+// set. After Close, Close's result is the one to read.
+func (s *Stream) Err() error { return context.Cause(s.ctx) }
+
 // Close waits for the sends under way and returns what stopped the
 // stream: the failed send's error (as the job's done got it), the
 // context's cause, or nil when nothing did. Call it once, after the last

@@ -45,7 +45,6 @@ var blobsyncArgsFlags = strings.NewReplacer(
 	"args.prefix", "-prefix",
 	"args.grace", "-grace",
 	"args.onMissing", "-on-missing",
-	"envelope: id:", "-id:",
 )
 
 // runBlobsync runs one blobsync subcommand and returns its name for error

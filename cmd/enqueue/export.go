@@ -17,7 +17,6 @@ import (
 // the flags that set them. Longer names come first: the replacer tries its
 // pairs in order at each position.
 var exportArgsFlags = strings.NewReplacer(
-	"envelope: id:", "-id:",
 	"args.maxPartBytes", "-max-part-bytes",
 	"args.table", "-table",
 	"args.rkFrom", "-rk-from",

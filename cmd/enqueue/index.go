@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/tablekeeper/tablekeeper/client"
 	"github.com/tablekeeper/tablekeeper/cmd/internal/cli"
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/catalog"
@@ -160,7 +161,6 @@ var indexArgsFlags = strings.NewReplacer(
 	"args.table", "-table",
 	"args.pk", "-pk",
 	"args.rk", "-rk",
-	"envelope: id:", "-id:",
 )
 
 // indexLineFields renames the index args fields in the errors of a key
@@ -191,7 +191,7 @@ func (m *Main) indexReconcile(ctx context.Context, args []string) error {
 	fs.StringVar(&rk, "rk", "", "RowKey of the one entity (with -pk)")
 	fs.StringVar(&id, "id", "", "operation id of the one job, 1-128 characters of A-Za-z0-9._:- (default: generated)")
 	fs.StringVar(&file, "file", "", "read the keys from this file instead of stdin (without -pk and -rk)")
-	fs.IntVar(&concurrency, "concurrency", defaultRawConcurrency, "messages sent at once when reading keys (1-1024)")
+	fs.IntVar(&concurrency, "concurrency", client.DefaultConcurrency, "messages sent at once when reading keys (1-1024)")
 	configFlag(fs, &cfgPath, "optional: checks that -table has indexes")
 	if err := m.parseNoArgs(fs, &c, args); err != nil {
 		return err
@@ -214,15 +214,13 @@ func (m *Main) indexReconcile(ctx context.Context, args []string) error {
 	if err := checkConcurrency(concurrency); err != nil {
 		return err
 	}
-	reg := catalog.ArgsRegistry(nil)
-	var text string
+	one := index.Args{Table: table, PK: &pk, RK: &rk}
 	if single {
 		if !set["id"] {
-			id = newOpID(m.now())
+			id = client.NewOpID(m.now())
 		}
-		var err error
-		if text, err = kindMessage(ctx, reg, id, index.Args{Table: table, PK: &pk, RK: &rk}); err != nil {
-			return usagef("%s", indexArgsFlags.Replace(err.Error()))
+		if err := checkJob(ctx, one, id, indexArgsFlags); err != nil {
+			return err
 		}
 	}
 	var cfg indexes.Config
@@ -240,7 +238,7 @@ func (m *Main) indexReconcile(ctx context.Context, args []string) error {
 		}
 		defer in.Close()
 	}
-	store, err := m.connect(&c)
+	cl, store, err := m.connectClient(&c, concurrency)
 	if err != nil {
 		return err
 	}
@@ -250,44 +248,44 @@ func (m *Main) indexReconcile(ctx context.Context, args []string) error {
 		}
 	}
 	if single {
-		return m.sendOne(ctx, &c, store, id, text)
+		return m.sendOne(ctx, &c, cl, one, id)
 	}
 	return m.sendLines(ctx, in, bulkSend{
-		queue:       store.Queue(c.queue),
-		concurrency: concurrency,
-		asJSON:      c.json(),
-		command:     "enqueue index reconcile -table " + table,
-		again:       "a reconcile changes nothing when the indexes are up to date",
-		convert: func(ctx context.Context, line string) (string, error) {
-			return reconcileLine(ctx, reg, table, newOpID(m.now()), line)
+		client:  cl,
+		asJSON:  c.json(),
+		command: "enqueue index reconcile -table " + table,
+		again:   "a reconcile changes nothing when the indexes are up to date",
+		convert: func(ctx context.Context, line string) (client.Message, error) {
+			return reconcileLine(ctx, cl, table, line)
 		},
 	})
 }
 
-// reconcileLine turns one key line {"pk":"…","rk":"…"} into the message
-// text of its reconcile job. Its errors name the line's field and the rule.
-func reconcileLine(ctx context.Context, reg *jobs.Registry, table, id, line string) (string, error) {
+// reconcileLine prepares the reconcile job of one key line
+// {"pk":"…","rk":"…"}, under a new op id. Its errors name the line's field
+// and the rule.
+func reconcileLine(ctx context.Context, cl *client.Client, table, line string) (client.Message, error) {
 	if !strings.HasPrefix(line, "{") {
-		return "", errors.New(`must be a JSON object {"pk":"…","rk":"…"}`)
+		return client.Message{}, errors.New(`must be a JSON object {"pk":"…","rk":"…"}`)
 	}
 	var k struct {
 		PK *string `json:"pk"`
 		RK *string `json:"rk"`
 	}
 	if err := jobs.DecodeStrict([]byte(line), &k, ""); err != nil {
-		return "", err
+		return client.Message{}, err
 	}
 	switch {
 	case k.PK == nil:
-		return "", errors.New("pk: is required")
+		return client.Message{}, errors.New("pk: is required")
 	case k.RK == nil:
-		return "", errors.New("rk: is required")
+		return client.Message{}, errors.New("rk: is required")
 	}
-	text, err := kindMessage(ctx, reg, id, index.Args{Table: table, PK: k.PK, RK: k.RK})
+	msg, err := cl.Prepare(ctx, index.Args{Table: table, PK: k.PK, RK: k.RK})
 	if err != nil {
-		return "", errors.New(indexLineFields.Replace(err.Error()))
+		return msg, errors.New(indexLineFields.Replace(jobError(err, msg.OpID).Error()))
 	}
-	return text, nil
+	return msg, nil
 }
 
 // indexRebuild enqueues the rebuild of a table's indexes (or of one
@@ -319,19 +317,19 @@ func (m *Main) indexRebuild(ctx context.Context, args []string) error {
 		a.PK = &pk
 	}
 	if !set["id"] {
-		id = newOpID(m.now())
+		id = client.NewOpID(m.now())
 	}
-	text, err := kindMessage(ctx, catalog.ArgsRegistry(nil), id, a)
-	if err != nil {
-		return usagef("%s", indexArgsFlags.Replace(err.Error()))
+	if err := checkJob(ctx, a, id, indexArgsFlags); err != nil {
+		return err
 	}
 	var cfg indexes.Config
 	if cfgPath != "" {
+		var err error
 		if cfg, err = indexConfig(cfgPath); err != nil {
 			return err
 		}
 	}
-	store, err := m.connect(&c)
+	cl, store, err := m.connectClient(&c, 0)
 	if err != nil {
 		return err
 	}
@@ -340,5 +338,5 @@ func (m *Main) indexRebuild(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	return m.sendOne(ctx, &c, store, id, text)
+	return m.sendOne(ctx, &c, cl, a, id)
 }

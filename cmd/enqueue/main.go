@@ -22,7 +22,6 @@ import (
 
 	"github.com/tablekeeper/tablekeeper/cmd/internal/cli"
 	"github.com/tablekeeper/tablekeeper/cmd/internal/stopsignal"
-	"github.com/tablekeeper/tablekeeper/idempotent"
 	"github.com/tablekeeper/tablekeeper/internal/version"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
@@ -362,25 +361,6 @@ func (m *Main) parseNoArgs(fs *flag.FlagSet, c *common, args []string) error {
 		return usagef("unexpected argument %q (this command takes flags only)", pos[0])
 	}
 	return nil
-}
-
-// sendCreating sends text to q, creating the queue first when it does not
-// exist and trying once more (idempotent.CreateOnMissing).
-func sendCreating(ctx context.Context, q storeadapter.Queue, text string) (storeadapter.Sent, error) {
-	var sent storeadapter.Sent
-	create := func(ctx context.Context) error {
-		if err := q.Create(ctx); err != nil {
-			return fmt.Errorf("create queue %s: %w", q.Name(), err)
-		}
-		return nil
-	}
-	err := idempotent.CreateOnMissing(ctx, create, func(ctx context.Context) (err error) {
-		if sent, err = q.Send(ctx, text, storeadapter.SendOptions{}); err != nil {
-			return fmt.Errorf("send to queue %s: %w", q.Name(), err)
-		}
-		return nil
-	})
-	return sent, err
 }
 
 // writeJSON writes v as indented JSON.

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -417,7 +418,7 @@ func TestRawStopsWhenTheQueueFails(t *testing.T) {
 	if code := m.Run(t.Context(), []string{"raw", "-concurrency", "2"}); code != 1 {
 		t.Errorf("exit %d, want 1", code)
 	}
-	if !strings.Contains(errOut.String(), "stopped: line ") || !strings.Contains(out.String(), "not sent") {
+	if !regexp.MustCompile(`enqueue raw: stopped: line \d+: send to queue work-items: dial: service unavailable\n`).MatchString(errOut.String()) || !strings.Contains(out.String(), "not sent") {
 		t.Errorf("want a stop report\nstdout:\n%s\nstderr:\n%s", out.String(), errOut.String())
 	}
 	if lines := strings.Count(errOut.String(), "\n"); lines > 10 {
@@ -942,6 +943,31 @@ func TestRawCapsErrorsAndSaysHowToResume(t *testing.T) {
 	// read)"); the resume command is the same either way.
 	if out := stderr.String(); !strings.Contains(out, "not sent: line 51") || !strings.Contains(out, "resume with: tail -n +51 "+file+" | enqueue raw") {
 		t.Errorf("stop report:\n%s", stderr.String())
+	}
+}
+
+// TestRawRefusedLineFailsAlone: a message the queue service refuses fails
+// its line alone; the lines after it are sent.
+func TestRawRefusedLineFailsAlone(t *testing.T) {
+	b := setup(t)
+	if err := b.queue.Create(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var sends atomic.Int64 // one sender: line 2's is the second
+	store := instrument.Wrap(b.store, instrument.Options{Fault: func(_ context.Context, c instrument.Call) error {
+		if c.Op == instrument.OpSend && sends.Add(1) == 2 {
+			return fmt.Errorf("the service says no: %w", storeadapter.ErrInvalidInput)
+		}
+		return nil
+	}})
+	var out, errOut bytes.Buffer
+	m := &Main{Stdout: &out, Stderr: &errOut, Stdin: strings.NewReader(envelopeLine("op-1", "r1") + "\n" + envelopeLine("op-2", "r2") + "\n" + envelopeLine("op-3", "r3") + "\n"),
+		Connect: func() (storeadapter.Store, error) { return store, nil }}
+	if code := m.Run(t.Context(), []string{"raw", "-concurrency", "1"}); code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	if out.String() != "sent 2, failed 1\n" || errOut.String() != "line 2: send to queue work-items: the service says no: invalid input\nenqueue raw: 1 of 3 lines failed\n" {
+		t.Errorf("stdout:\n%s\nstderr:\n%s", out.String(), errOut.String())
 	}
 }
 

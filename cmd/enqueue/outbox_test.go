@@ -323,11 +323,15 @@ func TestStatsCountsDroppedJobs(t *testing.T) {
 		// A job sent by a transaction that never committed: no row.
 		env := jobs.Envelope{V: 1, ID: "op-lost", Kind: "index", Args: json.RawMessage(`{"table":"Employees","pk":"Sales","rk":"emp-1"}`),
 			Outbox: &jobs.OutboxRef{Table: "Employees", PK: "Sales", RK: jobs.OutboxPrefix + "op-lost", Window: jobs.Duration(30 * time.Second)}}
-		text, err := jobs.Encode(env)
+		cl, err := client.New(client.Config{Store: b.store, Queue: queueName})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := sendCreating(t.Context(), b.queue, text); err != nil {
+		m, err := cl.PrepareEnvelope(t.Context(), env)
+		if err == nil {
+			_, err = cl.Send(t.Context(), m)
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
 		var dropped atomic.Bool

@@ -13,7 +13,6 @@ import (
 // flags that set them. Longer names come first: the replacer tries its
 // pairs in order at each position.
 var purgeArgsFlags = strings.NewReplacer(
-	"envelope: id:", "-id:",
 	"args.olderThan", "-older-than",
 	"args.table", "-table",
 	"args.rkFrom", "-rk-from",

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tablekeeper/tablekeeper/jobs/catalog"
+	"github.com/tablekeeper/tablekeeper/client"
 	"github.com/tablekeeper/tablekeeper/jobs/purgeday"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
@@ -16,7 +16,6 @@ import (
 // purgedayArgsFlags renames the purgeday args fields in validation errors
 // to the flags that set them.
 var purgedayArgsFlags = strings.NewReplacer(
-	"envelope: id:", "-id:",
 	"args.prefix", "-prefix",
 	"args.keepDays", "-keep-days",
 	"args.before", "-before",
@@ -66,21 +65,20 @@ func (m *Main) runPurgeday(ctx context.Context, args []string) error {
 		a.Before = &before
 	}
 	if !set["id"] {
-		id = newOpID(m.now())
+		id = client.NewOpID(m.now())
 	}
-	text, err := kindMessage(ctx, catalog.ArgsRegistry(nil), id, a)
-	if err == nil {
-		_, err = a.Cutoff(m.now())
+	if err := checkJob(ctx, a, id, purgedayArgsFlags); err != nil {
+		return err
 	}
-	if err != nil {
+	if _, err := a.Cutoff(m.now()); err != nil {
 		return usagef("%s", purgedayArgsFlags.Replace(err.Error()))
 	}
-	store, err := m.connect(&c)
+	cl, store, err := m.connectClient(&c, 0)
 	if err != nil {
 		return err
 	}
 	if !dryRun {
-		return m.sendOne(ctx, &c, store, id, text)
+		return m.sendOne(ctx, &c, cl, a, id)
 	}
 	plan, err := purgeday.MakePlan(ctx, store.Tables(), a, m.now())
 	if errors.Is(err, storeadapter.ErrInvalidInput) {
@@ -89,11 +87,11 @@ func (m *Main) runPurgeday(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	sent, err := sendCreating(ctx, store.Queue(c.queue), text)
+	messageID, err := enqueue(ctx, cl, a, id)
 	if err != nil {
-		return fmt.Errorf("op %s: %w", id, err)
+		return err
 	}
-	return m.printPlan(&c, plan, id, sent.ID)
+	return m.printPlan(&c, plan, id, messageID)
 }
 
 // printPlan prints a dry run's plan and the message that carries it.

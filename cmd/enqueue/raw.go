@@ -16,17 +16,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tablekeeper/tablekeeper/client"
 	"github.com/tablekeeper/tablekeeper/jobs"
-	"github.com/tablekeeper/tablekeeper/jobs/catalog"
-	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
 // Raw's tuning.
 const (
-	// defaultRawConcurrency is -concurrency's default.
-	defaultRawConcurrency = 16
-	// maxRawConcurrency bounds -concurrency.
-	maxRawConcurrency = 1024
 	// maxLineBytes bounds one input line. A valid envelope is far smaller
 	// (its base64 must fit a 64 KiB message); longer lines are reported and
 	// skipped without being held in memory.
@@ -39,8 +34,10 @@ const (
 )
 
 // runRaw streams envelopes, one JSON (or base64 of JSON) per line, checks
-// each against the job kinds the worker knows, and sends the valid ones
-// with -concurrency senders. Invalid lines are reported on stderr by line
+// each as the worker would (jobs.DecodeEnvelope, then the client's
+// PrepareEnvelope: the kind's parser and Validate), and sends the valid
+// ones, each exactly as given, through the client's Stream with
+// -concurrency senders. Invalid lines are reported on stderr by line
 // number and skipped. A send error other than a rejected message (an
 // unreachable or forbidden queue) stops the run, since every later line
 // would fail the same way.
@@ -56,7 +53,7 @@ func (m *Main) runRaw(ctx context.Context, args []string) error {
 			"worker does and sent as base64. Invalid lines are reported as \"line N: <error>\" and skipped;\n"+
 			"the exit status is 1 if any line failed.", &c)
 	fs.StringVar(&file, "file", "", "read envelopes from this file instead of stdin")
-	fs.IntVar(&concurrency, "concurrency", defaultRawConcurrency, "messages sent at once (1-1024)")
+	fs.IntVar(&concurrency, "concurrency", client.DefaultConcurrency, "messages sent at once (1-1024)")
 	if err := m.parseNoArgs(fs, &c, args); err != nil {
 		return err
 	}
@@ -68,44 +65,45 @@ func (m *Main) runRaw(ctx context.Context, args []string) error {
 		return err
 	}
 	defer in.Close()
-	store, err := m.connect(&c)
+	cl, _, err := m.connectClient(&c, concurrency)
 	if err != nil {
 		return err
 	}
-	registry := catalog.ArgsRegistry(store.Container)
 	return m.sendLines(ctx, in, bulkSend{
-		queue:       store.Queue(c.queue),
-		concurrency: concurrency,
-		asJSON:      c.json(),
-		command:     "enqueue raw",
-		again:       "it is idempotent by op id",
-		convert: func(ctx context.Context, line string) (string, error) {
+		client:  cl,
+		asJSON:  c.json(),
+		command: "enqueue raw",
+		again:   "it is idempotent by op id",
+		convert: func(ctx context.Context, line string) (client.Message, error) {
 			// Decoded as the worker would, and sent re-encoded as base64.
-			task, err := registry.Decode(ctx, storeadapter.Message{Text: line})
+			env, err := jobs.DecodeEnvelope(line)
 			if err != nil {
-				return "", err
+				return client.Message{}, err
 			}
-			return jobs.Encode(task.Envelope)
+			msg, err := cl.PrepareEnvelope(ctx, env)
+			if err != nil {
+				return msg, jobError(err, env.ID)
+			}
+			return msg, nil
 		},
 	})
 }
 
 // bulkSend describes one bulk send: lines of a lineInput, each turned
-// into message text by convert and sent with concurrency senders. raw and
-// index reconcile use it.
+// into a prepared job by convert and sent through the client's Stream
+// (its Config.Concurrency senders). raw and index reconcile use it.
 type bulkSend struct {
-	queue       storeadapter.Queue
-	concurrency int
-	asJSON      bool
+	client *client.Client
+	asJSON bool
 	// command is what the resume hint pipes the rest of the input into
 	// ("enqueue raw").
 	command string
 	// again says why sending a line twice is harmless, for the resume hint.
 	again string
-	// convert checks one non-blank line (trimmed) and returns the message
-	// text to send; its error is reported with the line number, and the
-	// line is skipped.
-	convert func(ctx context.Context, line string) (string, error)
+	// convert checks one non-blank line (trimmed) and returns the job to
+	// send; its error is reported with the line number, and the line is
+	// skipped.
+	convert func(ctx context.Context, line string) (client.Message, error)
 }
 
 // lineInput is the input of a bulk send: -file, or stdin.
@@ -172,16 +170,10 @@ func (m *Main) sendLines(ctx context.Context, in *lineInput, b bulkSend) error {
 
 // checkConcurrency checks a bulk send's -concurrency.
 func checkConcurrency(n int) error {
-	if n < 1 || n > maxRawConcurrency {
-		return usagef("-concurrency: must be 1-%d, got %d", maxRawConcurrency, n)
+	if n < 1 || n > client.MaxConcurrency {
+		return usagef("-concurrency: must be 1-%d, got %d", client.MaxConcurrency, n)
 	}
 	return nil
-}
-
-// bulkLine is one valid line, encoded and ready to send.
-type bulkLine struct {
-	n    int
-	text string
 }
 
 // bulkRun is one run of a bulk send.
@@ -199,6 +191,7 @@ type bulkRun struct {
 	pending            map[int]bool // lines handed to the senders and not yet sent or refused
 	lastRead           int          // the last line read
 	eof                bool         // the whole input was read
+	stopped            error        // the failed send that stopped the run, with its line
 }
 
 // bulkFailure is one failed line, as -o json lists it.
@@ -209,23 +202,14 @@ type bulkFailure struct {
 
 // run reads in, sends the valid lines and reports.
 func (r *bulkRun) run(ctx context.Context, in io.Reader) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-
 	stopProgress := r.startProgress()
-	work := make(chan bulkLine, r.concurrency)
-	var wg sync.WaitGroup
-	for range r.concurrency {
-		wg.Go(func() {
-			for l := range work {
-				r.send(ctx, cancel, l)
-			}
-		})
-	}
-	readErr := r.readLines(ctx, in, work)
-	close(work)
-	wg.Wait()
+	stream := r.client.Stream(ctx)
+	readErr := r.readLines(ctx, in, stream)
+	stop := stream.Close()
 	stopProgress()
+	if r.stopped != nil {
+		stop = r.stopped // the same failure, with its line
+	}
 
 	sent, failed := r.sent.Load(), r.failed.Load()
 	notSent := r.read.Load() - sent - failed
@@ -257,8 +241,8 @@ func (r *bulkRun) run(ctx context.Context, in io.Reader) error {
 	switch {
 	case readErr != nil:
 		return fmt.Errorf("read input: %w", readErr)
-	case context.Cause(ctx) != nil:
-		return fmt.Errorf("stopped: %w", context.Cause(ctx))
+	case stop != nil:
+		return fmt.Errorf("stopped: %w", stop)
 	case failed > 0:
 		return fmt.Errorf("%d of %d lines failed", failed, r.read.Load())
 	}
@@ -301,8 +285,9 @@ func (r *bulkRun) reportNotSent(resume int) {
 }
 
 // readLines reads in line by line, validates and encodes each non-blank
-// line and hands the valid ones to work. It stops early when ctx ends.
-func (r *bulkRun) readLines(ctx context.Context, in io.Reader, work chan<- bulkLine) error {
+// line and hands the valid ones to stream. It stops early when the stream
+// stops.
+func (r *bulkRun) readLines(ctx context.Context, in io.Reader, stream *client.Stream) error {
 	br := bufio.NewReaderSize(in, 64<<10)
 	for n := 1; ; n++ {
 		line, tooLong, err := readLine(br)
@@ -321,7 +306,7 @@ func (r *bulkRun) readLines(ctx context.Context, in io.Reader, work chan<- bulkL
 			r.fail(n, fmt.Errorf("longer than %d bytes", maxLineBytes))
 		case len(line) > 0:
 			r.read.Add(1)
-			text, verr := r.convert(ctx, string(line))
+			msg, verr := r.convert(ctx, string(line))
 			if verr != nil {
 				r.failed.Add(1)
 				r.fail(n, verr)
@@ -330,14 +315,12 @@ func (r *bulkRun) readLines(ctx context.Context, in io.Reader, work chan<- bulkL
 			r.mu.Lock()
 			r.pending[n] = true
 			r.mu.Unlock()
-			select {
-			case work <- bulkLine{n: n, text: text}:
-			case <-ctx.Done():
+			if stream.Send(msg, func(res client.Result, err error) { r.sendDone(n, res, err) }) != nil {
 				r.markRead(n, false)
-				return nil // the line counts as not sent
+				return nil // stopped: the line counts as not sent
 			}
 		}
-		if err == io.EOF || ctx.Err() != nil {
+		if err == io.EOF || stream.Err() != nil {
 			r.markRead(n, err == io.EOF)
 			return nil
 		}
@@ -351,30 +334,28 @@ func (r *bulkRun) markRead(n int, eof bool) {
 	r.lastRead, r.eof = n, eof
 }
 
-// send sends one line; a failure that is not the message's own fault
-// cancels the run.
-func (r *bulkRun) send(ctx context.Context, cancel context.CancelCauseFunc, l bulkLine) {
-	if ctx.Err() != nil {
-		return // stopping: the line counts as not sent
-	}
-	_, err := sendCreating(ctx, r.queue, l.text)
-	refused := errors.Is(err, storeadapter.ErrInvalidInput) || errors.Is(err, storeadapter.ErrTooLarge)
+// sendDone records the outcome of one line's send: sent; refused by the
+// service (the line failed); or not sent, because the run stopped — and
+// when this send is what stopped it, why, with the line.
+func (r *bulkRun) sendDone(n int, res client.Result, err error) {
 	switch {
 	case err == nil:
 		r.sent.Add(1)
-	case ctx.Err() != nil:
+	case errors.Is(err, client.ErrStopped):
 		return // stopping anyway: the line counts as not sent
-	case refused:
+	case client.Refused(err):
 		r.failed.Add(1)
-		r.fail(l.n, err)
+		r.fail(n, jobError(err, res.OpID))
 	default:
 		// Not the line's fault: it counts as not sent, and the run stops
 		// with this error, since every later line would fail the same way.
-		cancel(fmt.Errorf("line %d: %w", l.n, err))
+		r.mu.Lock()
+		r.stopped = fmt.Errorf("line %d: %w", n, jobError(err, res.OpID))
+		r.mu.Unlock()
 		return
 	}
 	r.mu.Lock()
-	delete(r.pending, l.n)
+	delete(r.pending, n)
 	r.mu.Unlock()
 }
 
