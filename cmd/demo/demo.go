@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/tablekeeper/tablekeeper/client"
 	"github.com/tablekeeper/tablekeeper/cmd/internal/cli"
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/archive"
@@ -142,15 +142,12 @@ func seedDemo(ctx context.Context, store *localstore.Store) error {
 // demoOp is one enqueued message and what it is meant to show.
 type demoOp struct{ id, what string }
 
+// enqueueDemo enqueues the archive part's jobs through the client, as an
+// application would, and one malformed message by hand.
 func enqueueDemo(ctx context.Context, store *localstore.Store) ([]demoOp, error) {
-	q := store.Queue(demoQueue)
-	send := func(id, args string) error {
-		text, err := jobs.Encode(jobs.Envelope{V: 1, ID: id, Kind: archive.Kind, Args: json.RawMessage(args)})
-		if err != nil {
-			return err
-		}
-		_, err = q.Send(ctx, text, storeadapter.SendOptions{})
-		return err
+	c, err := demoClient(store)
+	if err != nil {
+		return nil, err
 	}
 	ops := []demoOp{
 		{"op-demo-single", "archive Sales/000007 to " + demoArchive},
@@ -159,23 +156,38 @@ func enqueueDemo(ctx context.Context, store *localstore.Store) ([]demoOp, error)
 		{"op-demo-stuck", "archive Sales/000008 to " + demoGone + " (deleted moments ago: fails every time)"},
 		{"op-demo-bad", "malformed: archive args without rk or to"},
 	}
-	args := []string{
-		`{"table":"Employees","to":"EmployeesArchive","pk":"Sales","rk":"000007"}`,
-		`{"table":"Employees","to":"EmployeesArchive","pk":"Marketing","rkFrom":"000010","rkTo":"000020"}`,
-		`{"table":"Employees","toBlob":"archive/2026","pk":"Engineering","rk":"000003"}`,
-		`{"table":"Employees","to":"EmployeesOld","pk":"Sales","rk":"000008"}`,
+	args := []archive.Args{
+		{Table: demoCurrent, To: demoArchive, PK: ptr("Sales"), RK: ptr("000007")},
+		{Table: demoCurrent, To: demoArchive, PK: ptr("Marketing"), RKFrom: ptr("000010"), RKTo: ptr("000020")},
+		{Table: demoCurrent, ToBlob: demoContainer + "/2026", PK: ptr("Engineering"), RK: ptr("000003")},
+		{Table: demoCurrent, To: demoGone, PK: ptr("Sales"), RK: ptr("000008")},
 	}
 	for i, a := range args {
-		if err := send(ops[i].id, a); err != nil {
+		if err := sendDemo(ctx, c, ops[i].id, a); err != nil {
 			return nil, err
 		}
 	}
-	// The malformed one is sent as plain JSON, as a hand-written producer might.
-	if _, err := q.Send(ctx, `{"v":1,"id":"op-demo-bad","kind":"archive","args":{"table":"Employees","pk":"Sales"}}`, storeadapter.SendOptions{}); err != nil {
+	// The malformed one is sent by hand as plain JSON, as a hand-written
+	// producer might: the client would refuse it (which is its point).
+	if _, err := store.Queue(demoQueue).Send(ctx, `{"v":1,"id":"op-demo-bad","kind":"archive","args":{"table":"Employees","pk":"Sales"}}`, storeadapter.SendOptions{}); err != nil {
 		return nil, err
 	}
 	return ops, nil
 }
+
+// demoClient returns the client the demo sends its jobs through, on the
+// demo's queue of store.
+func demoClient(store storeadapter.Store) (*client.Client, error) {
+	return client.New(client.Config{Store: store, Queue: demoQueue})
+}
+
+// sendDemo enqueues one job through c under op id id.
+func sendDemo(ctx context.Context, c *client.Client, id string, args jobs.Args) error {
+	_, err := c.Enqueue(ctx, args, client.ID(id))
+	return err
+}
+
+func ptr(s string) *string { return &s }
 
 // printDemo reports the run; calls are the worker's storage calls.
 func printDemo(ctx context.Context, out io.Writer, store *localstore.Store, s runner.Stats, ops []demoOp, calls instrument.Snapshot) error {

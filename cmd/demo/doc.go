@@ -2,7 +2,9 @@
 // (localstore), with no Azure and no Node: it seeds the employee tables of
 // the Azure Table design guide, enqueues archive moves, index jobs and
 // high-volume deletes, drains them with the real runner and prints what
-// each did and the storage calls it used. It is the README's first
+// each did and the storage calls it used. It sends its jobs through
+// package client, as an application would (and one malformed message by
+// hand, which the client would refuse). It is the README's first
 // command:
 //
 //	go run ./cmd/demo

@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	"github.com/tablekeeper/tablekeeper/cmd/internal/cli"
-	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/catalog"
 	"github.com/tablekeeper/tablekeeper/jobs/index"
 	"github.com/tablekeeper/tablekeeper/jobs/runner"
@@ -59,7 +57,11 @@ func runIndexDemo(ctx context.Context, out io.Writer, store *localstore.Store, l
 		return err
 	}
 
-	if err := sendDemo(ctx, store, "op-demo-rebuild", index.Kind, index.Args{Table: demoCurrent, Rebuild: true}); err != nil {
+	cl, err := demoClient(store)
+	if err != nil {
+		return err
+	}
+	if err := sendDemo(ctx, cl, "op-demo-rebuild", index.Rebuild(demoCurrent)); err != nil {
 		return err
 	}
 	s, done, err := drainDemo(ctx, store, log, cfg, kinds)
@@ -87,7 +89,7 @@ func runIndexDemo(ctx context.Context, out io.Writer, store *localstore.Store, l
 		if err != nil {
 			return fmt.Errorf("demo: change %s/%s: %w", c.pk, c.rk, err)
 		}
-		if err := sendDemo(ctx, store, c.id, index.Kind, index.Args{Table: demoCurrent, PK: &c.pk, RK: &c.rk}); err != nil {
+		if err := sendDemo(ctx, cl, c.id, index.Reconcile(demoCurrent, c.pk, c.rk)); err != nil {
 			return err
 		}
 	}
@@ -263,18 +265,4 @@ func formatCalls(s instrument.Snapshot) string {
 		parts = append(parts, fmt.Sprintf("%s %d", op, s[op].Calls))
 	}
 	return fmt.Sprintf("%d (%s)", s.Total().Calls, strings.Join(parts, ", "))
-}
-
-// sendDemo enqueues one message of a kind.
-func sendDemo(ctx context.Context, store *localstore.Store, id, kind string, args any) error {
-	raw, err := json.Marshal(args)
-	if err != nil {
-		return err
-	}
-	text, err := jobs.Encode(jobs.Envelope{V: 1, ID: id, Kind: kind, Args: raw})
-	if err != nil {
-		return err
-	}
-	_, err = store.Queue(demoQueue).Send(ctx, text, storeadapter.SendOptions{})
-	return err
 }

@@ -52,8 +52,12 @@ func runPurgeDemo(ctx context.Context, out io.Writer, log *slog.Logger, cfg runn
 		return err
 	}
 
+	cl, err := demoClient(store)
+	if err != nil {
+		return err
+	}
 	keep := demoKeepDays
-	if err := sendDemo(ctx, store, "op-demo-purgeday", purgeday.Kind, purgeday.Args{Prefix: demoDayPrefix, KeepDays: &keep}); err != nil {
+	if err := sendDemo(ctx, cl, "op-demo-purgeday", purgeday.Args{Prefix: demoDayPrefix, KeepDays: &keep}); err != nil {
 		return err
 	}
 	_, byDay, err := drainDemo(ctx, store, log, cfg, kinds)
@@ -64,7 +68,7 @@ func runPurgeDemo(ctx context.Context, out io.Writer, log *slog.Logger, cfg runn
 	expired := days[:demoDays-demoKeepDays-1]
 	for _, table := range expired {
 		pk := table[len(demoDayPrefix):]
-		if err := sendDemo(ctx, store, "op-demo-purge-"+pk, purge.Kind, purge.Args{Table: demoFlatTable, PK: &pk}); err != nil {
+		if err := sendDemo(ctx, cl, "op-demo-purge-"+pk, purge.Args{Table: demoFlatTable, PK: &pk}); err != nil {
 			return err
 		}
 	}
