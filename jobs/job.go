@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
 	"time"
 
@@ -46,6 +47,28 @@ type Job[T Args] struct {
 // retried (0: DefaultMaxRunTime).
 type Worker[T Args] interface {
 	Work(ctx context.Context, job *Job[T]) error
+}
+
+// NewJob returns the Job a Worker sees for args under operation id id, as
+// the runner makes it from a message, with no message behind it: the
+// envelope is checked, and the args go to JSON and back through ParseArgs
+// (strict decoding, then Validate), so a worker called directly gets what
+// the queue would give it. It is for benchmarks and tools that call a
+// worker in-process; producers send jobs with package client.
+func NewJob[T Args](id string, args T) (*Job[T], error) {
+	raw, err := json.Marshal(args)
+	if err != nil {
+		return nil, err
+	}
+	env := Envelope{V: 1, ID: id, Kind: args.Kind(), Args: raw}
+	if err := env.validate(); err != nil {
+		return nil, err
+	}
+	parsed, err := ParseArgs[T](raw)
+	if err != nil {
+		return nil, err
+	}
+	return &Job[T]{Envelope: env, Args: parsed}, nil
 }
 
 // WorkFunc adapts a function to Worker.

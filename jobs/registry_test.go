@@ -104,3 +104,24 @@ func TestMiddlewareOrder(t *testing.T) {
 		t.Fatalf("calls %q, want the first middleware outermost", got)
 	}
 }
+
+// TestNewJob: the job a worker called directly gets is the one the queue
+// would give it: envelope checked, args decoded strictly and validated.
+func TestNewJob(t *testing.T) {
+	j, err := jobs.NewJob("op-1", greetArgs{Name: "Ada"})
+	if err != nil || j.ID != "op-1" || j.Kind != "greet" || j.V != 1 || j.Args.Name != "Ada" || string(j.Envelope.Args) != `{"name":"Ada"}` {
+		t.Fatalf("NewJob = %+v, %v", j, err)
+	}
+	for _, c := range []struct {
+		id   string
+		args greetArgs
+		want string
+	}{
+		{"op 1", greetArgs{Name: "Ada"}, "envelope: id: must be 1-128 characters"},
+		{"op-1", greetArgs{}, "args.name: is required"},
+	} {
+		if _, err := jobs.NewJob(c.id, c.args); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("NewJob(%q, %+v) = %v, want %q", c.id, c.args, err, c.want)
+		}
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azqueue"
 
+	"github.com/tablekeeper/tablekeeper/client"
 	"github.com/tablekeeper/tablekeeper/idempotent"
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/archive"
@@ -417,19 +418,20 @@ func seed(ctx context.Context, store storeadapter.Store, table, queue string, n 
 			return err
 		}
 	}
-	q := store.Queue(queue)
-	if err := q.Create(ctx); err != nil {
+	if err := store.Queue(queue).Create(ctx); err != nil {
 		return err
 	}
-	return parallel(16, n, func(i int) error {
-		args, _ := json.Marshal(archive.Args{Table: table, To: table + "Archive", PK: to.Ptr(fmt.Sprintf("P%d", i%10)), RK: to.Ptr(fmt.Sprintf("%08d", i))})
-		text, err := jobs.Encode(jobs.Envelope{V: 1, ID: fmt.Sprintf("op-bench-%d", i), Kind: archive.Kind, Args: args})
-		if err != nil {
-			return err
-		}
-		_, err = q.Send(ctx, text, storeadapter.SendOptions{})
+	c, err := client.New(client.Config{Store: store, Queue: queue, Concurrency: 16})
+	if err != nil {
 		return err
-	})
+	}
+	args, ids := make([]jobs.Args, n), make([]string, n)
+	for i := range n {
+		args[i] = archive.Args{Table: table, To: table + "Archive", PK: to.Ptr(fmt.Sprintf("P%d", i%10)), RK: to.Ptr(fmt.Sprintf("%08d", i))}
+		ids[i] = fmt.Sprintf("op-bench-%d", i)
+	}
+	_, err = c.EnqueueMany(ctx, args, client.IDs(ids...))
+	return err
 }
 
 // parallel runs fn(0..n-1) on k goroutines and returns the first error.

@@ -3,13 +3,11 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/tablekeeper/tablekeeper/idempotent"
-	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/kit"
 	"github.com/tablekeeper/tablekeeper/jobs/purge"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
@@ -68,19 +66,14 @@ func (b bench) purgeRuns(ctx context.Context, title string, store storeadapter.S
 			if err != nil {
 				return "", err
 			}
-			raw, _ := json.Marshal(purge.Args{Table: table})
-			a, err := jobs.ParseArgs[purge.Args](raw)
+			res, err := work(ctx, w, "op-bench-"+table, purge.Args{Table: table})
 			if err != nil {
-				return "", err
-			}
-			jctx, res := jobs.WithResult(ctx)
-			if err := w.Work(jctx, &jobs.Job[purge.Args]{Envelope: jobs.Envelope{V: 1, ID: "op-bench-" + table, Kind: purge.Kind}, Args: a}); err != nil {
 				return "", fmt.Errorf("purge %s: %w", table, err)
 			}
-			if want := fmt.Sprintf("deleted %d entities ", n); !strings.HasPrefix(res.Text(), want) {
-				return "", fmt.Errorf("purge %s: result %q, want %q…", table, res.Text(), want)
+			if want := fmt.Sprintf("deleted %d entities ", n); !strings.HasPrefix(res, want) {
+				return "", fmt.Errorf("purge %s: result %q, want %q…", table, res, want)
 			}
-			return res.Text(), nil
+			return res, nil
 		}
 		if table, err = fresh("Egt"); err != nil {
 			return err

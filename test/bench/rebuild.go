@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -97,14 +96,7 @@ func (b bench) rebuildRuns(ctx context.Context, title string, store storeadapter
 		return err
 	}
 	archiveJob := func(id string, a archive.Args) (string, error) {
-		raw, _ := json.Marshal(a)
-		parsed, err := jobs.ParseArgs[archive.Args](raw)
-		if err != nil {
-			return "", err
-		}
-		jctx, res := jobs.WithResult(ctx)
-		err = aw.Work(jctx, &jobs.Job[archive.Args]{Envelope: jobs.Envelope{V: 1, ID: id, Kind: archive.Kind}, Args: parsed})
-		return res.Text(), err
+		return work(ctx, aw, id, a)
 	}
 	pk, rk, empty := "dept00", "000000", ""
 	if err := run("archive one indexed entity", 1, func() (string, error) {
@@ -124,13 +116,18 @@ func (b bench) rebuildRuns(ctx context.Context, title string, store storeadapter
 	}
 	pk2 := "dept02"
 	return run(fmt.Sprintf("purge partition %s", pk2), n/10, func() (string, error) {
-		raw, _ := json.Marshal(purge.Args{Table: source, PK: &pk2})
-		parsed, err := jobs.ParseArgs[purge.Args](raw)
-		if err != nil {
-			return "", err
-		}
-		jctx, res := jobs.WithResult(ctx)
-		err = pw.Work(jctx, &jobs.Job[purge.Args]{Envelope: jobs.Envelope{V: 1, ID: "op-bench-purge", Kind: purge.Kind}, Args: parsed})
-		return res.Text(), err
+		return work(ctx, pw, "op-bench-purge", purge.Args{Table: source, PK: &pk2})
 	})
+}
+
+// work runs the job of args under op id with worker w directly, as the
+// runner would run it (jobs.NewJob), and returns its result.
+func work[T jobs.Args](ctx context.Context, w jobs.Worker[T], id string, args T) (string, error) {
+	job, err := jobs.NewJob(id, args)
+	if err != nil {
+		return "", err
+	}
+	jctx, res := jobs.WithResult(ctx)
+	err = w.Work(jctx, job)
+	return res.Text(), err
 }
