@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -76,6 +77,30 @@ func (b *bundle) messages(t *testing.T, queue string) []jobs.Envelope {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// sendFaults returns a fault hook for sends, by their number: those in
+// refused fail as a message the service refuses (ErrTooLarge), the
+// stopAt-th as a forbidden queue, and every later one waits until its
+// context ends (the run stops), so that however the goroutines are
+// scheduled no send after the failing one lands.
+func sendFaults(stopAt int64, refused ...int64) func(context.Context, instrument.Call) error {
+	var sends atomic.Int64
+	return func(ctx context.Context, c instrument.Call) error {
+		if c.Op != instrument.OpSend {
+			return nil
+		}
+		switch n := sends.Add(1); {
+		case slices.Contains(refused, n):
+			return storeadapter.ErrTooLarge
+		case n == stopAt:
+			return storeadapter.ErrForbidden
+		case n > stopAt:
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return nil
+	}
+}
 
 // TestEnqueue: the job arrives as the worker reads it, base64 by default
 // (plain JSON on request), under a generated or the given operation id;
@@ -202,19 +227,7 @@ func TestEnqueueMany(t *testing.T) {
 	if err := b.raw.Queue("tablekeeper").Create(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var sends atomic.Int64
-	b.fault = func(ctx context.Context, c instrument.Call) error {
-		if c.Op == instrument.OpSend {
-			switch n := sends.Add(1); {
-			case n == 15:
-				return storeadapter.ErrForbidden
-			case n > 15:
-				<-ctx.Done()
-				return ctx.Err()
-			}
-		}
-		return nil
-	}
+	b.fault = sendFaults(15)
 	res, err := b.c.EnqueueMany(ctx, args)
 	var me *client.ManyError
 	if !errors.As(err, &me) || !errors.Is(err, storeadapter.ErrForbidden) || len(res) != len(args) {

@@ -133,23 +133,8 @@ func TestStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Sends 3 and 5 are refused, the 20th fails; those after it wait for
-	// the stream to stop (see TestEnqueueMany).
-	var sends atomic.Int64
-	b.fault = func(ctx context.Context, c instrument.Call) error {
-		if c.Op != instrument.OpSend {
-			return nil
-		}
-		switch n := sends.Add(1); {
-		case n == 3, n == 5:
-			return storeadapter.ErrTooLarge
-		case n == 20:
-			return storeadapter.ErrForbidden
-		case n > 20:
-			<-ctx.Done()
-			return ctx.Err()
-		}
-		return nil
-	}
+	// the stream to stop.
+	b.fault = sendFaults(20, 3, 5)
 	var mu sync.Mutex
 	var sent, refused, stopper, stopped int
 	s := b.c.Stream(ctx)
