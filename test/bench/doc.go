@@ -50,6 +50,16 @@
 //	go run ./test/bench -job blobsync -n 200
 //	go run ./test/bench -job purge
 //
+// With -job client it measures the producer (client.go): messages/s of
+// client.EnqueueMany next to enqueue raw's path doing the same sends
+// (in-process with its calls counted, and on Azurite the built enqueue
+// binary too) for -n jobs (default 1,000); and the outbox's calls: -n/5
+// jobs "write an entity, reconcile its index" sent plain and by Tx.Commit,
+// 1 and 10 per commit, then run by the worker, producer and worker counted
+// apart, with their difference by operation:
+//
+//	go run ./test/bench -job client
+//
 // It may import every package of the module and the Azure SDK (the direct
 // loops it compares with); it must not import the test-only harnesses of
 // other packages (their _test files), and nothing imports it.

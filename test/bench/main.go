@@ -34,19 +34,19 @@ import (
 )
 
 func main() {
-	job := flag.String("job", "archive", "what to measure: archive (moves through the runner), index (reconciles of each kind of index), rebuild (an index rebuild from scratch, and archive and purge of indexed entities), export (the table-to-blob exporter), blobsync (calls per offload, attach and reconcile) or purge (deleting a day: DeleteTable, EGT batches, one by one)")
-	n := flag.Int("n", 0, "archive moves per run, or entities per index (default 1000 moves, 500 entities; keep to a few thousand on Azurite)")
+	job := flag.String("job", "archive", "what to measure: archive (moves through the runner), index (reconciles of each kind of index), rebuild (an index rebuild from scratch, and archive and purge of indexed entities), export (the table-to-blob exporter), blobsync (calls per offload, attach and reconcile), purge (deleting a day: DeleteTable, EGT batches, one by one) or client (the producer: send rates of EnqueueMany and enqueue raw, the outbox's calls)")
+	n := flag.Int("n", 0, "archive moves per run, entities per index, or jobs sent by -job client (default 1000 moves, 500 entities, 1000 jobs; keep to a few thousand on Azurite)")
 	conc := flag.Int("concurrency", 16, "concurrent moves or reconciles, the same for every run")
 	latency := flag.Duration("latency", 10*time.Millisecond, "round trip injected into every localstore call")
 	runs := flag.String("runs", "local,azurite", "which runs to make, comma-separated: local, azurite")
 	verbose := flag.Bool("v", false, "print each run's calls by operation")
 	flag.Parse()
 	b := bench{n: *n, conc: *conc, verbose: *verbose}
-	if !slices.Contains([]string{"archive", "index", "rebuild", "export", "blobsync", "purge"}, *job) {
-		log.Fatalf("-job: must be archive, index, rebuild, export, blobsync or purge, got %q", *job)
+	if !slices.Contains([]string{"archive", "index", "rebuild", "export", "blobsync", "purge", "client"}, *job) {
+		log.Fatalf("-job: must be archive, index, rebuild, export, blobsync, purge or client, got %q", *job)
 	}
-	if b.n == 0 && (*job == "archive" || *job == "index") {
-		b.n = map[string]int{"archive": 1000, "index": 500}[*job]
+	if b.n == 0 && (*job == "archive" || *job == "index" || *job == "client") {
+		b.n = map[string]int{"archive": 1000, "index": 500, "client": 1000}[*job]
 	}
 	for _, r := range strings.Split(*runs, ",") {
 		var err error
@@ -62,6 +62,12 @@ func main() {
 		case r == "azurite" && *job == "purge":
 			err = onAzurite(context.Background(), func(store storeadapter.Store, _ string) error {
 				return b.purgeRuns(context.Background(), "purge on Azurite (azstore)", store, 0)
+			})
+		case r == "local" && *job == "client":
+			err = b.clientRuns(context.Background(), fmt.Sprintf("producer on localstore, %v per call", *latency), localstore.New(localstore.Options{}), *latency, "")
+		case r == "azurite" && *job == "client":
+			err = onAzurite(context.Background(), func(store storeadapter.Store, conn string) error {
+				return b.clientRuns(context.Background(), "producer on Azurite (azstore)", store, 0, conn)
 			})
 		case r == "local" && *job == "rebuild":
 			err = b.rebuildRuns(context.Background(), fmt.Sprintf("index rebuild on localstore, %v per call", *latency), localstore.New(localstore.Options{}), *latency)
@@ -218,18 +224,7 @@ func (b bench) worker(ctx context.Context, store storeadapter.Store, latency tim
 		return result{}, err
 	}
 	calls := &instrument.Counts{}
-	st := instrumented(store, latency, calls)
-	reg, err := catalog.NewRegistry(st, nil, catalog.Config{Archive: archive.Config{CheckpointTable: "BenchCheckpoints"}})
-	if err != nil {
-		return result{}, err
-	}
-	rec, err := poison.NewRecorder(poison.Config{Tables: st.Tables(), Source: st.Queue(queue),
-		Poison: st.Queue(queue + "-poison"), Blobs: st.Container(queue + "-poison")})
-	if err != nil {
-		return result{}, err
-	}
-	r, err := runner.New(runner.Config{Queue: st.Queue(queue), Registry: reg,
-		Poison: rec, Concurrency: b.conc, Drain: true, IdleMin: 10 * time.Millisecond, IdleMax: 100 * time.Millisecond})
+	r, err := benchRunner(instrumented(store, latency, calls), queue, catalog.Config{Archive: archive.Config{CheckpointTable: "BenchCheckpoints"}}, b.conc)
 	if err != nil {
 		return result{}, err
 	}
@@ -241,6 +236,23 @@ func (b bench) worker(ctx context.Context, store storeadapter.Store, latency tim
 		return result{}, fmt.Errorf("worker moved %d of %d (stats %+v)", s.Succeeded, b.n, s)
 	}
 	return res, nil
+}
+
+// benchRunner returns a worker of queue on st running the kinds of cfg
+// until the queue is drained, conc jobs at once, with the outbox rows of
+// transactional enqueues read from st's tables.
+func benchRunner(st storeadapter.Store, queue string, cfg catalog.Config, conc int) (*runner.Runner, error) {
+	reg, err := catalog.NewRegistry(st, nil, cfg)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := poison.NewRecorder(poison.Config{Tables: st.Tables(), Source: st.Queue(queue),
+		Poison: st.Queue(queue + "-poison"), Blobs: st.Container(queue + "-poison")})
+	if err != nil {
+		return nil, err
+	}
+	return runner.New(runner.Config{Queue: st.Queue(queue), Registry: reg, Tables: st.Tables(),
+		Poison: rec, Concurrency: conc, Drain: true, IdleMin: 10 * time.Millisecond, IdleMax: 100 * time.Millisecond})
 }
 
 // print reports the two loops of one run.
