@@ -99,8 +99,9 @@ type Group struct {
 	Kind, Class string
 	// Count is how many records are in the group.
 	Count int
-	// Newest is the latest LastAttempt among them.
-	Newest time.Time
+	// Newest and Oldest are the latest and the earliest LastAttempt among
+	// them.
+	Newest, Oldest time.Time
 	// Example is the reason of the group's newest record.
 	Example string
 }
@@ -121,6 +122,9 @@ func GroupRecords(records []Record) []Group {
 		g.Count++
 		if g.Count == 1 || r.LastAttempt.After(g.Newest) {
 			g.Newest, g.Example = r.LastAttempt, r.Reason
+		}
+		if g.Count == 1 || r.LastAttempt.Before(g.Oldest) {
+			g.Oldest = r.LastAttempt
 		}
 	}
 	out := make([]Group, 0, len(groups))

@@ -129,6 +129,8 @@ commands:
   outbox purge    delete the stale outbox rows and old fences check reports; a dry run unless -yes:
                     -table T [-pk P] [-older-than 1h] [-yes]
   stats           count the messages of the work queue and its poison queue, and the dropped jobs
+  console         serve the operators' web console (read-only unless -allow-actions):
+                    [-listen 127.0.0.1:8080] [-auth-token-env VAR] [-metrics URL]... [-queues A,B] [-config FILE]
 
 common flags:
   -queue NAME               work queue; its poison queue is NAME-poison (default $TABLEKEEPER_QUEUE or "tablekeeper")
@@ -196,6 +198,8 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 		name, err = m.runCheckpoints(ctx, rest)
 	case "outbox":
 		name, err = m.runOutbox(ctx, rest)
+	case "console":
+		err = m.runConsole(ctx, rest)
 	default:
 		fmt.Fprintf(m.Stderr, "enqueue: unknown command %q\n\n%s", name, usageText)
 		return exitUsage

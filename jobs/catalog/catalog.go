@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"errors"
+	"slices"
 
 	"github.com/tablekeeper/tablekeeper/internal/clock"
 
@@ -127,4 +128,19 @@ func define[T jobs.Args, C any, PC interface {
 		},
 		validate: func(cfg *Config) error { return section(cfg).Validate() },
 	}
+}
+
+// CheckpointTables returns the tables in which the kinds of a validated
+// cfg keep their checkpoints, each once, sorted: where operators look for
+// the progress of long jobs (the console's operations page).
+func (c *Config) CheckpointTables() []string {
+	names := []string{c.Archive.CheckpointTable, c.Index.CheckpointTable, c.Export.CheckpointTable,
+		c.Blobsync.CheckpointTable, c.Purgeday.CheckpointTable, c.Purge.CheckpointTable}
+	for i, n := range names {
+		if n == "" {
+			names[i] = jobs.DefaultCheckpointTable
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
 }

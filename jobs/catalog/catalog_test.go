@@ -1,9 +1,11 @@
 package catalog_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/catalog"
 	"github.com/tablekeeper/tablekeeper/localstore"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
@@ -45,5 +47,19 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if _, err := catalog.NewRegistry(localstore.New(localstore.Options{}), nil, catalog.Config{Archive: cfg.Archive}); err == nil {
 		t.Fatal("NewRegistry accepted an invalid archive section")
+	}
+}
+
+// TestCheckpointTables: every kind's table once, the default filled in.
+func TestCheckpointTables(t *testing.T) {
+	var c catalog.Config
+	c.Export.CheckpointTable = "ExportCheckpoints"
+	c.Purge.CheckpointTable = "ExportCheckpoints"
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	got := c.CheckpointTables()
+	if want := []string{"ExportCheckpoints", jobs.DefaultCheckpointTable}; !slices.Equal(got, want) {
+		t.Errorf("CheckpointTables = %v, want %v", got, want)
 	}
 }
