@@ -84,13 +84,9 @@ func (m *Main) runConsole(ctx context.Context, args []string) error {
 			cfg.Indexes = &f.Index
 		}
 	}
-	host, _, err := net.SplitHostPort(listen)
+	loopback, err := cli.Loopback(listen)
 	if err != nil {
 		return usagef("-listen: %v", err)
-	}
-	loopback := host == "localhost"
-	if ip := net.ParseIP(host); ip != nil {
-		loopback = ip.IsLoopback()
 	}
 	if tokenEnv != "" {
 		if cfg.Token = os.Getenv(tokenEnv); cfg.Token == "" {

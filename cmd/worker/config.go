@@ -45,6 +45,10 @@ type runnerSection struct {
 	// and the queue sampler's interval (-http, -metrics-sample).
 	HTTP          string        `json:"http,omitempty"`
 	MetricsSample jobs.Duration `json:"metricsSample,omitempty"`
+	// Console and ConsoleTokenEnv mount the read-only console on the HTTP
+	// server (-console, -console-token-env).
+	Console         bool   `json:"console,omitempty"`
+	ConsoleTokenEnv string `json:"consoleTokenEnv,omitempty"`
 }
 
 // applyConfig reads the -config file strictly and sets every runner
@@ -77,6 +81,8 @@ func (m *Main) applyConfig() error {
 	fill(m, set, "outbox-hold", "runner.outboxHold", &r.OutboxHold, time.Duration(s.OutboxHold))
 	fill(m, set, "http", "runner.http", &m.HTTP, s.HTTP)
 	fill(m, set, "metrics-sample", "runner.metricsSample", &m.MetricsSample, time.Duration(s.MetricsSample))
+	fill(m, set, "console", "runner.console", &m.Console, s.Console)
+	fill(m, set, "console-token-env", "runner.consoleTokenEnv", &m.ConsoleTokenEnv, s.ConsoleTokenEnv)
 	checkpoints := m.Kinds.Archive.CheckpointTable // the flag's value or default
 	m.Kinds = f.Config
 	if set["checkpoint-table"] || m.Kinds.Archive.CheckpointTable == "" {
@@ -129,7 +135,8 @@ func (m *Main) printConfig(w io.Writer) error {
 			MaxDequeueCount: r.MaxDequeueCount, RetryBase: jobs.Duration(r.RetryBase), RetryMax: jobs.Duration(r.RetryMax),
 			IdleMax: jobs.Duration(r.IdleMax), Drain: r.Drain, DrainQuiet: jobs.Duration(cmp.Or(r.DrainQuiet, 2*r.Visibility)),
 			MaxMessages: r.MaxMessages, MaxDuration: jobs.Duration(r.MaxDuration), ShutdownGrace: jobs.Duration(r.ShutdownGrace),
-			ReceiveOutage: jobs.Duration(r.ReceiveOutage), OutboxHold: jobs.Duration(r.OutboxHold), HTTP: m.HTTP, MetricsSample: jobs.Duration(m.MetricsSample)},
+			ReceiveOutage: jobs.Duration(r.ReceiveOutage), OutboxHold: jobs.Duration(r.OutboxHold), HTTP: m.HTTP, MetricsSample: jobs.Duration(m.MetricsSample),
+			Console: m.Console, ConsoleTokenEnv: m.ConsoleTokenEnv},
 		Config: m.Kinds,
 	}
 	if cmp.Or(m.Account.ConnectionString, os.Getenv(cli.EnvConnectionString)) != "" {

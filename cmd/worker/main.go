@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tablekeeper/tablekeeper/cmd/internal/cli"
+	"github.com/tablekeeper/tablekeeper/cmd/internal/console"
 	"github.com/tablekeeper/tablekeeper/cmd/internal/stopsignal"
 	"github.com/tablekeeper/tablekeeper/cmd/internal/telemetry"
 	"github.com/tablekeeper/tablekeeper/internal/version"
@@ -64,6 +66,11 @@ type Main struct {
 	HTTP string
 	// MetricsSample is the interval of the queue gauges' sampler.
 	MetricsSample time.Duration
+	// Console mounts the read-only operators' console at /console/ on the
+	// HTTP server; ConsoleTokenEnv names the variable holding the token
+	// its requests must carry (required unless HTTP is loopback).
+	Console         bool
+	ConsoleTokenEnv string
 	// PrintConfig prints the effective configuration instead of running.
 	PrintConfig bool
 	// PrintVersion (-version) prints the build's version and exits 0.
@@ -138,6 +145,8 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&m.LogFormat, "log-format", "auto", "auto (coloured text on a terminal, JSON otherwise; NO_COLOR turns colour off), text or json")
 	fs.StringVar(&m.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&m.HTTP, "http", "", "serve /healthz, /readyz and /metrics on this address, such as :8080 (default: no server)")
+	fs.BoolVar(&m.Console, "console", false, "with -http, serve the read-only operators' console at /console/ (see docs/console.md)")
+	fs.StringVar(&m.ConsoleTokenEnv, "console-token-env", "", "with -console, the environment variable holding the token its requests must carry; required unless -http is a loopback address")
 	durationVar(fs, &m.MetricsSample, "metrics-sample", telemetry.DefaultSampleInterval, "with -http, how often to sample queue depth and the oldest message's age (at least 1s; 3 storage calls each)")
 	r := &m.Runner
 	fs.IntVar(&r.Concurrency, "concurrency", runner.DefaultConcurrency, fmt.Sprintf("messages handled at once (1-%d)", runner.MaxConcurrency))
@@ -210,6 +219,9 @@ func (m *Main) checkFlags() error {
 		return fmt.Errorf("%s: must be at least 1s, got %v", m.setting("metrics-sample"), m.MetricsSample)
 	case r.OutboxHold != 0 && (r.OutboxHold < time.Second || r.OutboxHold > 24*time.Hour):
 		return fmt.Errorf("%s: must be 1s-24h, got %v", m.setting("outbox-hold"), r.OutboxHold)
+	}
+	if err := m.checkConsole(); err != nil {
+		return err
 	}
 	if err := m.Account.CheckFlags(); err != nil {
 		return err
@@ -397,6 +409,15 @@ func (m *Main) serve(ctx context.Context, log *slog.Logger, met *telemetry.Metri
 	// straight to the process's stderr, unless told otherwise.
 	srv.Redact = m.redactor.String
 	srv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelError)
+	// The sampler and the console's reading of the metrics run until the
+	// server stops, after the runner.
+	sctx, stopSampler := context.WithCancel(context.WithoutCancel(ctx))
+	if m.Console {
+		if err := m.mountConsole(sctx, srv, met, store); err != nil {
+			stopSampler()
+			return nil, err
+		}
+	}
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
@@ -405,7 +426,6 @@ func (m *Main) serve(ctx context.Context, log *slog.Logger, met *telemetry.Metri
 		}
 	}()
 	srv.LogListening(log)
-	sctx, stopSampler := context.WithCancel(context.WithoutCancel(ctx))
 	sampled := make(chan struct{})
 	go func() {
 		defer close(sampled)
@@ -424,6 +444,55 @@ func (m *Main) serve(ctx context.Context, log *slog.Logger, met *telemetry.Metri
 		}
 		<-served
 	}, nil
+}
+
+// checkConsole refuses a console without the HTTP server, and one
+// reachable from other hosts without a token.
+func (m *Main) checkConsole() error {
+	if !m.Console {
+		if m.ConsoleTokenEnv != "" {
+			return errors.New("-console-token-env: needs -console")
+		}
+		return nil
+	}
+	if m.HTTP == "" {
+		return errors.New("-console: needs -http (the console is served on the health and metrics server)")
+	}
+	loopback, err := cli.Loopback(m.HTTP)
+	if err != nil {
+		return fmt.Errorf("%s: %w", m.setting("http"), err)
+	}
+	switch {
+	case m.ConsoleTokenEnv != "" && os.Getenv(m.ConsoleTokenEnv) == "":
+		return fmt.Errorf("-console-token-env: $%s is empty or not set", m.ConsoleTokenEnv)
+	case m.ConsoleTokenEnv == "" && !loopback:
+		return fmt.Errorf("-console: %s %s is not a loopback address, so console requests must carry a token: give -console-token-env VAR", m.setting("http"), m.HTTP)
+	}
+	return nil
+}
+
+// mountConsole serves the read-only console at /console/ on srv: this
+// worker's queue, its declared indexes and checkpoint tables, and its own
+// metrics for the charts, until ctx ends.
+func (m *Main) mountConsole(ctx context.Context, srv *telemetry.Server, met *telemetry.Metrics, store storeadapter.Store) error {
+	cfg := console.Config{Store: store, Queues: []string{m.Queue}, CheckpointTables: m.Kinds.CheckpointTables(),
+		Metrics: []console.Source{{Name: "this worker", Gatherer: met.Registry}}, Base: "/console/",
+		Operator: cli.Host(), Redact: m.redactor.String, Clock: m.Runner.Clock,
+		Inspector: func(q string) (*poison.Inspector, error) { return cli.PoisonInspector(store, q, m.Runner.Clock) }}
+	if m.ConsoleTokenEnv != "" {
+		cfg.Token = os.Getenv(m.ConsoleTokenEnv)
+		m.redactor.Add(cfg.Token)
+	}
+	if len(m.Kinds.Index.Tables) > 0 {
+		cfg.Indexes = &m.Kinds.Index
+	}
+	con, err := console.New(cfg)
+	if err != nil {
+		return err
+	}
+	srv.Handle("/console/", http.StripPrefix("/console", con))
+	go func() { _ = con.Run(ctx) }()
+	return nil
 }
 
 // createTimeout bounds the creation of the work queue at start-up.

@@ -196,22 +196,7 @@ func TestHTTPServerOutputRedacted(t *testing.T) {
 	if err := m.ParseFlags([]string{"-queue", "ready", "-log-format", "json", "-http", "127.0.0.1:0", "-idle-max", "100ms", "-metrics-sample", "1h"}); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	ran := make(chan error, 1)
-	go func() { ran <- m.Run(ctx) }()
-	addr := ""
-	for deadline := time.Now().Add(10 * time.Second); addr == ""; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the worker logged no listening address:\n%s", logs.String())
-		}
-		for line := range strings.SplitSeq(logs.String(), "\n") {
-			var v struct{ Msg, Addr string }
-			if json.Unmarshal([]byte(line), &v) == nil && v.Msg == "serving health and metrics" {
-				addr = v.Addr
-			}
-		}
-	}
+	addr, stop := serveWorker(t, m, logs)
 	get := func() (int, string) {
 		t.Helper()
 		resp, err := http.Get("http://" + addr + "/readyz")
@@ -226,8 +211,7 @@ func TestHTTPServerOutputRedacted(t *testing.T) {
 	get()
 	mode.Store(1)
 	code, body := get()
-	cancel()
-	if err := <-ran; err != nil {
+	if err := stop(); err != nil {
 		t.Fatalf("run: %v", err)
 	}
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, cli.Redacted) || strings.Contains(body, sig) || strings.Contains(body, "UNKNOWNKEY") {
@@ -239,5 +223,31 @@ func TestHTTPServerOutputRedacted(t *testing.T) {
 	}
 	if strings.Contains(out, sig) || strings.Contains(out, "UNKNOWNKEY") {
 		t.Errorf("the worker's log holds a credential:\n%s", out)
+	}
+}
+
+// serveWorker runs m (its flags parsed, with -http and -log-format json)
+// until stop, and returns the address its server logged (10 s deadline)
+// and stop, which ends the run and returns its error.
+func serveWorker(t *testing.T, m *Main, logs interface{ String() string }) (addr string, stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	ran := make(chan error, 1)
+	go func() { ran <- m.Run(ctx) }()
+	for deadline := time.Now().Add(10 * time.Second); addr == ""; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("the worker logged no listening address:\n%s", logs.String())
+		}
+		for line := range strings.SplitSeq(logs.String(), "\n") {
+			var v struct{ Msg, Addr string }
+			if json.Unmarshal([]byte(line), &v) == nil && v.Msg == "serving health and metrics" {
+				addr = v.Addr
+			}
+		}
+	}
+	return addr, func() error {
+		cancel()
+		return <-ran
 	}
 }

@@ -57,6 +57,8 @@ var rules = []rule{
 		from: []string{"jobs/catalog"}, not: []string{"jobs/runner", "poison"}},
 	{why: "the table patterns are storage libraries: they know no queue message, no poison queue",
 		from: []string{"tablepatterns/..."}, not: append([]string{"poison", "jobs/kit", "jobs/catalog", "jobs/runner"}, kinds...)},
+	{why: "the console shows storage through the ports and the libraries: it knows no kind and no SDK (the command hands it a store)",
+		from: []string{"cmd/internal/console"}, not: append([]string{"jobs/catalog", "jobs/kit", "AZURE"}, kinds...)},
 	{why: "production code never links the in-process store or the test helpers",
 		from: []string{"..."}, not: []string{"localstore", "storeadapter/storetest", "cmd/internal/cli/clitest", "test/...", "TESTING"},
 		except: []string{"localstore", "storeadapter/storetest", "cmd/internal/cli/clitest", "cmd/demo", "test/..."}},

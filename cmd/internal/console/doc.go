@@ -16,7 +16,8 @@
 // Config.Redact, so no page shows a credential.
 //
 // It is mounted by `enqueue console` and, read-only, on the worker's -http
-// server. It must not import localstore, the runner or a kind: it reads
-// storage through the storeadapter ports and the poison, indexes and
-// tableexport libraries.
+// server. It must not import a kind, the catalog, jobs/kit, localstore or
+// the Azure SDK: it reads storage through the storeadapter ports (the
+// command hands it a store) and the poison, indexes and tableexport
+// libraries.
 package console

@@ -49,6 +49,7 @@ type Server struct {
 	ErrorLog *log.Logger
 
 	metrics *Metrics
+	mux     *http.ServeMux
 	ln      net.Listener
 	srv     *http.Server
 	started time.Time
@@ -66,14 +67,19 @@ func Listen(addr string, m *Metrics) (*Server, error) {
 	if err != nil {
 		return nil, err // the caller names the setting
 	}
-	s := &Server{metrics: m, ln: ln}
 	mux := http.NewServeMux()
+	s := &Server{metrics: m, ln: ln, mux: mux}
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry, ErrorLog: errorLog{s}}))
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	return s, nil
 }
+
+// Handle serves h under pattern beside the health and metrics endpoints
+// (the worker mounts the read-only console at /console/). Call it before
+// Serve.
+func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
 
 // Addr is the bound address (the port chosen for ":0").
 func (s *Server) Addr() string { return s.ln.Addr().String() }
