@@ -46,6 +46,7 @@ var helps = [][]string{
 	{"enqueue", "outbox", "check", "-h"},
 	{"enqueue", "outbox", "purge", "-h"},
 	{"enqueue", "stats", "-h"},
+	{"enqueue", "console", "-h"},
 	{"worker", "-h"},
 }
 
