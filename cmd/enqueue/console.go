@@ -35,6 +35,7 @@ func (m *Main) runConsole(ctx context.Context, args []string) error {
 		listen, tokenEnv string
 		queues, cfgPath  string
 		allow            bool
+		every            time.Duration
 		metrics, exports listFlag
 	)
 	fs := m.newFlagSet("console", "console [-listen 127.0.0.1:8080] [-allow-actions] [-auth-token-env VAR] [-metrics URL]... [flags]",
@@ -50,6 +51,7 @@ func (m *Main) runConsole(ctx context.Context, args []string) error {
 	fs.StringVar(&tokenEnv, "auth-token-env", "", "environment variable holding the token requests must carry; required unless -listen is loopback")
 	fs.StringVar(&queues, "queues", "", "work queues to show, comma-separated (default: -queue)")
 	fs.Var(&metrics, "metrics", "a worker's metrics URL (http://host:8080/metrics) for the throughput charts; repeat for each worker")
+	fs.DurationVar(&every, "metrics-every", 30*time.Second, "how often to read -metrics (at least 1s)")
 	fs.Var(&exports, "exports", "container/prefix of exports the exports page lists first; repeatable")
 	fs.StringVar(&cfgPath, "config", os.Getenv(cli.EnvConfig), "the worker's config file: its declared indexes and checkpoint tables (env "+cli.EnvConfig+"); optional")
 	if err := m.parseNoArgs(fs, &c, args); err != nil {
@@ -70,7 +72,10 @@ func (m *Main) runConsole(ctx context.Context, args []string) error {
 		}
 		cfg.Metrics = append(cfg.Metrics, console.URLSource(u, nil))
 	}
-	cfg.Exports = exports
+	if every < time.Second {
+		return usagef("-metrics-every: must be at least 1s, got %v", every)
+	}
+	cfg.Exports, cfg.SampleEvery = exports, every
 	if cfgPath != "" {
 		var f configFile
 		if err := cli.ReadConfigFile(cfgPath, &f); err != nil {

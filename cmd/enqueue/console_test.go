@@ -104,6 +104,7 @@ func TestConsoleFlagErrors(t *testing.T) {
 		{[]string{"-metrics", "worker:8080/metrics"}, `-metrics: "worker:8080/metrics" is not an http:// or https:// URL`},
 		{[]string{"-queues", "ok,Bad_Queue"}, "-queues: "},
 		{[]string{"-listen", "nonsense"}, "-listen: "},
+		{[]string{"-metrics-every", "100ms"}, "-metrics-every: must be at least 1s, got 100ms"},
 	} {
 		r := b.run("", append([]string{"console"}, c.args...)...)
 		if r.code != exitUsage || !strings.Contains(r.stderr, c.want) {
