@@ -57,6 +57,8 @@ var rules = []rule{
 		from: []string{"jobs/catalog"}, not: []string{"jobs/runner", "poison"}},
 	{why: "the table patterns are storage libraries: they know no queue message, no poison queue",
 		from: []string{"tablepatterns/..."}, not: append([]string{"poison", "jobs/kit", "jobs/catalog", "jobs/runner"}, kinds...)},
+	{why: "the harnesses of Azurite and the browser stay below every package whose tests use them: nothing of the module but the module's root (test/azurite)",
+		from: []string{"test/azurite", "test/browser"}, not: []string{"..."}, allow: []string{"test/azurite"}},
 	{why: "production code never links the in-process store or the test helpers",
 		from: []string{"..."}, not: []string{"localstore", "storeadapter/storetest", "cmd/internal/cli/clitest", "test/...", "TESTING"},
 		except: []string{"localstore", "storeadapter/storetest", "cmd/internal/cli/clitest", "cmd/demo", "test/..."}},
