@@ -3,11 +3,12 @@
 AZURITE_DIR := test/azurite
 AZURITE_STAMP := $(AZURITE_DIR)/node_modules/.tablekeeper-installed
 
-.PHONY: test demo azurite vet bench clean build image
+.PHONY: test demo azurite browser vet bench clean build image
 
-## test: install Azurite if needed, check formatting and vet, run every test
-## (the Azurite-backed ones start their own emulator on free loopback ports).
-test: azurite vet
+## test: install Azurite and the headless browser if needed, check formatting
+## and vet, run every test (the Azurite-backed ones start their own emulator
+## on free loopback ports, the browser tests their own browser).
+test: azurite browser vet
 	go test -count=1 ./...
 
 ## demo: run the worker's demo on the in-process store (no Azure, no Node).
@@ -22,6 +23,26 @@ $(AZURITE_STAMP): $(AZURITE_DIR)/package.json $(AZURITE_DIR)/package-lock.json
 	# test/azurite/.npmrc keeps npm to errors (no EBADENGINE warnings on Node 20).
 	cd $(AZURITE_DIR) && npm ci
 	touch $@
+
+## browser: install Debian's chromium-headless-shell, the headless browser the
+## browser tests drive (test/browser), and a font for legible screenshots.
+## Nothing happens when its binary is there, or when TABLEKEEPER_BROWSER names
+## another or TABLEKEEPER_SKIP_BROWSER=1 skips those tests; apt-get update runs
+## only when the install cannot find the packages. Not root: through sudo.
+BROWSER_PKG := chromium-headless-shell
+BROWSER_FONTS := fonts-dejavu-core
+BROWSER_BIN := /usr/lib/chromium/chromium-headless-shell
+browser: $(BROWSER_BIN)
+
+$(BROWSER_BIN):
+	@if [ -n "$$TABLEKEEPER_BROWSER" ]; then echo "browser: using TABLEKEEPER_BROWSER=$$TABLEKEEPER_BROWSER, installing none"; exit 0; fi; \
+	if [ "$$TABLEKEEPER_SKIP_BROWSER" = 1 ]; then echo "browser: TABLEKEEPER_SKIP_BROWSER=1, installing none"; exit 0; fi; \
+	command -v apt-get >/dev/null || { echo "apt-get is required to install $(BROWSER_PKG) for the browser tests (Debian or Ubuntu); elsewhere set TABLEKEEPER_BROWSER to a Chromium headless shell, or TABLEKEEPER_SKIP_BROWSER=1 to skip those tests"; exit 1; }; \
+	sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+	export DEBIAN_FRONTEND=noninteractive; \
+	$$sudo apt-get install -y -q --no-install-recommends $(BROWSER_PKG) $(BROWSER_FONTS) || \
+	  { $$sudo apt-get update -q && $$sudo apt-get install -y -q --no-install-recommends $(BROWSER_PKG) $(BROWSER_FONTS); } || exit 1; \
+	test -x $@ || { echo "$(BROWSER_PKG) is installed but $@ is not there: dpkg -L $(BROWSER_PKG) shows where it went"; exit 1; }
 
 ## vet: gofmt, go vet, staticcheck and a tidy go.mod must all be clean.
 ## staticcheck runs at a pinned version through the module proxy, so a fresh
