@@ -346,7 +346,6 @@ func (c *Console) funcs() template.FuncMap {
 		"actions": func() bool { return c.cfg.AllowActions },
 		"queues":  func() []string { return c.cfg.Queues },
 		"olders":  func() any { return olderChoices },
-		"q":       url.QueryEscape,
 		"when": func(t time.Time) string {
 			if t.IsZero() {
 				return "-"

@@ -49,7 +49,7 @@ func TestOverviewShowsQueuesAndCharts(t *testing.T) {
 	f.con.sample(f.con.cfg.Metrics, f.clock.Now())
 	_, body = f.get(t, "/")
 	must(t, "charts", body, `<figure class="chart" data-kind="archive">`, `<figure class="chart" data-kind="export">`,
-		`class="s-succeeded"[^>]*>succeeded 12<`, `class="s-failed"[^>]*>failed 3<`, `class="s-continued"[^>]*>continued 3<`,
+		`data-series="succeeded">succeeded 12<`, `data-series="failed">failed 3<`, `data-series="continued">continued 3<`,
 		`<li>worker-a</li>`)
 
 	// A counter reset (a worker restarted) counts its new value, not a
@@ -92,7 +92,7 @@ func TestPoisonPages(t *testing.T) {
 		`<tr data-group="validation">`)
 	mustNot(t, "read-only groups", body, `actions/preview`)
 
-	_, body = f.get(t, "/poison/group?queue=work&group="+url.QueryEscape("archive/not-found"))
+	_, body = f.get(t, link(t, body, `<tr data-group="archive/not-found">\s*<td><a href="([^"]+)"`))
 	must(t, "group", body, `3 record\(s\), page 1 of 1`, `data-id="`+ids["archive/not-found"][0]+`"`)
 	mustNot(t, "group", body, `data-id="`+ids["index/conflict"][0]+`"`, `type="checkbox"`)
 
@@ -125,7 +125,8 @@ func TestPoisonPages(t *testing.T) {
 func TestRecordPage(t *testing.T) {
 	f := newFixture(t, func(c *Config) { c.AllowActions = true })
 	ids := f.workload(t)
-	_, body := f.get(t, "/poison/record?queue=work&id="+ids["index/conflict"][0])
+	_, body := f.get(t, "/poison/group?queue=work&group=index/conflict")
+	_, body = f.get(t, link(t, body, `<tr data-id="`+ids["index/conflict"][0]+`">(?s:.*?)<a href="([^"]+)"`))
 	must(t, "record", body, `id="state">poisoned<`, `&#34;kind&#34;: &#34;index&#34;`, `id="args"`,
 		`#1 · 2026-11-26 09:03:00Z \(\+0s\)`, `#2 · 2026-11-26 09:03:02Z \(\+2s\)`, `id="no-history"`)
 

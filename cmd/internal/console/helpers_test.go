@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"html"
 	"io"
 	"log/slog"
 	"net/http"
@@ -230,4 +231,15 @@ func (f *fixture) workload(t *testing.T) map[string][]string {
 	id := f.poisonText(t, "bm90IGFuIGVudmVsb3Bl", "", "", "permanent: message is not a valid envelope: not JSON", "not JSON")
 	ids["validation"] = append(ids["validation"], id)
 	return ids
+}
+
+// link returns the href the first submatch of pattern finds in body, as a
+// browser follows it (HTML entities decoded).
+func link(t *testing.T, body, pattern string) string {
+	t.Helper()
+	m := regexp.MustCompile(pattern).FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("no link %q in\n%s", pattern, body)
+	}
+	return html.UnescapeString(m[1])
 }

@@ -263,15 +263,14 @@ func (h *history) chart(kind string, now time.Time) chart {
 	}
 	y := func(v float64) float64 { return chartH - chartPad - (chartH-2*chartPad)*v/top }
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg class="chart" viewBox="0 0 %g %g" role="img" aria-label="%s: jobs per minute over the last hour">`, chartW, chartH+16, template.HTMLEscapeString(kind))
+	fmt.Fprintf(&b, `<svg class="chart" viewBox="0 0 %g %g" role="img" aria-label="%s: jobs per minute over the last hour">`, chartW, chartH, template.HTMLEscapeString(kind))
 	fmt.Fprintf(&b, `<rect class="frame" x="0" y="0" width="%g" height="%g"/>`, chartW, chartH)
-	for i, s := range seriesNames {
+	for _, s := range seriesNames {
 		fmt.Fprintf(&b, `<polyline class="s-%s" points="`, s)
 		for _, p := range h.pts {
 			fmt.Fprintf(&b, "%.1f,%.1f ", x(p.at), y(p.delta[kind][s]*perMin))
 		}
 		b.WriteString(`"/>`)
-		fmt.Fprintf(&b, `<text class="s-%s" x="%g" y="%g">%s %g</text>`, s, chartPad+float64(i)*150, chartH+13, s, sums[i])
 	}
 	fmt.Fprintf(&b, `<text class="max" x="%g" y="12">%.3g/min</text>`, chartW-chartPad-70, top)
 	b.WriteString(`</svg>`)
