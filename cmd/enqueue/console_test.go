@@ -7,30 +7,12 @@ import (
 	"os"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/test/syncbuf"
 )
-
-// lockedBuffer is a bytes buffer safe for a running command and a reader.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestConsoleServesUntilInterrupted: enqueue console listens where -listen
 // says, says so with its mode, serves the pages with the command's store,
@@ -45,7 +27,7 @@ func TestConsoleServesUntilInterrupted(t *testing.T) {
 	}
 	t.Setenv("CONSOLE_TOKEN", "tok-123")
 	ctx, cancel := context.WithCancel(t.Context())
-	var errOut lockedBuffer
+	var errOut syncbuf.Buffer
 	m := &Main{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: &errOut, Clock: b.clock,
 		Connect: func() (storeadapter.Store, error) { return b.store, nil }}
 	done := make(chan int, 1)

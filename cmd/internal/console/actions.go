@@ -108,18 +108,28 @@ type previewData struct {
 	Extra string
 }
 
-// actionPreview runs the action's dry run and asks for confirmation.
-func (c *Console) actionPreview(w http.ResponseWriter, r *http.Request) {
+// actionForm checks an action's post (its CSRF token, that actions are
+// allowed, the action itself) and returns it, or writes the refusal.
+func (c *Console) actionForm(w http.ResponseWriter, r *http.Request) (action, bool) {
 	if !c.checkForm(w, r) {
-		return
+		return action{}, false
 	}
 	if !c.cfg.AllowActions {
 		c.fail(w, r, http.StatusForbidden, errors.New("this console is read-only: start it with -allow-actions to requeue, delete or purge"))
-		return
+		return action{}, false
 	}
 	a, err := c.parseAction(r)
 	if err != nil {
 		c.fail(w, r, http.StatusBadRequest, err)
+		return action{}, false
+	}
+	return a, true
+}
+
+// actionPreview runs the action's dry run and asks for confirmation.
+func (c *Console) actionPreview(w http.ResponseWriter, r *http.Request) {
+	a, ok := c.actionForm(w, r)
+	if !ok {
 		return
 	}
 	ctx, cancel := c.ctx(r)
@@ -191,16 +201,8 @@ func (c *Console) purgeOptions(a action, dryRun bool, progress func(done, total 
 
 // actionRun runs a confirmed action as a task and shows its progress.
 func (c *Console) actionRun(w http.ResponseWriter, r *http.Request) {
-	if !c.checkForm(w, r) {
-		return
-	}
-	if !c.cfg.AllowActions {
-		c.fail(w, r, http.StatusForbidden, errors.New("this console is read-only: start it with -allow-actions to requeue, delete or purge"))
-		return
-	}
-	a, err := c.parseAction(r)
-	if err != nil {
-		c.fail(w, r, http.StatusBadRequest, err)
+	a, ok := c.actionForm(w, r)
+	if !ok {
 		return
 	}
 	who := c.who(r)

@@ -1,7 +1,6 @@
 package console
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,7 +13,6 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +21,7 @@ import (
 	"github.com/tablekeeper/tablekeeper/localstore"
 	"github.com/tablekeeper/tablekeeper/poison"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/test/syncbuf"
 )
 
 // t0 is the fixtures' start time.
@@ -40,30 +39,13 @@ type fixture struct {
 	con   *Console
 	srv   *httptest.Server
 	hc    *http.Client
-	logs  *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	logs  *syncbuf.Buffer
 }
 
 // newFixture builds the store and the console; edit adjusts the Config.
 func newFixture(t *testing.T, edit func(*Config)) *fixture {
 	t.Helper()
-	f := &fixture{ctx: t.Context(), clock: clock.NewFake(t0), logs: &syncBuffer{}}
+	f := &fixture{ctx: t.Context(), clock: clock.NewFake(t0), logs: &syncbuf.Buffer{}}
 	f.store = localstore.New(localstore.Options{Clock: f.clock})
 	if err := f.store.Queue(workQueue).Create(f.ctx); err != nil {
 		t.Fatal(err)

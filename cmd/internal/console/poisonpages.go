@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -31,23 +32,34 @@ type groupsData struct {
 // poisonGroups lists the queue's poisoned records by kind and failure
 // class.
 func (c *Console) poisonGroups(w http.ResponseWriter, r *http.Request) {
-	q, in, ok := c.inspector(w, r)
+	ctx, cancel := c.ctx(r)
+	defer cancel()
+	q, in, recs, ok := c.poisoned(ctx, w, r)
 	if !ok {
 		return
 	}
-	ctx, cancel := c.ctx(r)
-	defer cancel()
-	recs, err := in.List(ctx, "")
-	if err != nil {
-		c.fail(w, r, http.StatusBadGateway, err)
-		return
-	}
 	d := groupsData{Groups: poison.GroupRecords(recs), Total: len(recs)}
+	var err error
 	if d.Drops, d.DropsMore, err = in.CountDrops(ctx, maxDrops); err != nil {
 		c.fail(w, r, http.StatusBadGateway, err)
 		return
 	}
 	c.render(w, r, http.StatusOK, "poison", page{Title: "Poison: " + q, Nav: "poison", Queue: q, Data: d})
+}
+
+// poisoned returns the request's queue, its inspector and its poisoned
+// records, or writes the error page and returns false.
+func (c *Console) poisoned(ctx context.Context, w http.ResponseWriter, r *http.Request) (string, *poison.Inspector, []poison.Record, bool) {
+	q, in, ok := c.inspector(w, r)
+	if !ok {
+		return "", nil, nil, false
+	}
+	recs, err := in.List(ctx, "")
+	if err != nil {
+		c.fail(w, r, http.StatusBadGateway, err)
+		return "", nil, nil, false
+	}
+	return q, in, recs, true
 }
 
 type groupData struct {
@@ -61,18 +73,13 @@ type groupData struct {
 
 // poisonGroup lists one group's records, newest first, a page at a time.
 func (c *Console) poisonGroup(w http.ResponseWriter, r *http.Request) {
-	q, in, ok := c.inspector(w, r)
+	ctx, cancel := c.ctx(r)
+	defer cancel()
+	q, _, recs, ok := c.poisoned(ctx, w, r)
 	if !ok {
 		return
 	}
 	name := r.FormValue("group")
-	ctx, cancel := c.ctx(r)
-	defer cancel()
-	recs, err := in.List(ctx, "")
-	if err != nil {
-		c.fail(w, r, http.StatusBadGateway, err)
-		return
-	}
 	d := groupData{Group: name}
 	for _, rec := range recs {
 		if poison.GroupName(rec) == name {
