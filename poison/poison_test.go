@@ -573,6 +573,50 @@ func TestGroupsAreFailureClasses(t *testing.T) {
 	}
 }
 
+// TestConflictOutOfDeliveriesIsAConflict: a message whose deliveries ran
+// out while its attempts lost ETag races is filed under conflict, not
+// dequeue-count: the class of its last specific error, whether the reason
+// names it (the runner's text) or only its attempts hold it (a reason
+// without "last error", or one whose last error says nothing specific).
+func TestConflictOutOfDeliveriesIsAConflict(t *testing.T) {
+	b := setup(t)
+	etag := "archive: Employees Sales/e1 kept changing while being moved; retrying later"
+	cas := "idempotent: update Employees Sales/e2: changed by another writer in each of 5 tries: precondition failed"
+	cases := []struct{ lastErr, reason string }{
+		{etag, "dequeue count 5 reached the maximum 5; last error: " + etag},
+		{cas, "dequeue count 5 reached the maximum 5"},
+		{cas, "delivered 6 times, more than the maximum 5, without finishing (the worker may have crashed, lost the lease or failed to acknowledge each time); no failed attempt was recorded"},
+	}
+	for i, c := range cases {
+		msg := b.deliver(t, fmt.Sprintf(`{"v":1,"id":"op-%d","kind":"archive","args":{}}`, i))
+		for n := range 4 {
+			f := b.failure(msg, "archive", c.lastErr)
+			f.Attempt.DequeueCount = int64(n + 1)
+			if err := b.m.RecordAttempt(b.ctx, f); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f := b.failure(msg, "archive", c.lastErr)
+		f.Attempt.DequeueCount = 5
+		if err := b.m.Move(b.ctx, f, msg.PopReceipt, c.reason); err != nil {
+			t.Fatal(err)
+		}
+		r, err := b.m.Show(b.ctx, msg.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := GroupName(r); got != "archive/conflict" {
+			t.Errorf("reason %q, attempts ending in %q: group %s, want archive/conflict", c.reason, c.lastErr, got)
+		}
+	}
+	// Nothing specific anywhere: dequeue-count.
+	r := Record{Kind: "archive", Reason: "dequeue count 5 reached the maximum 5; last error: context canceled", LastError: "context canceled",
+		Attempts: []Attempt{{Error: "context canceled"}}}
+	if got := Class(r); got != ClassDequeueCount {
+		t.Errorf("Class with no specific error = %s, want %s", got, ClassDequeueCount)
+	}
+}
+
 func TestListWithoutTable(t *testing.T) {
 	b := setup(t)
 	recs, err := b.m.List(b.ctx, "")
