@@ -3,10 +3,8 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -176,121 +174,6 @@ func (m *Main) flushMore(tw *tabwriter.Writer, more int, what string) error {
 		fmt.Fprintf(m.Stdout, "(%d more %s; raise -limit to see them)\n", more, what)
 	}
 	return nil
-}
-
-// poisonShow prints one record with its attempts and its original text.
-func (m *Main) poisonShow(ctx context.Context, args []string) error {
-	var c common
-	fs := m.newFlagSet("poison show", "poison show ID [flags]",
-		"Shows one poisoned message, by its original message id or by its operation id: the failure\n"+
-			"record, each attempt, and the original text (the envelope pretty-printed when it decodes).", &c)
-	pos, err := m.parse(fs, &c, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return usagef("give exactly one message id or operation id, got %d", len(pos))
-	}
-	ins, err := m.inspector(ctx, &c)
-	if err != nil {
-		return err
-	}
-	rec, err := ins.Show(ctx, pos[0])
-	switch {
-	case errors.Is(err, storeadapter.ErrNotFound):
-		return fmt.Errorf("no poison record with message id or operation id %s on queue %s", pos[0], c.queue)
-	case errors.Is(err, storeadapter.ErrInvalidInput):
-		return &usageError{err: err}
-	case err != nil:
-		return err
-	}
-	env, envErr := jobs.DecodeEnvelope(rec.Original)
-
-	if c.json() {
-		out := showJSON{recordJSON: toRecordJSON(rec), Attempts: []attemptJSON{}, Original: rec.Original}
-		for _, a := range rec.Attempts {
-			out.Attempts = append(out.Attempts, attemptJSON{N: a.DequeueCount, Time: a.Time, DurationNs: a.Duration.Nanoseconds(), Host: a.Host, Error: a.Error})
-		}
-		if envErr == nil {
-			out.Envelope, out.Outbox = &env, env.Outbox
-		} else {
-			out.EnvelopeError = envErr.Error()
-		}
-		return writeJSON(m.Stdout, out)
-	}
-
-	tw := newTable(m.Stdout)
-	field := func(name, value string) { row(tw, name+":", value) }
-	field("Message ID", rec.MessageID)
-	field("Queue", rec.Queue)
-	field("State", rec.State)
-	field("Op ID", rec.OpID)
-	field("Kind", rec.Kind)
-	if envErr == nil && env.Outbox != nil {
-		field("Outbox", outboxText(env.Outbox))
-	}
-	field("Group", poison.GroupName(rec))
-	field("Reason", rec.Reason)
-	field("Deliveries", strconv.FormatInt(rec.DequeueCount, 10))
-	field("First attempt", timeCell(rec.FirstAttempt))
-	field("Last attempt", timeCell(rec.LastAttempt))
-	field("Host", rec.Host)
-	if rec.OriginalRef != "" {
-		field("Original blob", rec.OriginalRef)
-	}
-	if !rec.RequeuedAt.IsZero() {
-		field("Requeued", fmt.Sprintf("%s by %s as message %s", timeCell(rec.RequeuedAt), cell(rec.RequeuedBy, 0), cell(rec.RequeuedMessageID, 0)))
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-
-	fmt.Fprintf(m.Stdout, "\nAttempts (%d):\n", len(rec.Attempts))
-	tw = newTable(m.Stdout)
-	row(tw, "  #", "TIME", "HOST", "DURATION", "ERROR")
-	for _, a := range rec.Attempts {
-		row(tw, "  "+strconv.FormatInt(a.DequeueCount, 10), timeCell(a.Time), a.Host, a.Duration.Round(time.Millisecond).String(), a.Error)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-
-	if envErr == nil {
-		b, err := json.MarshalIndent(env, "", "  ")
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(m.Stdout, "\nOriginal envelope:\n%s\n", b)
-		return nil
-	}
-	fmt.Fprintf(m.Stdout, "\nOriginal text (not a valid envelope: %s):\n", envErr)
-	printRaw(m.Stdout, rec.Original)
-	return nil
-}
-
-// outboxText describes the outbox reference of a job sent by a
-// transactional enqueue: its row, "table/pk/rk", and its commit window.
-func outboxText(o *jobs.OutboxRef) string {
-	s := fmt.Sprintf("%s/%s/%s (window %v", o.Table, o.PK, o.RK, time.Duration(o.Window))
-	if !o.Since.IsZero() {
-		s += " from " + timeCell(o.Since)
-	}
-	return s + "; the row stays until the job is done: requeue runs it, delete leaves the row to 'outbox purge')"
-}
-
-// printRaw writes an original text that is not an envelope, with control
-// characters other than newlines and tabs escaped so that it cannot drive
-// the terminal.
-func printRaw(w io.Writer, s string) {
-	var b strings.Builder
-	for _, r := range strings.ToValidUTF8(s, "\uFFFD") {
-		if r < 0x20 && r != '\n' && r != '\t' || r == 0x7f || r >= 0x80 && r <= 0x9f {
-			fmt.Fprintf(&b, "\\x%02x", r)
-			continue
-		}
-		b.WriteRune(r)
-	}
-	fmt.Fprintln(w, b.String())
 }
 
 // poisonRequeue sends records back to the work queue.
