@@ -34,6 +34,12 @@ const (
 	ClassOther = "other"
 )
 
+// Classes returns every failure class, in the order of the constants.
+func Classes() []string {
+	return []string{ClassValidation, ClassTooLarge, ClassNotFound, ClassForbidden, ClassUnavailable, ClassConflict,
+		ClassPanic, ClassDequeueCount, ClassOther}
+}
+
 // classRules map words of an error text (lower case) to a class; the first
 // rule with a matching word wins.
 var classRules = []struct {

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -90,5 +91,132 @@ func TestPoisonShowDecodesBase64(t *testing.T) {
 	// Not base64: shown raw, as before.
 	if r := b.mustRun("", "poison", "show", b.ids[2]); !strings.Contains(r.stdout, "Original text (not a valid envelope:") {
 		t.Errorf("show of garbage:\n%s", r.stdout)
+	}
+}
+
+// poisonMany poisons n messages of kind with reason (text: their original
+// text), one second apart, and returns their message ids.
+func (b *poisonBundle) poisonMany(n int, kind, reason string, text func(i int) string) []string {
+	b.t.Helper()
+	ctx := b.t.Context()
+	var ids []string
+	for i := range n {
+		if _, err := b.queue.Send(ctx, text(i), storeadapter.SendOptions{}); err != nil {
+			b.t.Fatal(err)
+		}
+		msgs, err := b.queue.Receive(ctx, 1, 30*time.Second)
+		if err != nil || len(msgs) != 1 {
+			b.t.Fatalf("receive: %d, %v", len(msgs), err)
+		}
+		f := poison.Failure{MessageID: msgs[0].ID, Text: msgs[0].Text, OpID: fmt.Sprintf("%s-%d", kind, i), Kind: kind,
+			Attempt: poison.Attempt{DequeueCount: 5, Time: b.clock.Now(), Host: "w", Error: reason}}
+		if err := b.mover.Move(ctx, f, msgs[0].PopReceipt, reason); err != nil {
+			b.t.Fatal(err)
+		}
+		ids = append(ids, msgs[0].ID)
+		b.clock.Advance(time.Second)
+	}
+	return ids
+}
+
+// setupMany adds to setupPoison's four records 70 index conflicts and 60
+// messages that failed validation.
+func setupMany(t *testing.T) *poisonBundle {
+	b := setupPoison(t)
+	b.poisonMany(70, "index", "dequeue count 5 reached the maximum 5; last error: index: value held by another entity: index ByName value 'x' of p/r is held by RowKey \"q\"",
+		func(i int) string { return envelopeLine(fmt.Sprintf("ix-%d", i), "r") })
+	b.poisonMany(60, "", "envelope: the message is neither JSON nor base64 of JSON", func(i int) string { return fmt.Sprintf("junk %d", i) })
+	return b
+}
+
+// TestPoisonTyposAreUsageErrors: a -group or -kind that names nothing
+// known is refused with exit 2, listing what exists with a did-you-mean,
+// instead of reporting 0; a well-formed group with no record is no error.
+func TestPoisonTyposAreUsageErrors(t *testing.T) {
+	b := setupMany(t)
+	cases := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"poison", "requeue", "-group", "index/conflcit"}, []string{`unknown group "index/conflcit" (did you mean "index/conflict"?)`, "groups present: index/conflict (70), validation (61)"}},
+		{[]string{"poison", "purge", "-group", "conflict", "-dry-run"}, []string{`unknown group "conflict" (did you mean "index/conflict"?)`, "a group is <kind>/<class>", "dequeue-count"}},
+		{[]string{"poison", "delete", "-group", "index/conflcit"}, []string{`did you mean "index/conflict"?`}},
+		{[]string{"poison", "list", "-kind", "indx"}, []string{`-kind: unknown kind "indx" (did you mean "index"?); known kinds: archive,`}},
+		{[]string{"poison", "requeue", "-all", "-kind", "indx", "-dry-run"}, []string{`did you mean "index"?`}},
+		{[]string{"poison", "list", "-group", "index/conflcit"}, []string{`did you mean "index/conflict"?`}},
+	}
+	for _, c := range cases {
+		r := b.run("", c.args...)
+		if r.code != 2 {
+			t.Errorf("%v: exit %d, want 2\nstdout:\n%s\nstderr:\n%s", c.args, r.code, r.stdout, r.stderr)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(r.stderr, w) {
+				t.Errorf("%v: stderr lacks %q:\n%s", c.args, w, r.stderr)
+			}
+		}
+	}
+	if n := b.count(b.queue); n != 0 {
+		t.Errorf("the refused commands requeued %d messages", n)
+	}
+	// Well-formed, known, but empty: 0, exit 0.
+	r := b.mustRun("", "poison", "requeue", "-group", "archive/conflict", "-dry-run")
+	if !strings.Contains(r.stdout, "would requeue 0") {
+		t.Errorf("requeue -group archive/conflict -dry-run:\n%s", r.stdout)
+	}
+	// -group G lists one group's records.
+	r = b.mustRun("", "poison", "list", "-group", "index/conflict", "-limit", "0")
+	if n := strings.Count(r.stdout, "index/conflict"); n != 70 || strings.Contains(r.stdout, "validation") {
+		t.Errorf("list -group index/conflict names the group %d times, want 70:\n%s", n, r.stdout)
+	}
+}
+
+// TestPoisonAnswersNotDumps: with many records, list prints the counts by
+// group and the newest 50 with how many more; a purge dry run prints
+// counts, and the records only with -details; the warning about
+// validation failures names a few ids; -o json stays complete.
+func TestPoisonAnswersNotDumps(t *testing.T) {
+	b := setupMany(t)
+	r := b.mustRun("", "poison", "list")
+	summary, records, _ := strings.Cut(r.stdout, "\nNewest first:\n")
+	if !strings.HasPrefix(summary, "134 poisoned messages in 4 groups:") || !strings.Contains(summary, "index/conflict         70") {
+		t.Errorf("list summary:\n%s", summary)
+	}
+	lines := strings.Split(strings.TrimRight(records, "\n"), "\n")
+	if len(lines) != 52 || lines[51] != "84 more messages (use -limit 0 for all)" {
+		t.Errorf("list prints %d record lines, last %q; want a header, 50 and \"84 more messages (use -limit 0 for all)\"", len(lines), lines[len(lines)-1])
+	}
+	r = b.mustRun("", "poison", "list", "-o", "json")
+	var recs []map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &recs); err != nil || len(recs) != 134 {
+		t.Errorf("list -o json: %d records, %v; want all 134", len(recs), err)
+	}
+
+	r = b.mustRun("", "poison", "purge", "-dry-run")
+	if n := strings.Count(r.stdout, "\n"); n > 8 || !strings.Contains(r.stdout, "validation             poisoned  61") ||
+		!strings.Contains(r.stdout, "would remove 134 (134 poisoned)") {
+		t.Errorf("purge -dry-run prints %d lines, want the counts by group and state and the total:\n%s", n, r.stdout)
+	}
+	r = b.mustRun("", "poison", "purge", "-dry-run", "-details", "-limit", "10")
+	if !strings.Contains(r.stdout, "124 more records (use -limit 0 for all)") || strings.Count(r.stdout, "  poisoned  ") != 14 {
+		t.Errorf("purge -dry-run -details -limit 10:\n%s", r.stdout)
+	}
+	r = b.mustRun("", "poison", "purge", "-dry-run", "-o", "json")
+	var purged struct {
+		Purged  int
+		Records []map[string]any
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &purged); err != nil || purged.Purged != 134 || len(purged.Records) != 134 {
+		t.Errorf("purge -dry-run -o json: %d, %d records, %v", purged.Purged, len(purged.Records), err)
+	}
+
+	r = b.mustRun("", "poison", "requeue", "-group", "validation", "-dry-run")
+	warning := r.stderr
+	if !strings.Contains(warning, "warning: 61 requeued messages would be poisoned by a validation error") ||
+		!strings.Contains(warning, "and 56 more (-details or -o json list them)") || len(warning) > 400 {
+		t.Errorf("requeue of 60 invalid messages warns with %d characters:\n%s", len(warning), warning)
+	}
+	if strings.Count(r.stdout, "\n") > 3 || !strings.Contains(r.stdout, "validation  61") {
+		t.Errorf("requeue -group validation -dry-run prints the counts, not the records:\n%s", r.stdout)
 	}
 }

@@ -5,9 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/tablekeeper/tablekeeper/cmd/internal/cli"
@@ -83,99 +81,6 @@ func (m *Main) inspector(ctx context.Context, c *common) (*poison.Inspector, err
 	return ins, nil
 }
 
-// poisonList prints the poisoned records, newest first, or their groups
-// by kind and failure class.
-func (m *Main) poisonList(ctx context.Context, args []string) error {
-	var (
-		c     common
-		group bool
-		kind  string
-		limit int
-	)
-	fs := m.newFlagSet("poison list", "poison list [-group] [-kind K] [-limit N] [flags]",
-		"Lists the poisoned messages of the work queue, newest first. Nothing is changed. With -group, lists\n"+
-			"the groups of messages that share a kind and a failure class (validation, not-found, unavailable,\n"+
-			"too-large, forbidden, conflict, panic, dequeue-count, other), with counts; requeue and delete take\n"+
-			"a group's name with -group.", &c)
-	fs.BoolVar(&group, "group", false, "group the messages by kind and failure class, with counts")
-	fs.StringVar(&kind, "kind", "", "only messages of this job kind")
-	fs.IntVar(&limit, "limit", 0, "print at most this many messages or groups (0: all)")
-	if err := m.parseNoArgs(fs, &c, args); err != nil {
-		return err
-	}
-	if limit < 0 {
-		return usagef("-limit: must be 0 (all) or more, got %d", limit)
-	}
-	ins, err := m.inspector(ctx, &c)
-	if err != nil {
-		return err
-	}
-	recs, err := ins.List(ctx, kind)
-	if err != nil {
-		return err
-	}
-	more := 0
-	cut := func(n int) int {
-		if limit > 0 && n > limit {
-			more = n - limit
-			return limit
-		}
-		return n
-	}
-
-	if group {
-		groups := poison.GroupRecords(recs)
-		groups = groups[:cut(len(groups))]
-		if c.json() {
-			out := make([]groupJSON, 0, len(groups))
-			for _, g := range groups {
-				out = append(out, groupJSON{Group: g.Name, Kind: g.Kind, Class: g.Class, Count: g.Count, Newest: g.Newest, Example: g.Example})
-			}
-			return writeJSON(m.Stdout, out)
-		}
-		if len(groups) == 0 {
-			fmt.Fprintf(m.Stdout, "no poisoned messages for queue %s\n", c.queue)
-			return nil
-		}
-		tw := newTable(m.Stdout)
-		row(tw, "GROUP", "COUNT", "NEWEST", "EXAMPLE REASON")
-		for _, g := range groups {
-			row(tw, g.Name, strconv.Itoa(g.Count), timeCell(g.Newest), cell(g.Example, reasonChars))
-		}
-		return m.flushMore(tw, more, "groups")
-	}
-
-	recs = recs[:cut(len(recs))]
-	if c.json() {
-		out := make([]recordJSON, 0, len(recs))
-		for _, r := range recs {
-			out = append(out, toRecordJSON(r))
-		}
-		return writeJSON(m.Stdout, out)
-	}
-	if len(recs) == 0 {
-		fmt.Fprintf(m.Stdout, "no poisoned messages for queue %s\n", c.queue)
-		return nil
-	}
-	tw := newTable(m.Stdout)
-	row(tw, "MESSAGE ID", "OP ID", "KIND", "DELIVERIES", "LAST ATTEMPT", "GROUP", "REASON")
-	for _, r := range recs {
-		row(tw, r.MessageID, r.OpID, r.Kind, strconv.FormatInt(r.DequeueCount, 10), timeCell(r.LastAttempt), poison.GroupName(r), cell(r.Reason, reasonChars))
-	}
-	return m.flushMore(tw, more, "messages")
-}
-
-// flushMore flushes a table and says how many rows -limit left out.
-func (m *Main) flushMore(tw *tabwriter.Writer, more int, what string) error {
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if more > 0 {
-		fmt.Fprintf(m.Stdout, "(%d more %s; raise -limit to see them)\n", more, what)
-	}
-	return nil
-}
-
 // poisonRequeue sends records back to the work queue.
 func (m *Main) poisonRequeue(ctx context.Context, args []string) error {
 	var (
@@ -184,19 +89,27 @@ func (m *Main) poisonRequeue(ctx context.Context, args []string) error {
 		kind   string
 		group  string
 		dryRun bool
+		d      detailFlags
 	)
-	fs := m.newFlagSet("poison requeue", "poison requeue (ID... | -all | -group G) [-kind K] [-dry-run] [flags]",
+	fs := m.newFlagSet("poison requeue", "poison requeue (ID... | -all | -group G) [-kind K] [-dry-run] [-details] [flags]",
 		"Sends poisoned messages back to the work queue as fresh messages (their original text,\n"+
 			"untouched) and removes them from the poison queue. It says why a given id was not requeued,\n"+
-			"and warns about messages that failed validation: they fail again unless changed.", &c)
+			"and warns about messages that failed validation: they fail again unless changed. It prints how\n"+
+			"many per group; the messages one per line when ids are given or with -details (at most -limit).\n"+
+			"A -kind or -group that names nothing known is refused, listing what exists.", &c)
 	fs.BoolVar(&all, "all", false, "requeue every poisoned message (of -kind and -group, if given)")
 	fs.StringVar(&kind, "kind", "", "only messages of this job kind")
 	fs.StringVar(&group, "group", "", "only messages of this group (see 'poison list -group'), such as archive/unavailable")
 	fs.BoolVar(&dryRun, "dry-run", false, "print what would be requeued and change nothing")
+	d.register(fs, true, "messages")
 	pos, err := m.parse(fs, &c, args)
 	if err != nil {
 		return err
 	}
+	if err := d.check(fs, &c); err != nil {
+		return err
+	}
+	d.details = d.details || len(pos) > 0
 	all = all || group != ""
 	switch {
 	case all && len(pos) > 0:
@@ -208,16 +121,17 @@ func (m *Main) poisonRequeue(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := m.checkSelection(ctx, ins, kind, group); err != nil {
+		return err
+	}
 	var skipped []string
 	recs, rerr := ins.Requeue(ctx, poison.RequeueOptions{IDs: pos, All: all, Kind: kind, Group: group, DryRun: dryRun,
 		Skipped: func(r poison.Record, why string) {
 			skipped = append(skipped, fmt.Sprintf("not requeued %s: %s", r.MessageID, why))
 		},
 		Progress: m.progress("requeued")})
-	for _, s := range skipped {
-		fmt.Fprintln(m.Stderr, cell(s, 0))
-	}
-	m.warnValidation(recs, dryRun)
+	m.reportSkipped(skipped, d)
+	m.warnValidation(recs, dryRun, d)
 
 	if c.json() {
 		out := struct {
@@ -234,23 +148,8 @@ func (m *Main) poisonRequeue(ctx context.Context, args []string) error {
 		}
 		return rerr
 	}
-	if len(recs) > 0 {
-		tw := newTable(m.Stdout)
-		if dryRun {
-			row(tw, "MESSAGE ID", "OP ID", "KIND", "REASON")
-		} else {
-			row(tw, "MESSAGE ID", "OP ID", "KIND", "NEW MESSAGE ID")
-		}
-		for _, r := range recs {
-			last := r.RequeuedMessageID
-			if dryRun {
-				last = cell(r.Reason, reasonChars)
-			}
-			row(tw, r.MessageID, r.OpID, r.Kind, last)
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
+	if err := m.writeRequeued(recs, dryRun, d); err != nil {
+		return err
 	}
 	switch {
 	case dryRun:
@@ -261,9 +160,58 @@ func (m *Main) poisonRequeue(ctx context.Context, args []string) error {
 	return rerr
 }
 
+// writeRequeued prints the requeued records' counts by group and, with
+// -details, the records (at most -limit).
+func (m *Main) writeRequeued(recs []poison.Record, dryRun bool, d detailFlags) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	tw := newTable(m.Stdout)
+	if err := writeSummary(tw, recs, false); err != nil {
+		return err
+	}
+	if !d.details {
+		return nil
+	}
+	fmt.Fprintln(m.Stdout)
+	if dryRun {
+		row(tw, "MESSAGE ID", "OP ID", "KIND", "REASON")
+	} else {
+		row(tw, "MESSAGE ID", "OP ID", "KIND", "NEW MESSAGE ID")
+	}
+	n, more := d.cut(len(recs))
+	for _, r := range recs[:n] {
+		last := r.RequeuedMessageID
+		if dryRun {
+			last = cell(r.Reason, reasonChars)
+		}
+		row(tw, r.MessageID, r.OpID, r.Kind, last)
+	}
+	return m.flushMore(tw, more, "messages")
+}
+
+// maxShownIDs is how many message ids a warning names; -details names
+// them all.
+const maxShownIDs = 5
+
+// reportSkipped says on stderr why messages were not requeued: the first
+// maxShownErrors, or all with -details; -o json lists them all.
+func (m *Main) reportSkipped(skipped []string, d detailFlags) {
+	n := len(skipped)
+	if !d.details {
+		n = min(n, maxShownErrors)
+	}
+	for _, s := range skipped[:n] {
+		fmt.Fprintln(m.Stderr, cell(s, 0))
+	}
+	if more := len(skipped) - n; more > 0 {
+		fmt.Fprintf(m.Stderr, "%d more not requeued (-details or -o json list them)\n", more)
+	}
+}
+
 // warnValidation warns on stderr about requeued records whose failure was
-// a validation error.
-func (m *Main) warnValidation(recs []poison.Record, dryRun bool) {
+// a validation error, naming the first maxShownIDs (all with -details).
+func (m *Main) warnValidation(recs []poison.Record, dryRun bool, d detailFlags) {
 	var ids []string
 	for _, r := range recs {
 		if poison.Class(r) == poison.ClassValidation {
@@ -277,8 +225,12 @@ func (m *Main) warnValidation(recs []poison.Record, dryRun bool) {
 	if dryRun {
 		verb = "would be"
 	}
+	shown := strings.Join(ids, ", ")
+	if len(ids) > maxShownIDs && !d.details {
+		shown = fmt.Sprintf("%s and %d more (-details or -o json list them)", strings.Join(ids[:maxShownIDs], ", "), len(ids)-maxShownIDs)
+	}
 	fmt.Fprintf(m.Stderr, "warning: %d requeued messages %s poisoned by a validation error; unchanged, they will be poisoned again: %s\n",
-		len(ids), verb, strings.Join(ids, ", "))
+		len(ids), verb, shown)
 }
 
 // progress returns a progress callback that redraws "<verb> N/M" on
@@ -301,14 +253,19 @@ func (m *Main) poisonDelete(ctx context.Context, args []string) error {
 		c      common
 		group  string
 		dryRun bool
+		d      detailFlags
 	)
-	fs := m.newFlagSet("poison delete", "poison delete (ID... | -group G) [-dry-run] [flags]",
+	fs := m.newFlagSet("poison delete", "poison delete (ID... | -group G) [-dry-run] [-details] [flags]",
 		"Deletes poisoned messages (by original message id, or a whole group): their poison-queue\n"+
 			"messages, stored originals and failure records. The operations are not sent again.", &c)
 	fs.StringVar(&group, "group", "", "delete every message of this group (see 'poison list -group'), as purge -group does")
 	fs.BoolVar(&dryRun, "dry-run", false, "print what would be deleted and change nothing")
+	d.register(fs, true, "records a dry run of -group would delete")
 	pos, err := m.parse(fs, &c, args)
 	if err != nil {
+		return err
+	}
+	if err := d.check(fs, &c); err != nil {
 		return err
 	}
 	switch {
@@ -322,7 +279,10 @@ func (m *Main) poisonDelete(ctx context.Context, args []string) error {
 		return err
 	}
 	if group != "" {
-		return m.purge(ctx, &c, ins, poison.PurgeOptions{Group: group, DryRun: dryRun}, "deleted")
+		if err := m.checkSelection(ctx, ins, "", group); err != nil {
+			return err
+		}
+		return m.purge(ctx, &c, ins, poison.PurgeOptions{Group: group, DryRun: dryRun}, "deleted", d)
 	}
 	deleted := []string{}
 	var errs []error
@@ -368,6 +328,7 @@ func (m *Main) poisonPurge(ctx context.Context, args []string) error {
 		yes            bool
 		noCheckpoints  bool
 		staleAfterFlag = durationValue(poison.DefaultStaleAfter)
+		d              detailFlags
 	)
 	fs := m.newFlagSet("poison purge", "poison purge [-older-than D] [-kind K] [-group G] [-dry-run] [-yes] [flags]",
 		"Removes what the poison table no longer needs: poisoned messages (poison-queue message, stored\n"+
@@ -386,7 +347,11 @@ func (m *Main) poisonPurge(ctx context.Context, args []string) error {
 	fs.BoolVar(&noCheckpoints, "keep-checkpoints", false, "leave the range checkpoints alone")
 	fs.BoolVar(&o.DryRun, "dry-run", false, "print what would be removed and change nothing")
 	fs.BoolVar(&yes, "yes", false, "purge without asking, even without a filter")
+	d.register(fs, true, "records a dry run would remove")
 	if err := m.parseNoArgs(fs, &c, args); err != nil {
+		return err
+	}
+	if err := d.check(fs, &c); err != nil {
 		return err
 	}
 	o.StaleAfter = time.Duration(staleAfterFlag)
@@ -407,7 +372,32 @@ func (m *Main) poisonPurge(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	return m.purge(ctx, &c, ins, o, "purged")
+	if err := m.checkSelection(ctx, ins, o.Kind, o.Group); err != nil {
+		return err
+	}
+	return m.purge(ctx, &c, ins, o, "purged", d)
+}
+
+// writePurged prints the counts by group and state of the records a dry
+// run would remove and, with -details, the records (at most -limit).
+func (m *Main) writePurged(recs []poison.Record, d detailFlags) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	tw := newTable(m.Stdout)
+	if err := writeSummary(tw, recs, true); err != nil {
+		return err
+	}
+	if !d.details {
+		return nil
+	}
+	fmt.Fprintln(m.Stdout)
+	row(tw, "MESSAGE ID", "STATE", "GROUP", "LAST ATTEMPT")
+	n, more := d.cut(len(recs))
+	for _, r := range recs[:n] {
+		row(tw, r.MessageID, r.State, poison.GroupName(r), timeCell(r.LastAttempt))
+	}
+	return m.flushMore(tw, more, "records")
 }
 
 // confirm asks question on a terminal and returns nil on "y" or "yes". Not
@@ -425,8 +415,9 @@ func (m *Main) confirm(question string) error {
 }
 
 // purge runs a purge and prints what it removed; verb is "purged" or
-// "deleted".
-func (m *Main) purge(ctx context.Context, c *common, ins *poison.Inspector, o poison.PurgeOptions, verb string) error {
+// "deleted". A dry run prints the records' counts by group and state and,
+// with -details, the records (at most -limit).
+func (m *Main) purge(ctx context.Context, c *common, ins *poison.Inspector, o poison.PurgeOptions, verb string, d detailFlags) error {
 	if !o.DryRun {
 		o.Progress = m.progress(verb)
 	}
@@ -454,11 +445,7 @@ func (m *Main) purge(ctx context.Context, c *common, ins *poison.Inspector, o po
 	}
 	if o.DryRun {
 		verb = "would remove"
-		tw := newTable(m.Stdout)
-		for _, r := range res.Records {
-			row(tw, r.MessageID, r.State, poison.GroupName(r), timeCell(r.LastAttempt))
-		}
-		if werr := tw.Flush(); werr != nil {
+		if werr := m.writePurged(res.Records, d); werr != nil {
 			return werr
 		}
 	}
