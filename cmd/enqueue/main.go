@@ -290,8 +290,9 @@ func (m *Main) parse(fs *flag.FlagSet, c *common, args []string) ([]string, erro
 				_, werr := c.flagOut.WriteTo(m.Stdout)
 				return nil, cmp.Or(werr, err)
 			}
-			c.flagOut.WriteTo(m.Stderr)
-			return nil, &usageError{err: err, printed: true}
+			// The error alone, and a one-line hint (exit prints it), not
+			// the flag list the flag package printed after it.
+			return nil, &usageError{err: cli.FlagError(err, fs)}
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {

@@ -228,7 +228,7 @@ func TestArchiveFlagErrors(t *testing.T) {
 		{"bad output", append(valid, "-rk", "a", "-o", "yaml"), "-o: must be table or json"},
 		{"bad queue", append(valid, "-rk", "a", "-queue", "Work_Items"), "-queue: invalid input: queue name"},
 		{"stray argument", append(valid, "-rk", "a", "extra"), `unexpected argument "extra"`},
-		{"unknown flag", append(valid, "-rk", "a", "-row", "b"), "flag provided but not defined: -row"},
+		{"unknown flag", append(valid, "-rk", "a", "-row", "b"), "unknown flag -row"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			b := setup(t)

@@ -60,7 +60,7 @@ func (m *Main) runStats(ctx context.Context, args []string) error {
 			"transaction never committed (counted up to 10,000; 'poison purge' removes the old ones): 4 storage calls,\n"+
 			"and one more per 1,000 dropped jobs. -watch D prints them again every D until interrupted (Ctrl-C ends it\n"+
 			"with status 0).", &c)
-	fs.DurationVar(&watch, "watch", 0, "refresh every this long (at least 1s) until interrupted; 0: print once")
+	cli.DurationVar(fs, &watch, "watch", 0, "refresh every this long (at least 1s) until interrupted; 0: print once")
 	if err := m.parseNoArgs(fs, &c, args); err != nil {
 		return err
 	}

@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"flag"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -105,4 +107,49 @@ func distance(a, b string) int {
 		prev2, prev, cur = prev, cur, prev2
 	}
 	return prev[len(rb)]
+}
+
+// FlagError rewrites the flag package's parse errors: "invalid value "abc"
+// for flag -limit: parse error" says what the flag takes instead, and an
+// undefined flag gets a did-you-mean among fs's flags.
+func FlagError(err error, fs *flag.FlagSet) error {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		var names []string
+		fs.VisitAll(func(f *flag.Flag) { names = append(names, "-"+f.Name) })
+		return fmt.Errorf("unknown flag -%s%s", name, DidYouMean("-"+name, names))
+	}
+	if rest, ok := strings.CutPrefix(msg, "invalid value "); ok {
+		if value, rest, ok := strings.Cut(rest, " for flag -"); ok {
+			if name, why, ok := strings.Cut(rest, ": "); ok {
+				if why == "parse error" {
+					return fmt.Errorf("-%s: must be %s, got %s", name, flagKind(fs.Lookup(name)), value)
+				}
+				return fmt.Errorf("-%s: %s", name, why)
+			}
+		}
+	}
+	return err
+}
+
+// flagKind says what a flag takes, for a parse error.
+func flagKind(f *flag.Flag) string {
+	if f == nil {
+		return "a valid value"
+	}
+	g, ok := f.Value.(flag.Getter)
+	if !ok {
+		return "a valid value"
+	}
+	switch g.Get().(type) {
+	case int, int64, uint, uint64:
+		return "a whole number"
+	case bool:
+		return "true or false"
+	case float64:
+		return "a number"
+	case time.Duration:
+		return "a duration such as 90m, 36h or 7d"
+	}
+	return "a valid value"
 }
