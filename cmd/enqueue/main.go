@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -84,7 +85,7 @@ func NewMain() *Main { return &Main{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: 
 const usageText = `enqueue puts tablekeeper operations on the work queue, manages its poison queue, looks
 up and checks the indexes the worker keeps, and checks the outbox rows of transactional enqueues.
 
-usage: enqueue <command> [flags]
+usage: enqueue [common flags] <command> [flags]
        enqueue -version          print the version, commit and build date
 
 commands:
@@ -130,7 +131,7 @@ commands:
                     -table T [-pk P] [-older-than 1h] [-yes]
   stats           count the messages of the work queue and its poison queue, and the dropped jobs
 
-common flags:
+common flags (before or after the command):
   -queue NAME               work queue; its poison queue is NAME-poison (default $TABLEKEEPER_QUEUE or "tablekeeper")
   -connection-string S      storage connection string (default $AZURE_STORAGE_CONNECTION_STRING, which is
                             preferable: a flag shows in ps; never printed)
@@ -161,8 +162,12 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 	m.redactor, m.account = &cli.Redactor{}, nil
 	m.redactor.Add((&cli.Account{}).Secrets()...) // the environment's
 	m.Stdout, m.Stderr = m.redactor.Writer(stdout), m.redactor.Writer(stderr)
+	args, err := commonFirst(args)
+	if err != nil {
+		fmt.Fprintf(m.Stderr, "enqueue: %s\nRun 'enqueue help' for the commands and common flags.\n", m.redact(err.Error()))
+		return exitUsage
+	}
 	name, rest := args[0], args[1:]
-	var err error
 	switch name {
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(m.Stdout, usageText)
@@ -197,10 +202,67 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 	case "outbox":
 		name, err = m.runOutbox(ctx, rest)
 	default:
-		fmt.Fprintf(m.Stderr, "enqueue: unknown command %q\n\n%s", name, usageText)
+		fmt.Fprintf(m.Stderr, "enqueue: unknown command %q%s\nRun 'enqueue help' for the commands.\n", name, cli.DidYouMean(name, commands))
 		return exitUsage
 	}
 	return m.exit(name, err)
+}
+
+// commands are the commands Run knows, for a did-you-mean.
+var commands = []string{"archive", "export", "purgeday", "purge", "raw", "poison", "index", "blobsync", "stats", "checkpoints", "outbox", "help"}
+
+// commonFlags are the flags every command takes (and -config, which the
+// index commands take), which may come before the command too.
+var commonFlags = []string{"queue", "connection-string", "account", "sas-token", "storage-retries", "storage-timeout", "o", "config"}
+
+// commonFirst moves common flags given before the command ("enqueue
+// -queue X stats") after it, where the command's flag set reads them
+// (before a "--", which ends the flags). Any other flag before the command
+// is an error; -h, -help and -version stay where they are.
+func commonFirst(args []string) ([]string, error) {
+	var moved []string
+	i := 0
+	for i < len(args) && strings.HasPrefix(args[i], "-") && len(args[i]) > 1 {
+		a := args[i]
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		switch {
+		case slices.Contains([]string{"h", "help", "version"}, name):
+			if i == 0 {
+				return args, nil
+			}
+			return nil, fmt.Errorf("%s goes before any other flag, or after the command", a)
+		case a == "--":
+			return nil, errors.New("a command must come before --")
+		case !slices.Contains(commonFlags, name):
+			var dashed []string
+			for _, f := range commonFlags {
+				dashed = append(dashed, "-"+f)
+			}
+			return nil, fmt.Errorf("flag %s before the command: only the common flags (%s) may come before it; put it after the command%s",
+				a, strings.Join(dashed, ", "), cli.DidYouMean("-"+name, dashed))
+		case hasValue:
+			moved = append(moved, a)
+			i++
+		case i+1 >= len(args):
+			return nil, fmt.Errorf("flag %s needs a value", a)
+		default:
+			moved = append(moved, a, args[i+1])
+			i += 2
+		}
+	}
+	if len(moved) == 0 {
+		return args, nil
+	}
+	if i == len(args) {
+		return nil, errors.New("no command after the flags")
+	}
+	rest := args[i:]
+	out := slices.Clone(rest)
+	if k := slices.Index(rest, "--"); k >= 0 {
+		out = append(slices.Clone(rest[:k]), moved...)
+		return append(out, rest[k:]...), nil
+	}
+	return append(out, moved...), nil
 }
 
 // exit reports err (scrubbed of secrets) and returns its exit status.

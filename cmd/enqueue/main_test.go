@@ -249,18 +249,19 @@ func TestArchiveFlagErrors(t *testing.T) {
 func TestUsage(t *testing.T) {
 	b := setup(t)
 	r := b.run("", "frobnicate")
-	if r.code != 2 || !strings.Contains(r.stderr, `unknown command "frobnicate"`) {
+	if r.code != 2 || !strings.Contains(r.stderr, `unknown command "frobnicate"`) || !strings.Contains(r.stderr, "Run 'enqueue help' for the commands.") {
 		t.Errorf("unknown command: exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	r = b.run("")
+	if r.code != 2 || !strings.Contains(r.stderr, "usage: enqueue [common flags] <command>") {
+		t.Errorf("no command: exit %d, stderr:\n%s", r.code, r.stderr)
 	}
 	for _, cmd := range []string{"archive", "export", "export verify", "raw", "blobsync offload", "blobsync attach", "blobsync reconcile", "blobsync get", "poison list", "poison show", "poison requeue", "poison delete", "poison purge", "outbox check", "outbox purge", "stats"} {
 		if !strings.Contains(r.stderr, "\n  "+cmd+" ") {
 			t.Errorf("usage does not list %q:\n%s", cmd, r.stderr)
 		}
 	}
-	if r := b.run(""); r.code != 2 || !strings.Contains(r.stderr, "usage: enqueue <command>") {
-		t.Errorf("no command: exit %d, stderr:\n%s", r.code, r.stderr)
-	}
-	if r := b.run("", "help"); r.code != 0 || !strings.Contains(r.stdout, "usage: enqueue <command>") {
+	if r := b.run("", "help"); r.code != 0 || !strings.Contains(r.stdout, "usage: enqueue [common flags] <command>") {
 		t.Errorf("help: exit %d, stdout:\n%s", r.code, r.stdout)
 	}
 	for _, flag := range []string{"-version", "--version"} {

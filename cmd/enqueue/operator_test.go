@@ -220,3 +220,39 @@ func TestPoisonAnswersNotDumps(t *testing.T) {
 		t.Errorf("requeue -group validation -dry-run prints the counts, not the records:\n%s", r.stdout)
 	}
 }
+
+// TestCommandLineMistakes: common flags may come before the command; a
+// mistyped command or flag gets a did-you-mean, and a bad flag value its
+// error and a one-line hint, not the help.
+func TestCommandLineMistakes(t *testing.T) {
+	b := setupPoison(t)
+	r := b.mustRun("", "-queue", queueName, "-o", "json", "poison", "list")
+	var recs []map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &recs); err != nil || len(recs) != 4 {
+		t.Errorf("enqueue -queue Q -o json poison list: %d records, %v:\n%s", len(recs), err, r.stdout)
+	}
+	if r := b.run("", "-queue", "no-such-queue", "poison", "list"); r.code != 1 || !strings.Contains(r.stderr, "queue no-such-queue does not exist") {
+		t.Errorf("-queue before the command is not used: exit %d\n%s", r.code, r.stderr)
+	}
+	if r := b.run("", "-queue=no-such-queue", "stats", "--", "x"); r.code != 2 || !strings.Contains(r.stderr, `unexpected argument "x"`) {
+		t.Errorf("-queue=Q stats -- x: exit %d\n%s", r.code, r.stderr)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"stts"}, `enqueue: unknown command "stts" (did you mean "stats"?)` + "\nRun 'enqueue help' for the commands.\n"},
+		{[]string{"poison", "list", "-limit", "abc"}, "enqueue poison list: -limit: must be a whole number, got \"abc\"\nRun 'enqueue poison list -h' for usage.\n"},
+		{[]string{"poison", "list", "-limt", "5"}, "enqueue poison list: unknown flag -limt (did you mean \"-limit\"?)\nRun 'enqueue poison list -h' for usage.\n"},
+		{[]string{"-limit", "5", "poison", "list"}, "enqueue: flag -limit before the command: only the common flags"},
+		{[]string{"-queue", queueName}, "enqueue: no command after the flags\n"},
+	} {
+		r := b.run("", c.args...)
+		if r.code != 2 || !strings.HasPrefix(r.stderr, c.want) || strings.Count(r.stderr, "\n") > 2 {
+			t.Errorf("enqueue %q: exit %d, stderr:\n%s\nwant exit 2 and, in at most two lines, %q", c.args, r.code, r.stderr, c.want)
+		}
+	}
+	if r := b.run("", "poison", "lst"); r.code != 2 || !strings.Contains(r.stderr, `unknown subcommand "lst" (did you mean "list"?)`) {
+		t.Errorf("poison lst: exit %d\n%s", r.code, r.stderr)
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -56,7 +58,8 @@ func (m *Main) runGroup(ctx context.Context, group, usage string, subs map[strin
 		fmt.Fprint(m.Stdout, usage)
 		return group, nil
 	}
-	fmt.Fprintf(m.Stderr, "enqueue %s: unknown subcommand %q\n\n%s", group, sub, usage)
+	names := slices.Sorted(maps.Keys(subs))
+	fmt.Fprintf(m.Stderr, "enqueue %s: unknown subcommand %q%s\n\n%s", group, sub, cli.DidYouMean(sub, names), usage)
 	return group, &usageError{err: fmt.Errorf("unknown subcommand %q", sub), printed: true}
 }
 
