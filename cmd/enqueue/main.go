@@ -10,9 +10,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 	"unicode"
@@ -29,15 +29,19 @@ import (
 
 func main() {
 	// SIGINT and SIGTERM are caught since the process started (see
-	// stopsignal): the first cancels the command's context; after it, the
-	// default action is back, so a second one ends the process at once.
+	// stopsignal): the first cancels the command's context; the second
+	// prints the counts so far of a command that counts (see Forced) and
+	// ends the process at once with status 1.
+	m := NewMain()
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		<-stopsignal.C
-		signal.Stop(stopsignal.C)
 		cancel()
+		<-stopsignal.C
+		m.Forced()
+		os.Exit(exitFailed)
 	}()
-	os.Exit(NewMain().Run(ctx, os.Args[1:]))
+	os.Exit(m.Run(ctx, os.Args[1:]))
 }
 
 // Exit statuses of Run.
@@ -72,10 +76,33 @@ type Main struct {
 	// anything that looks like one) from everything Run writes to Stdout
 	// and Stderr.
 	redactor *cli.Redactor
+	// final, while a command that counts its progress runs, prints its
+	// counts so far (see Forced).
+	final atomic.Pointer[func()]
 	// account is the account the current command connected to, nil
 	// before it did (or when Connect stands in): a refused credential's
 	// error names its form (see exit).
 	account *cli.Account
+}
+
+// setFinal sets what Forced prints while the current command runs; nil
+// clears it.
+func (m *Main) setFinal(f func()) {
+	if f == nil {
+		m.final.Store(nil)
+		return
+	}
+	m.final.Store(&f)
+}
+
+// Forced prints, on stderr, the counts so far of the running command when
+// it counts its progress (a bulk send, a requeue or purge): the process
+// calls it when a second interrupt ends it at once, so the operator knows
+// how far it got.
+func (m *Main) Forced() {
+	if f := m.final.Load(); f != nil {
+		(*f)()
+	}
 }
 
 // NewMain returns a Main on the process's standard streams.
@@ -160,6 +187,7 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 	stdout, stderr := m.Stdout, m.Stderr
 	defer func() { m.Stdout, m.Stderr = stdout, stderr }()
 	m.redactor, m.account = &cli.Redactor{}, nil
+	defer m.setFinal(nil)
 	m.redactor.Add((&cli.Account{}).Secrets()...) // the environment's
 	m.Stdout, m.Stderr = m.redactor.Writer(stdout), m.redactor.Writer(stderr)
 	args, err := commonFirst(args)

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -255,4 +258,64 @@ func TestCommandLineMistakes(t *testing.T) {
 	if r := b.run("", "poison", "lst"); r.code != 2 || !strings.Contains(r.stderr, `unknown subcommand "lst" (did you mean "list"?)`) {
 		t.Errorf("poison lst: exit %d\n%s", r.code, r.stderr)
 	}
+}
+
+// TestForcedExitPrintsCounts: while a bulk send runs, a second interrupt
+// (Forced) prints how far it got; so does a requeue's progress.
+func TestForcedExitPrintsCounts(t *testing.T) {
+	b := setup(t)
+	in, feed := io.Pipe()
+	var out, errOut syncBuffer
+	m := &Main{Stdin: in, Stdout: &out, Stderr: &errOut, Clock: b.clock,
+		Connect: func() (storeadapter.Store, error) { return b.store, nil }}
+	done := make(chan int)
+	go func() { done <- m.Run(t.Context(), []string{"raw"}) }()
+	for i := range 3 {
+		fmt.Fprintln(feed, envelopeLine(fmt.Sprintf("op-%d", i), "r"))
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for b.count(b.queue) < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the 3 lines were not sent within 10 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	m.Forced()
+	if !strings.Contains(errOut.String(), "interrupted: sent 3, failed 0, not sent at most 0 of 3 lines read") {
+		t.Errorf("a forced exit during raw prints:\n%s", errOut.String())
+	}
+	feed.Close()
+	if code := <-done; code != 0 {
+		t.Errorf("raw: exit %d\n%s", code, errOut.String())
+	}
+	m.Forced() // nothing runs: nothing printed
+	if strings.Count(errOut.String(), "interrupted:") != 1 {
+		t.Errorf("Forced after the command ended printed again:\n%s", errOut.String())
+	}
+
+	var errs bytes.Buffer
+	m = &Main{Stderr: &errs}
+	m.progress("requeued")(40, 1000)
+	m.Forced()
+	if !strings.Contains(errs.String(), "interrupted: requeued 40/1000 so far") {
+		t.Errorf("a forced exit during a requeue prints %q", errs.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/tablekeeper/tablekeeper/cmd/internal/cli"
@@ -237,12 +238,20 @@ func (m *Main) warnValidation(recs []poison.Record, dryRun bool, d detailFlags) 
 }
 
 // progress returns a progress callback that redraws "<verb> N/M" on
-// stderr when it is a terminal, and nil otherwise.
+// stderr when it is a terminal, and keeps the counts for Forced.
 func (m *Main) progress(verb string) func(done, total int) {
-	if !m.isTerminal(m.Stderr) {
-		return nil
-	}
+	var last atomic.Pointer[[2]int]
+	m.setFinal(func() {
+		if n := last.Load(); n != nil {
+			fmt.Fprintf(m.Stderr, "\ninterrupted: %s %d/%d so far\n", verb, n[0], n[1])
+		}
+	})
+	terminal := m.isTerminal(m.Stderr)
 	return func(done, total int) {
+		last.Store(&[2]int{done, total})
+		if !terminal {
+			return
+		}
 		fmt.Fprintf(m.Stderr, "\r%s %d/%d\x1b[K", verb, done, total)
 		if done == total {
 			fmt.Fprintln(m.Stderr)

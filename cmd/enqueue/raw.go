@@ -202,6 +202,14 @@ type bulkFailure struct {
 
 // run reads in, sends the valid lines and reports.
 func (r *bulkRun) run(ctx context.Context, in io.Reader) error {
+	r.m.setFinal(func() {
+		sent, failed := r.sent.Load(), r.failed.Load()
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		fmt.Fprintf(r.m.Stderr, "\ninterrupted: sent %d, failed %d, not sent at most %d of %d lines read (some may have reached the queue)\n",
+			sent, failed, r.read.Load()-sent-failed, r.read.Load())
+	})
+	defer r.m.setFinal(nil)
 	stopProgress := r.startProgress()
 	stream := r.client.Stream(ctx)
 	readErr := r.readLines(ctx, in, stream)
