@@ -167,31 +167,17 @@ func (m *Main) poisonRequeue(ctx context.Context, args []string) error {
 // writeRequeued prints the requeued records' counts by group and, with
 // -details, the records (at most -limit).
 func (m *Main) writeRequeued(recs []poison.Record, dryRun bool, d detailFlags) error {
-	if len(recs) == 0 {
-		return nil
-	}
-	tw := newTable(m.Stdout)
-	if err := writeSummary(tw, recs, false); err != nil {
-		return err
-	}
-	if !d.details {
-		return nil
-	}
-	fmt.Fprintln(m.Stdout)
+	head := []string{"MESSAGE ID", "OP ID", "KIND", "NEW MESSAGE ID"}
 	if dryRun {
-		row(tw, "MESSAGE ID", "OP ID", "KIND", "REASON")
-	} else {
-		row(tw, "MESSAGE ID", "OP ID", "KIND", "NEW MESSAGE ID")
+		head[3] = "REASON"
 	}
-	n, more := d.cut(len(recs))
-	for _, r := range recs[:n] {
+	return m.writeSelected(recs, false, d, head, "messages", func(r poison.Record) []string {
 		last := r.RequeuedMessageID
 		if dryRun {
 			last = cell(r.Reason, reasonChars)
 		}
-		row(tw, r.MessageID, r.OpID, r.Kind, last)
-	}
-	return m.flushMore(tw, more, "messages")
+		return []string{r.MessageID, r.OpID, r.Kind, last}
+	})
 }
 
 // maxShownIDs is how many message ids a warning names; -details names
@@ -393,23 +379,9 @@ func (m *Main) poisonPurge(ctx context.Context, args []string) error {
 // writePurged prints the counts by group and state of the records a dry
 // run would remove and, with -details, the records (at most -limit).
 func (m *Main) writePurged(recs []poison.Record, d detailFlags) error {
-	if len(recs) == 0 {
-		return nil
-	}
-	tw := newTable(m.Stdout)
-	if err := writeSummary(tw, recs, true); err != nil {
-		return err
-	}
-	if !d.details {
-		return nil
-	}
-	fmt.Fprintln(m.Stdout)
-	row(tw, "MESSAGE ID", "STATE", "GROUP", "LAST ATTEMPT")
-	n, more := d.cut(len(recs))
-	for _, r := range recs[:n] {
-		row(tw, r.MessageID, r.State, poison.GroupName(r), timeCell(r.LastAttempt))
-	}
-	return m.flushMore(tw, more, "records")
+	return m.writeSelected(recs, true, d, []string{"MESSAGE ID", "STATE", "GROUP", "LAST ATTEMPT"}, "records", func(r poison.Record) []string {
+		return []string{r.MessageID, r.State, poison.GroupName(r), timeCell(r.LastAttempt)}
+	})
 }
 
 // confirm asks question on a terminal and returns nil on "y" or "yes". Not

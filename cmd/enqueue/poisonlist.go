@@ -253,3 +253,26 @@ func writeSummary(tw *tabwriter.Writer, recs []poison.Record, byState bool) erro
 	}
 	return tw.Flush()
 }
+
+// writeSelected prints the counts of recs by group (and state) and, with
+// -details, a table of head with one row of cells per record, at most
+// -limit, and how many more (what names them).
+func (m *Main) writeSelected(recs []poison.Record, byState bool, d detailFlags, head []string, what string, cells func(poison.Record) []string) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	tw := newTable(m.Stdout)
+	if err := writeSummary(tw, recs, byState); err != nil {
+		return err
+	}
+	if !d.details {
+		return nil
+	}
+	fmt.Fprintln(m.Stdout)
+	row(tw, head...)
+	n, more := d.cut(len(recs))
+	for _, r := range recs[:n] {
+		row(tw, cells(r)...)
+	}
+	return m.flushMore(tw, more, what)
+}
