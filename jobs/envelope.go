@@ -8,10 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"math/big"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -214,6 +216,10 @@ type DecodeError struct {
 	// Offset is the byte offset in the input of the key or value at fault.
 	Offset int64
 	Err    error
+	// Key and Known, for an unknown key, are the key and the keys its
+	// object takes, so that a caller can suggest one.
+	Key   string
+	Known []string
 }
 
 func (e *DecodeError) Error() string { return e.Err.Error() }
@@ -240,7 +246,7 @@ func DecodeStrict(data []byte, v any, prefix string) error {
 	err := dec.Decode(v)
 	if err == nil {
 		if _, terr := dec.Token(); terr != io.EOF {
-			return &DecodeError{dec.InputOffset(), errors.New("unexpected data after the JSON object")}
+			return &DecodeError{Offset: dec.InputOffset(), Err: errors.New("unexpected data after the JSON object")}
 		}
 		return nil
 	}
@@ -253,7 +259,7 @@ func DecodeStrict(data []byte, v any, prefix string) error {
 			field = prefix + "." + field
 		}
 		if te.Field == "" {
-			return &DecodeError{te.Offset, fmt.Errorf("%s: must be a JSON object, got %s", cmp.Or(prefix, "message"), te.Value)}
+			return &DecodeError{Offset: te.Offset, Err: fmt.Errorf("%s: must be a JSON object, got %s", cmp.Or(prefix, "message"), te.Value)}
 		}
 		want := jsonTypeName(te.Type.Kind())
 		if te.Type == reflect.TypeFor[Duration]() {
@@ -266,16 +272,16 @@ func DecodeStrict(data []byte, v any, prefix string) error {
 			switch {
 			case want == "an integer" && outOfRange(got, te.Type):
 				lo, hi := intRange(te.Type)
-				return &DecodeError{te.Offset, fmt.Errorf("%s: must be an integer from %d to %d, got %s", field, lo, hi, got)}
+				return &DecodeError{Offset: te.Offset, Err: fmt.Errorf("%s: must be an integer from %d to %d, got %s", field, lo, hi, got)}
 			case want == "an integer":
-				return &DecodeError{te.Offset, fmt.Errorf("%s: must be an integer, got %s", field, got)}
+				return &DecodeError{Offset: te.Offset, Err: fmt.Errorf("%s: must be an integer, got %s", field, got)}
 			case want == "a number":
-				return &DecodeError{te.Offset, fmt.Errorf("%s: must be a number from -%g to %g, got %s", field, math.MaxFloat64, math.MaxFloat64, got)}
+				return &DecodeError{Offset: te.Offset, Err: fmt.Errorf("%s: must be a number from -%g to %g, got %s", field, math.MaxFloat64, math.MaxFloat64, got)}
 			}
 		}
-		return &DecodeError{te.Offset, fmt.Errorf("%s: must be %s, got %s", field, want, te.Value)}
+		return &DecodeError{Offset: te.Offset, Err: fmt.Errorf("%s: must be %s, got %s", field, want, te.Value)}
 	case errors.As(err, &se):
-		return &DecodeError{se.Offset, fmt.Errorf("invalid JSON at byte %d: %v", se.Offset, se)}
+		return &DecodeError{Offset: se.Offset, Err: fmt.Errorf("invalid JSON at byte %d: %v", se.Offset, se)}
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		// checkKeys finds unknown fields of structs first; this is a
 		// field encoding/json refuses that it let through.
@@ -335,7 +341,7 @@ func checkKeys(data []byte, dec *json.Decoder, t reflect.Type, path string) erro
 				name = path + "." + key
 			}
 			if seen[key] {
-				return &DecodeError{at, fmt.Errorf("%s: given twice (each key may appear once)", text.Truncate(name, 80))}
+				return &DecodeError{Offset: at, Err: fmt.Errorf("%s: given twice (each key may appear once)", text.Truncate(name, 80))}
 			}
 			seen[key] = true
 			var ft reflect.Type
@@ -345,10 +351,10 @@ func checkKeys(data []byte, dec *json.Decoder, t reflect.Type, path string) erro
 				if ft, ok = fields[key]; !ok {
 					for f := range fields {
 						if strings.EqualFold(f, key) {
-							return &DecodeError{at, fmt.Errorf("%s: unknown field (names are case-sensitive: did you mean %q?)", text.Truncate(name, 80), f)}
+							return &DecodeError{Offset: at, Err: fmt.Errorf("%s: unknown field (names are case-sensitive: did you mean %q?)", text.Truncate(name, 80), f)}
 						}
 					}
-					return &DecodeError{at, fmt.Errorf("%s: unknown field", text.Truncate(name, 80))}
+					return &DecodeError{Offset: at, Err: fmt.Errorf("%s: unknown field", text.Truncate(name, 80)), Key: key, Known: slices.Sorted(maps.Keys(fields))}
 				}
 			case t != nil && t.Kind() == reflect.Map:
 				ft = t.Elem()

@@ -34,6 +34,12 @@ const (
 	ClassOther = "other"
 )
 
+// Classes returns every failure class, in the order of the constants.
+func Classes() []string {
+	return []string{ClassValidation, ClassTooLarge, ClassNotFound, ClassForbidden, ClassUnavailable, ClassConflict,
+		ClassPanic, ClassDequeueCount, ClassOther}
+}
+
 // classRules map words of an error text (lower case) to a class; the first
 // rule with a matching word wins.
 var classRules = []struct {
@@ -46,7 +52,8 @@ var classRules = []struct {
 	{ClassNotFound, []string{"does not exist", "not found", "notfound", "http 404"}},
 	{ClassForbidden, []string{"forbidden", "authorization", "http 401", "http 403"}},
 	{ClassUnavailable, []string{"unavailable", "serverbusy", "timeout", "timed out", "deadline exceeded", "connection refused", "http 500", "http 503", "http 504"}},
-	{ClassConflict, []string{"precondition failed", "conflict", "already exists", "being deleted", "http 409", "http 412"}},
+	{ClassConflict, []string{"precondition failed", "conflict", "already exists", "being deleted", "http 409", "http 412",
+		"kept changing", "changed by another writer", "held by another entity"}},
 }
 
 // classify returns the class of one error text.
@@ -63,23 +70,34 @@ func classify(text string) string {
 }
 
 // Class returns a record's failure class (one of the Class constants),
-// derived from its reason: for a message poisoned by its delivery count,
-// the class of the last error it names (or of the record's last error),
-// else ClassDequeueCount. A failing record, which has no reason yet, is
+// derived from its reason. A message poisoned by its delivery count
+// (reasons "dequeue count N reached the maximum M; last error: …" and
+// "delivered N times, more than the maximum M …") takes the class of its
+// last specific error: the one the reason names, else the record's
+// LastError, else its last recorded attempt's; ClassDequeueCount when
+// none of them says more. A failing record, which has no reason yet, is
 // classed by its last error.
 func Class(r Record) string {
 	text := cmp.Or(r.Reason, r.LastError)
-	if strings.HasPrefix(text, "dequeue count ") {
-		_, last, ok := strings.Cut(text, "last error:")
-		if !ok {
-			last = r.LastError
+	if !strings.HasPrefix(text, "dequeue count ") && !strings.HasPrefix(text, "delivered ") {
+		return classify(text)
+	}
+	var last []string
+	for _, sep := range []string{"last error:", "last recorded error"} {
+		if _, after, ok := strings.Cut(text, sep); ok {
+			last = append(last, after)
 		}
-		if c := classify(last); c != ClassOther {
+	}
+	last = append(last, r.LastError)
+	if n := len(r.Attempts); n > 0 {
+		last = append(last, r.Attempts[n-1].Error)
+	}
+	for _, t := range last {
+		if c := classify(t); c != ClassOther {
 			return c
 		}
-		return ClassDequeueCount
 	}
-	return classify(text)
+	return ClassDequeueCount
 }
 
 // GroupName returns the group a record belongs to: "<kind>/<class>", or

@@ -121,27 +121,83 @@ func sortNewest(recs []Record) {
 
 // Show returns the record of one original message id, in any state, with
 // its Original loaded (from the blob when only OriginalRef holds it). When
-// no record has that message id, it looks for the records of that
-// operation id: one is returned like a message id's; several give an error
-// that lists their message ids. It returns an error wrapping
+// no record has that message id, it returns the current record of that
+// operation id (see Lookup). It returns an error wrapping
 // storeadapter.ErrNotFound when there is none, and one wrapping
 // storeadapter.ErrInvalidInput, saying why, when id cannot be a message id
 // or an operation id.
 func (in *Inspector) Show(ctx context.Context, id string) (Record, error) {
+	rec, _, err := in.lookup(ctx, id, false)
+	return rec, err
+}
+
+// Lookup is Show that also returns the operation's other records: an
+// operation requeued and poisoned again has one record per message. The
+// record returned is the one asked for by message id or, for an
+// operation id, the current one: a poisoned record before a failing one,
+// then a requeuing and a requeued one, and among records in the same
+// state the latest LastAttempt (see Current). The others are the
+// operation's other records, newest first, without their Original. It
+// makes one query more than Show when the record has an operation id.
+func (in *Inspector) Lookup(ctx context.Context, id string) (Record, []Record, error) {
+	return in.lookup(ctx, id, true)
+}
+
+// lookup is Show and Lookup; others says whether to return the operation's
+// other records.
+func (in *Inspector) lookup(ctx context.Context, id string, others bool) (Record, []Record, error) {
 	if err := checkID(id); err != nil {
-		return Record{}, fmt.Errorf("poison: show: %w", err)
+		return Record{}, nil, fmt.Errorf("poison: show: %w", err)
 	}
+	var rest []entry
 	e, err := in.get(ctx, id)
-	if errors.Is(err, storeadapter.ErrNotFound) {
-		e, err = in.byOpID(ctx, id)
+	switch {
+	case errors.Is(err, storeadapter.ErrNotFound):
+		var all []entry
+		if all, err = in.byOpID(ctx, id); err == nil {
+			e, rest = all[0], all[1:]
+		}
+	case err == nil && others && e.rec.OpID != "":
+		var all []entry
+		if all, err = in.byOpID(ctx, e.rec.OpID); err == nil {
+			rest = slices.DeleteFunc(all, func(o entry) bool { return o.rec.MessageID == e.rec.MessageID })
+		} else if errors.Is(err, storeadapter.ErrNotFound) {
+			err = nil // removed meanwhile: no others
+		}
 	}
 	if err != nil {
-		return Record{}, fmt.Errorf("poison: show %s: %w", id, err)
+		return Record{}, nil, fmt.Errorf("poison: show %s: %w", id, err)
 	}
 	if e.rec.Original, err = in.original(ctx, e); err != nil {
-		return Record{}, err
+		return Record{}, nil, err
 	}
-	return e.rec, nil
+	var earlier []Record
+	if others {
+		for _, o := range rest {
+			o.rec.Original = ""
+			earlier = append(earlier, o.rec)
+		}
+	}
+	return e.rec, earlier, nil
+}
+
+// stateRank orders states for Current: the lower, the more current.
+var stateRank = map[string]int{StatePoisoned: 0, StateFailing: 1, StateRequeuing: 2, StateRequeued: 3}
+
+// Current orders two records of one operation: negative when a is more
+// current than b. A poisoned record comes first (it is what an operator
+// acts on), then a failing one (its message is still being retried), a
+// requeuing and a requeued one; in the same state, the latest LastAttempt
+// (then RequeuedAt, then message id) first.
+func Current(a, b Record) int {
+	rank := func(r Record) int {
+		if n, ok := stateRank[r.State]; ok {
+			return n
+		}
+		return len(stateRank)
+	}
+	return cmp.Or(cmp.Compare(rank(a), rank(b)), b.LastAttempt.Compare(a.LastAttempt), b.RequeuedAt.Compare(a.RequeuedAt),
+		cmp.Compare(a.MessageID, b.MessageID))
 }
 
 // checkID explains why id can be neither a message id nor an operation id
@@ -153,27 +209,20 @@ func checkID(id string) error {
 	return nil
 }
 
-// byOpID returns the one record of this work queue whose operation id is
-// opID; ErrNotFound when there is none.
-func (in *Inspector) byOpID(ctx context.Context, opID string) (entry, error) {
+// byOpID returns the records of this work queue whose operation id is
+// opID, the current one first (see Current); ErrNotFound when there is
+// none.
+func (in *Inspector) byOpID(ctx context.Context, opID string) ([]entry, error) {
 	var found []entry
 	f := storeadapter.And(in.filter("", ""), storeadapter.Compare(propOpID, storeadapter.Eq, opID))
 	if err := in.scan(ctx, f, func(e entry) { found = append(found, e) }); err != nil {
-		return entry{}, err
+		return nil, err
 	}
-	switch len(found) {
-	case 0:
-		return entry{}, fmt.Errorf("no record with that message id or operation id: %w", storeadapter.ErrNotFound)
-	case 1:
-		return found[0], nil
+	if len(found) == 0 {
+		return nil, fmt.Errorf("no record with that message id or operation id: %w", storeadapter.ErrNotFound)
 	}
-	ids := make([]string, len(found))
-	for i, e := range found {
-		ids[i] = e.rec.MessageID
-	}
-	slices.Sort(ids)
-	return entry{}, fmt.Errorf("%w: operation id %s has %d records (message ids %s): give one message id",
-		storeadapter.ErrInvalidInput, opID, len(found), strings.Join(ids, ", "))
+	slices.SortFunc(found, func(a, b entry) int { return Current(a.rec, b.rec) })
+	return found, nil
 }
 
 // original returns a record's original text: the Original property when

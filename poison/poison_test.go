@@ -573,6 +573,50 @@ func TestGroupsAreFailureClasses(t *testing.T) {
 	}
 }
 
+// TestConflictOutOfDeliveriesIsAConflict: a message whose deliveries ran
+// out while its attempts lost ETag races is filed under conflict, not
+// dequeue-count: the class of its last specific error, whether the reason
+// names it (the runner's text) or only its attempts hold it (a reason
+// without "last error", or one whose last error says nothing specific).
+func TestConflictOutOfDeliveriesIsAConflict(t *testing.T) {
+	b := setup(t)
+	etag := "archive: Employees Sales/e1 kept changing while being moved; retrying later"
+	cas := "idempotent: update Employees Sales/e2: changed by another writer in each of 5 tries: precondition failed"
+	cases := []struct{ lastErr, reason string }{
+		{etag, "dequeue count 5 reached the maximum 5; last error: " + etag},
+		{cas, "dequeue count 5 reached the maximum 5"},
+		{cas, "delivered 6 times, more than the maximum 5, without finishing (the worker may have crashed, lost the lease or failed to acknowledge each time); no failed attempt was recorded"},
+	}
+	for i, c := range cases {
+		msg := b.deliver(t, fmt.Sprintf(`{"v":1,"id":"op-%d","kind":"archive","args":{}}`, i))
+		for n := range 4 {
+			f := b.failure(msg, "archive", c.lastErr)
+			f.Attempt.DequeueCount = int64(n + 1)
+			if err := b.m.RecordAttempt(b.ctx, f); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f := b.failure(msg, "archive", c.lastErr)
+		f.Attempt.DequeueCount = 5
+		if err := b.m.Move(b.ctx, f, msg.PopReceipt, c.reason); err != nil {
+			t.Fatal(err)
+		}
+		r, err := b.m.Show(b.ctx, msg.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := GroupName(r); got != "archive/conflict" {
+			t.Errorf("reason %q, attempts ending in %q: group %s, want archive/conflict", c.reason, c.lastErr, got)
+		}
+	}
+	// Nothing specific anywhere: dequeue-count.
+	r := Record{Kind: "archive", Reason: "dequeue count 5 reached the maximum 5; last error: context canceled", LastError: "context canceled",
+		Attempts: []Attempt{{Error: "context canceled"}}}
+	if got := Class(r); got != ClassDequeueCount {
+		t.Errorf("Class with no specific error = %s, want %s", got, ClassDequeueCount)
+	}
+}
+
 func TestListWithoutTable(t *testing.T) {
 	b := setup(t)
 	recs, err := b.m.List(b.ctx, "")
@@ -1055,9 +1099,10 @@ func TestForget(t *testing.T) {
 	}
 }
 
-// TestShowByOperationID: Show finds a record by its operation id too, says
-// which message ids to choose from when an operation has several, and
-// explains an id that can be neither.
+// TestShowByOperationID: Show finds a record by its operation id too; when
+// an operation has several (requeued, then poisoned again), Lookup returns
+// the current one and lists the others; an id that can be neither is
+// explained.
 func TestShowByOperationID(t *testing.T) {
 	b := setup(t)
 	msg := b.poisonNow(t, "b25l", "archive", "r")
@@ -1068,18 +1113,31 @@ func TestShowByOperationID(t *testing.T) {
 	if _, err := b.m.Show(b.ctx, "op-none"); !errors.Is(err, storeadapter.ErrNotFound) || !strings.Contains(err.Error(), "no record with that message id or operation id") {
 		t.Errorf("Show(unknown) = %v", err)
 	}
-	// A second record of the same operation (another message of it).
-	other := b.deliver(t, "dHdv")
-	f := b.failure(other, "archive", "x")
-	f.OpID = op
-	if err := b.m.Move(b.ctx, f, other.PopReceipt, "r"); err != nil {
+	// Requeued and poisoned again: the operation has two records, and the
+	// poisoned one is current, whatever the order of their keys.
+	if _, err := b.m.Requeue(b.ctx, RequeueOptions{IDs: []string{msg.ID}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.m.Show(b.ctx, op); !errors.Is(err, storeadapter.ErrInvalidInput) ||
-		!strings.Contains(err.Error(), "has 2 records") || !strings.Contains(err.Error(), msg.ID) || !strings.Contains(err.Error(), other.ID) {
-		t.Errorf("Show(op id of two records) = %v", err)
+	b.clock.Advance(time.Minute)
+	again := b.receive(t)
+	f := b.failure(again, "archive", "x")
+	f.OpID = op
+	if err := b.m.Move(b.ctx, f, again.PopReceipt, "r"); err != nil {
+		t.Fatal(err)
 	}
-	_, err := b.m.Show(b.ctx, "x/y?z")
+	rec, others, err := b.m.Lookup(b.ctx, op)
+	if err != nil || rec.MessageID != again.ID || rec.State != StatePoisoned || rec.Original != "b25l" ||
+		len(others) != 1 || others[0].MessageID != msg.ID || others[0].State != StateRequeued || others[0].Original != "" {
+		t.Fatalf("Lookup(op id of a requeued and poisoned-again operation) = %+v, others %+v, %v; want the new poisoned record, the requeued one listed", rec, others, err)
+	}
+	if rec, err := b.m.Show(b.ctx, op); err != nil || rec.MessageID != again.ID {
+		t.Errorf("Show(op id of two records) = %+v, %v; want the current one, %s", rec, err, again.ID)
+	}
+	// By message id: that record, the operation's others listed.
+	if rec, others, err := b.m.Lookup(b.ctx, msg.ID); err != nil || rec.MessageID != msg.ID || len(others) != 1 || others[0].MessageID != again.ID {
+		t.Errorf("Lookup(requeued message id) = %+v, others %+v, %v", rec, others, err)
+	}
+	_, err = b.m.Show(b.ctx, "x/y?z")
 	if !errors.Is(err, storeadapter.ErrInvalidInput) || !strings.Contains(err.Error(), `"x/y?z" is not a valid message id or operation id`) ||
 		strings.Contains(err.Error(), "PartitionKey") {
 		t.Errorf("Show(x/y?z) = %v", err)

@@ -57,7 +57,7 @@ func (m *Main) exportEnqueue(ctx context.Context, args []string) error {
 			"manifest-<op>.json beside them (see 'enqueue export verify'). It prints the op id and the message id.", &c)
 	fs.StringVar(&table, "table", "", "table to export (required)")
 	src.register(fs, "export")
-	fs.StringVar(&to, "to", "", "target blobs: \"container\" or \"container/prefix\", no . or .. segments (required; the container must exist)")
+	fs.StringVar(&to, "to", "", "target blobs: \"container\" or \"container/prefix\", no . or .. segments (required; the container must exist: checked before sending)")
 	fs.BoolVar(&gzip, "gzip", false, "gzip each part (.jsonl.gz)")
 	fs.StringVar(&maxPart, "max-part-bytes", "", "size cap of a part in uncompressed bytes, 1024-4294967296 (default: the worker's export.maxPartBytes, 64 MiB)")
 	fs.StringVar(&id, "id", "", "operation id, 1-128 characters of A-Za-z0-9._:- (default: generated op-<UTC time>-<random>)")
@@ -74,7 +74,7 @@ func (m *Main) exportEnqueue(ctx context.Context, args []string) error {
 		}
 		a.MaxPartBytes = &n
 	}
-	return m.sendKind(ctx, &c, set["id"], id, a, exportArgsFlags)
+	return m.sendKind(ctx, &c, set["id"], id, a, exportArgsFlags, containerExists("to", to))
 }
 
 // exportVerify reads a manifest and checks every part it lists against

@@ -20,7 +20,16 @@ import (
 // TestExportEnqueuesEnvelope: the flags become the export kind's args.
 func TestExportEnqueuesEnvelope(t *testing.T) {
 	b := setup(t)
-	r := b.mustRun("", "export", "-o", "json", "-table", "Logins", "-pk", "Day1", "-rk-from", "a", "-rk-to", "m",
+	// A container that does not exist is refused now, with nothing sent,
+	// rather than poisoned when the worker runs the job.
+	r := b.run("", "export", "-table", "Logins", "-to", "exports/daily")
+	if r.code != 1 || !strings.Contains(r.stderr, "-to: container exports does not exist: create it first") || b.count(b.queue) != 0 {
+		t.Fatalf("export to a missing container: exit %d, %d sent, stderr:\n%s", r.code, b.count(b.queue), r.stderr)
+	}
+	if err := b.store.Container("exports").Create(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	r = b.mustRun("", "export", "-o", "json", "-table", "Logins", "-pk", "Day1", "-rk-from", "a", "-rk-to", "m",
 		"-to", "exports/daily", "-gzip", "-max-part-bytes", "2048", "-id", "op-exp-1")
 	var out struct{ OpID, MessageID string }
 	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || out.OpID != "op-exp-1" || out.MessageID == "" {

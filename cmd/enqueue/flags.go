@@ -2,31 +2,26 @@ package main
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/tablekeeper/tablekeeper/cmd/internal/cli"
 )
 
-// durationValue is a flag.Value for a non-negative duration written as Go
-// writes durations ("90m", "36h") or as whole days ("7d").
+// durationValue is a flag.Value for a non-negative duration in the
+// commands' one syntax: Go's ("90m", "36h") or days ("7d", "1d12h"); see
+// cli.ParseDuration.
 type durationValue time.Duration
 
 func (d *durationValue) String() string { return time.Duration(*d).String() }
 
+// Get returns the duration (flag.Getter).
+func (d *durationValue) Get() any { return time.Duration(*d) }
+
 // Set parses s.
 func (d *durationValue) Set(s string) error {
-	var v time.Duration
-	if days, ok := strings.CutSuffix(s, "d"); ok {
-		n, err := strconv.Atoi(days)
-		if err != nil || n < 0 || n > 100*365 {
-			return fmt.Errorf("must be a duration such as 90m, 36h or 7d, got %q", s)
-		}
-		v = time.Duration(n) * 24 * time.Hour
-	} else {
-		var err error
-		if v, err = time.ParseDuration(s); err != nil {
-			return fmt.Errorf("must be a duration such as 90m, 36h or 7d, got %q", s)
-		}
+	v, err := cli.ParseDuration(s)
+	if err != nil {
+		return err
 	}
 	if v < 0 {
 		return fmt.Errorf("must not be negative, got %q", s)

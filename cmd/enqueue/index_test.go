@@ -521,7 +521,7 @@ func TestIndexReconcileAndRebuildUsageErrors(t *testing.T) {
 		{"bad concurrency", []string{"reconcile", "-table", "Employees", "-concurrency", "0"}, "-concurrency: must be 1-1024"},
 		{"undeclared table", []string{"reconcile", "-config", cfg, "-table", "Managers", "-pk", "p", "-rk", "r"}, "-table: Managers has no indexes declared in -config"},
 		{"rebuild undeclared table", []string{"rebuild", "-config", cfg, "-table", "Managers"}, "-table: Managers has no indexes declared"},
-		{"rebuild with rk", []string{"rebuild", "-table", "Employees", "-rk", "r"}, "flag provided but not defined: -rk"},
+		{"rebuild with rk", []string{"rebuild", "-table", "Employees", "-rk", "r"}, "unknown flag -rk"},
 		{"rebuild bad pk", []string{"rebuild", "-table", "Employees", "-pk", "a?b"}, "-pk: invalid input: pk: must not contain"},
 		{"rebuild no table", []string{"rebuild"}, "-table: invalid input: table name"},
 	} {

@@ -10,8 +10,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 	"unicode"
@@ -28,15 +29,19 @@ import (
 
 func main() {
 	// SIGINT and SIGTERM are caught since the process started (see
-	// stopsignal): the first cancels the command's context; after it, the
-	// default action is back, so a second one ends the process at once.
+	// stopsignal): the first cancels the command's context; the second
+	// prints the counts so far of a command that counts (see Forced) and
+	// ends the process at once with status 1.
+	m := NewMain()
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		<-stopsignal.C
-		signal.Stop(stopsignal.C)
 		cancel()
+		<-stopsignal.C
+		m.Forced()
+		os.Exit(exitFailed)
 	}()
-	os.Exit(NewMain().Run(ctx, os.Args[1:]))
+	os.Exit(m.Run(ctx, os.Args[1:]))
 }
 
 // Exit statuses of Run.
@@ -71,10 +76,33 @@ type Main struct {
 	// anything that looks like one) from everything Run writes to Stdout
 	// and Stderr.
 	redactor *cli.Redactor
+	// final, while a command that counts its progress runs, prints its
+	// counts so far (see Forced).
+	final atomic.Pointer[func()]
 	// account is the account the current command connected to, nil
 	// before it did (or when Connect stands in): a refused credential's
 	// error names its form (see exit).
 	account *cli.Account
+}
+
+// setFinal sets what Forced prints while the current command runs; nil
+// clears it.
+func (m *Main) setFinal(f func()) {
+	if f == nil {
+		m.final.Store(nil)
+		return
+	}
+	m.final.Store(&f)
+}
+
+// Forced prints, on stderr, the counts so far of the running command when
+// it counts its progress (a bulk send, a requeue or purge): the process
+// calls it when a second interrupt ends it at once, so the operator knows
+// how far it got.
+func (m *Main) Forced() {
+	if f := m.final.Load(); f != nil {
+		(*f)()
+	}
 }
 
 // NewMain returns a Main on the process's standard streams.
@@ -84,7 +112,7 @@ func NewMain() *Main { return &Main{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: 
 const usageText = `enqueue puts tablekeeper operations on the work queue, manages its poison queue, looks
 up and checks the indexes the worker keeps, and checks the outbox rows of transactional enqueues.
 
-usage: enqueue <command> [flags]
+usage: enqueue [common flags] <command> [flags]
        enqueue -version          print the version, commit and build date
 
 commands:
@@ -132,7 +160,7 @@ commands:
   console         serve the operators' web console (read-only unless -allow-actions):
                     [-listen 127.0.0.1:8080] [-auth-token-env VAR] [-metrics URL]... [-queues A,B] [-config FILE]
 
-common flags:
+common flags (before or after the command):
   -queue NAME               work queue; its poison queue is NAME-poison (default $TABLEKEEPER_QUEUE or "tablekeeper")
   -connection-string S      storage connection string (default $AZURE_STORAGE_CONNECTION_STRING, which is
                             preferable: a flag shows in ps; never printed)
@@ -161,10 +189,15 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 	stdout, stderr := m.Stdout, m.Stderr
 	defer func() { m.Stdout, m.Stderr = stdout, stderr }()
 	m.redactor, m.account = &cli.Redactor{}, nil
+	defer m.setFinal(nil)
 	m.redactor.Add((&cli.Account{}).Secrets()...) // the environment's
 	m.Stdout, m.Stderr = m.redactor.Writer(stdout), m.redactor.Writer(stderr)
+	args, err := commonFirst(args)
+	if err != nil {
+		fmt.Fprintf(m.Stderr, "enqueue: %s\nRun 'enqueue help' for the commands and common flags.\n", m.redact(err.Error()))
+		return exitUsage
+	}
 	name, rest := args[0], args[1:]
-	var err error
 	switch name {
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(m.Stdout, usageText)
@@ -201,10 +234,67 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 	case "console":
 		err = m.runConsole(ctx, rest)
 	default:
-		fmt.Fprintf(m.Stderr, "enqueue: unknown command %q\n\n%s", name, usageText)
+		fmt.Fprintf(m.Stderr, "enqueue: unknown command %q%s\nRun 'enqueue help' for the commands.\n", name, cli.DidYouMean(name, commands))
 		return exitUsage
 	}
 	return m.exit(name, err)
+}
+
+// commands are the commands Run knows, for a did-you-mean.
+var commands = []string{"archive", "export", "purgeday", "purge", "raw", "poison", "index", "blobsync", "stats", "checkpoints", "outbox", "help"}
+
+// commonFlags are the flags every command takes (and -config, which the
+// index commands take), which may come before the command too.
+var commonFlags = []string{"queue", "connection-string", "account", "sas-token", "storage-retries", "storage-timeout", "o", "config"}
+
+// commonFirst moves common flags given before the command ("enqueue
+// -queue X stats") after it, where the command's flag set reads them
+// (before a "--", which ends the flags). Any other flag before the command
+// is an error; -h, -help and -version stay where they are.
+func commonFirst(args []string) ([]string, error) {
+	var moved []string
+	i := 0
+	for i < len(args) && strings.HasPrefix(args[i], "-") && len(args[i]) > 1 {
+		a := args[i]
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		switch {
+		case slices.Contains([]string{"h", "help", "version"}, name):
+			if i == 0 {
+				return args, nil
+			}
+			return nil, fmt.Errorf("%s goes before any other flag, or after the command", a)
+		case a == "--":
+			return nil, errors.New("a command must come before --")
+		case !slices.Contains(commonFlags, name):
+			var dashed []string
+			for _, f := range commonFlags {
+				dashed = append(dashed, "-"+f)
+			}
+			return nil, fmt.Errorf("flag %s before the command: only the common flags (%s) may come before it; put it after the command%s",
+				a, strings.Join(dashed, ", "), cli.DidYouMean("-"+name, dashed))
+		case hasValue:
+			moved = append(moved, a)
+			i++
+		case i+1 >= len(args):
+			return nil, fmt.Errorf("flag %s needs a value", a)
+		default:
+			moved = append(moved, a, args[i+1])
+			i += 2
+		}
+	}
+	if len(moved) == 0 {
+		return args, nil
+	}
+	if i == len(args) {
+		return nil, errors.New("no command after the flags")
+	}
+	rest := args[i:]
+	out := slices.Clone(rest)
+	if k := slices.Index(rest, "--"); k >= 0 {
+		out = append(slices.Clone(rest[:k]), moved...)
+		return append(out, rest[k:]...), nil
+	}
+	return append(out, moved...), nil
 }
 
 // exit reports err (scrubbed of secrets) and returns its exit status.
@@ -294,8 +384,9 @@ func (m *Main) parse(fs *flag.FlagSet, c *common, args []string) ([]string, erro
 				_, werr := c.flagOut.WriteTo(m.Stdout)
 				return nil, cmp.Or(werr, err)
 			}
-			c.flagOut.WriteTo(m.Stderr)
-			return nil, &usageError{err: err, printed: true}
+			// The error alone, and a one-line hint (exit prints it), not
+			// the flag list the flag package printed after it.
+			return nil, &usageError{err: cli.FlagError(err, fs)}
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {

@@ -228,7 +228,7 @@ func TestArchiveFlagErrors(t *testing.T) {
 		{"bad output", append(valid, "-rk", "a", "-o", "yaml"), "-o: must be table or json"},
 		{"bad queue", append(valid, "-rk", "a", "-queue", "Work_Items"), "-queue: invalid input: queue name"},
 		{"stray argument", append(valid, "-rk", "a", "extra"), `unexpected argument "extra"`},
-		{"unknown flag", append(valid, "-rk", "a", "-row", "b"), "flag provided but not defined: -row"},
+		{"unknown flag", append(valid, "-rk", "a", "-row", "b"), "unknown flag -row"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			b := setup(t)
@@ -249,18 +249,19 @@ func TestArchiveFlagErrors(t *testing.T) {
 func TestUsage(t *testing.T) {
 	b := setup(t)
 	r := b.run("", "frobnicate")
-	if r.code != 2 || !strings.Contains(r.stderr, `unknown command "frobnicate"`) {
+	if r.code != 2 || !strings.Contains(r.stderr, `unknown command "frobnicate"`) || !strings.Contains(r.stderr, "Run 'enqueue help' for the commands.") {
 		t.Errorf("unknown command: exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	r = b.run("")
+	if r.code != 2 || !strings.Contains(r.stderr, "usage: enqueue [common flags] <command>") {
+		t.Errorf("no command: exit %d, stderr:\n%s", r.code, r.stderr)
 	}
 	for _, cmd := range []string{"archive", "export", "export verify", "raw", "blobsync offload", "blobsync attach", "blobsync reconcile", "blobsync get", "poison list", "poison show", "poison requeue", "poison delete", "poison purge", "outbox check", "outbox purge", "stats"} {
 		if !strings.Contains(r.stderr, "\n  "+cmd+" ") {
 			t.Errorf("usage does not list %q:\n%s", cmd, r.stderr)
 		}
 	}
-	if r := b.run(""); r.code != 2 || !strings.Contains(r.stderr, "usage: enqueue <command>") {
-		t.Errorf("no command: exit %d, stderr:\n%s", r.code, r.stderr)
-	}
-	if r := b.run("", "help"); r.code != 0 || !strings.Contains(r.stdout, "usage: enqueue <command>") {
+	if r := b.run("", "help"); r.code != 0 || !strings.Contains(r.stdout, "usage: enqueue [common flags] <command>") {
 		t.Errorf("help: exit %d, stdout:\n%s", r.code, r.stdout)
 	}
 	for _, flag := range []string{"-version", "--version"} {
@@ -418,7 +419,7 @@ func TestRawStopsWhenTheQueueFails(t *testing.T) {
 	if code := m.Run(t.Context(), []string{"raw", "-concurrency", "2"}); code != 1 {
 		t.Errorf("exit %d, want 1", code)
 	}
-	if !regexp.MustCompile(`enqueue raw: stopped: line \d+: send to queue work-items: dial: service unavailable\n`).MatchString(errOut.String()) || !strings.Contains(out.String(), "not sent") {
+	if !regexp.MustCompile(`enqueue raw: stopped: line \d+: send to queue work-items: dial: service unavailable\n`).MatchString(errOut.String()) || !strings.Contains(out.String(), "not sent at most ") || !strings.Contains(out.String(), "some may have reached the queue") {
 		t.Errorf("want a stop report\nstdout:\n%s\nstderr:\n%s", out.String(), errOut.String())
 	}
 	if lines := strings.Count(errOut.String(), "\n"); lines > 10 {
@@ -474,7 +475,11 @@ func setupPoison(t *testing.T) *poisonBundle {
 func TestPoisonList(t *testing.T) {
 	b := setupPoison(t)
 	r := b.mustRun("", "poison", "list")
-	lines := strings.Split(strings.TrimRight(r.stdout, "\n"), "\n")
+	summary, records, ok := strings.Cut(r.stdout, "\nNewest first:\n")
+	if !ok || !strings.HasPrefix(summary, "4 poisoned messages in 3 groups:\nGROUP ") || !strings.Contains(summary, "\narchive/dequeue-count  2 ") {
+		t.Fatalf("list does not start with the counts by group:\n%s", r.stdout)
+	}
+	lines := strings.Split(strings.TrimRight(records, "\n"), "\n")
 	if len(lines) != 5 {
 		t.Fatalf("got %d lines, want a header and 4 records:\n%s", len(lines), r.stdout)
 	}
@@ -536,8 +541,9 @@ func TestPoisonList(t *testing.T) {
 		t.Errorf("-group -o json -limit 2 = %+v (%v):\n%s", groups, err, r.stdout)
 	}
 	r = b.mustRun("", "poison", "list", "-limit", "1")
-	if lines := strings.Split(strings.TrimRight(r.stdout, "\n"), "\n"); len(lines) != 3 || !strings.HasPrefix(lines[1], b.ids[3]) ||
-		lines[2] != "(3 more messages; raise -limit to see them)" {
+	_, records, _ = strings.Cut(r.stdout, "\nNewest first:\n")
+	if lines := strings.Split(strings.TrimRight(records, "\n"), "\n"); len(lines) != 3 || !strings.HasPrefix(lines[1], b.ids[3]) ||
+		lines[2] != "3 more messages (use -limit 0 for all)" {
 		t.Errorf("list -limit 1:\n%s", r.stdout)
 	}
 	if r := b.run("", "poison", "list", "-limit", "-1"); r.code != 2 || !strings.Contains(r.stderr, "-limit: must be 0 (all) or more") {
@@ -619,7 +625,7 @@ func TestPoisonRequeue(t *testing.T) {
 		}
 	}
 
-	r := b.mustRun("", "poison", "requeue", "-all", "-kind", "archive", "-dry-run")
+	r := b.mustRun("", "poison", "requeue", "-all", "-kind", "archive", "-dry-run", "-details")
 	if !strings.Contains(r.stdout, "would requeue 3") || !strings.Contains(r.stdout, b.ids[0]) || strings.Contains(r.stdout, b.ids[2]) {
 		t.Errorf("dry run:\n%s", r.stdout)
 	}
@@ -660,7 +666,7 @@ func TestPoisonRequeue(t *testing.T) {
 		t.Errorf("poison queue holds %d, want 2", p)
 	}
 
-	r = b.mustRun("", "poison", "requeue", "-all")
+	r = b.mustRun("", "poison", "requeue", "-all", "-details")
 	if !strings.Contains(r.stdout, "requeued 2 to "+queueName) || !strings.Contains(r.stdout, "NEW MESSAGE ID") {
 		t.Errorf("requeue -all:\n%s", r.stdout)
 	}
@@ -845,7 +851,7 @@ func TestPoisonPurgeAsksFirst(t *testing.T) {
 	if r.code != 2 || !strings.Contains(r.stderr, "add -yes to confirm") {
 		t.Errorf("purge off a terminal without -yes: exit %d, stderr:\n%s", r.code, r.stderr)
 	}
-	r = b.mustRun("", "poison", "purge", "-dry-run")
+	r = b.mustRun("", "poison", "purge", "-dry-run", "-details")
 	if !strings.Contains(r.stdout, "would remove 4 (4 poisoned) (dry run: nothing changed)") || !strings.Contains(r.stdout, b.ids[2]+"  poisoned  validation") {
 		t.Errorf("purge -dry-run:\n%s", r.stdout)
 	}
@@ -874,7 +880,7 @@ func TestPoisonPurgeAsksFirst(t *testing.T) {
 // has a dry run.
 func TestPoisonGroupsSelect(t *testing.T) {
 	b := setupPoison(t)
-	r := b.mustRun("", "poison", "delete", "-group", "archive/not-found", "-dry-run")
+	r := b.mustRun("", "poison", "delete", "-group", "archive/not-found", "-dry-run", "-details")
 	if !strings.Contains(r.stdout, "would remove 1 (1 poisoned) (dry run") || !strings.Contains(r.stdout, b.ids[1]) {
 		t.Errorf("delete -group -dry-run:\n%s", r.stdout)
 	}

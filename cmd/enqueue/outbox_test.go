@@ -296,7 +296,7 @@ func TestOutboxUsage(t *testing.T) {
 		{[]string{"check", "-table", "Employees", "-pk", "a/b"}, "-pk: invalid input: pk: must not contain"},
 		{[]string{"check", "-table", "Employees", "-pk", ""}, "-pk: invalid input"},
 		{[]string{"check", "-table", "Employees", "-older-than", "30s"}, "-older-than: must be at least 1m0s (younger rows are still waiting for their job), got 30s"},
-		{[]string{"check", "-table", "Employees", "-older-than", "soon"}, `invalid value "soon" for flag -older-than`},
+		{[]string{"check", "-table", "Employees", "-older-than", "soon"}, `-older-than: must be a duration such as 90m, 36h or 7d, got "soon"`},
 		{[]string{"check", "-table", "Employees", "extra"}, `unexpected argument "extra"`},
 		{[]string{"purge", "-table", "Employees", "-older-than", "59m"}, "-older-than: must be at least 1h0m0s (a younger row's job may still be waiting its turn: deleting its row drops it), got 59m0s"},
 		{[]string{"frob"}, `unknown subcommand "frob"`},

@@ -3,13 +3,12 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"strconv"
+	"maps"
+	"slices"
 	"strings"
-	"text/tabwriter"
+	"sync/atomic"
 	"time"
 
 	"github.com/tablekeeper/tablekeeper/cmd/internal/cli"
@@ -60,7 +59,8 @@ func (m *Main) runGroup(ctx context.Context, group, usage string, subs map[strin
 		fmt.Fprint(m.Stdout, usage)
 		return group, nil
 	}
-	fmt.Fprintf(m.Stderr, "enqueue %s: unknown subcommand %q\n\n%s", group, sub, usage)
+	names := slices.Sorted(maps.Keys(subs))
+	fmt.Fprintf(m.Stderr, "enqueue %s: unknown subcommand %q%s\n\n%s", group, sub, cli.DidYouMean(sub, names), usage)
 	return group, &usageError{err: fmt.Errorf("unknown subcommand %q", sub), printed: true}
 }
 
@@ -85,214 +85,6 @@ func (m *Main) inspector(ctx context.Context, c *common) (*poison.Inspector, err
 	return ins, nil
 }
 
-// poisonList prints the poisoned records, newest first, or their groups
-// by kind and failure class.
-func (m *Main) poisonList(ctx context.Context, args []string) error {
-	var (
-		c     common
-		group bool
-		kind  string
-		limit int
-	)
-	fs := m.newFlagSet("poison list", "poison list [-group] [-kind K] [-limit N] [flags]",
-		"Lists the poisoned messages of the work queue, newest first. Nothing is changed. With -group, lists\n"+
-			"the groups of messages that share a kind and a failure class (validation, not-found, unavailable,\n"+
-			"too-large, forbidden, conflict, panic, dequeue-count, other), with counts; requeue and delete take\n"+
-			"a group's name with -group.", &c)
-	fs.BoolVar(&group, "group", false, "group the messages by kind and failure class, with counts")
-	fs.StringVar(&kind, "kind", "", "only messages of this job kind")
-	fs.IntVar(&limit, "limit", 0, "print at most this many messages or groups (0: all)")
-	if err := m.parseNoArgs(fs, &c, args); err != nil {
-		return err
-	}
-	if limit < 0 {
-		return usagef("-limit: must be 0 (all) or more, got %d", limit)
-	}
-	ins, err := m.inspector(ctx, &c)
-	if err != nil {
-		return err
-	}
-	recs, err := ins.List(ctx, kind)
-	if err != nil {
-		return err
-	}
-	more := 0
-	cut := func(n int) int {
-		if limit > 0 && n > limit {
-			more = n - limit
-			return limit
-		}
-		return n
-	}
-
-	if group {
-		groups := poison.GroupRecords(recs)
-		groups = groups[:cut(len(groups))]
-		if c.json() {
-			out := make([]groupJSON, 0, len(groups))
-			for _, g := range groups {
-				out = append(out, groupJSON{Group: g.Name, Kind: g.Kind, Class: g.Class, Count: g.Count, Newest: g.Newest, Example: g.Example})
-			}
-			return writeJSON(m.Stdout, out)
-		}
-		if len(groups) == 0 {
-			fmt.Fprintf(m.Stdout, "no poisoned messages for queue %s\n", c.queue)
-			return nil
-		}
-		tw := newTable(m.Stdout)
-		row(tw, "GROUP", "COUNT", "NEWEST", "EXAMPLE REASON")
-		for _, g := range groups {
-			row(tw, g.Name, strconv.Itoa(g.Count), timeCell(g.Newest), cell(g.Example, reasonChars))
-		}
-		return m.flushMore(tw, more, "groups")
-	}
-
-	recs = recs[:cut(len(recs))]
-	if c.json() {
-		out := make([]recordJSON, 0, len(recs))
-		for _, r := range recs {
-			out = append(out, toRecordJSON(r))
-		}
-		return writeJSON(m.Stdout, out)
-	}
-	if len(recs) == 0 {
-		fmt.Fprintf(m.Stdout, "no poisoned messages for queue %s\n", c.queue)
-		return nil
-	}
-	tw := newTable(m.Stdout)
-	row(tw, "MESSAGE ID", "OP ID", "KIND", "DELIVERIES", "LAST ATTEMPT", "GROUP", "REASON")
-	for _, r := range recs {
-		row(tw, r.MessageID, r.OpID, r.Kind, strconv.FormatInt(r.DequeueCount, 10), timeCell(r.LastAttempt), poison.GroupName(r), cell(r.Reason, reasonChars))
-	}
-	return m.flushMore(tw, more, "messages")
-}
-
-// flushMore flushes a table and says how many rows -limit left out.
-func (m *Main) flushMore(tw *tabwriter.Writer, more int, what string) error {
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if more > 0 {
-		fmt.Fprintf(m.Stdout, "(%d more %s; raise -limit to see them)\n", more, what)
-	}
-	return nil
-}
-
-// poisonShow prints one record with its attempts and its original text.
-func (m *Main) poisonShow(ctx context.Context, args []string) error {
-	var c common
-	fs := m.newFlagSet("poison show", "poison show ID [flags]",
-		"Shows one poisoned message, by its original message id or by its operation id: the failure\n"+
-			"record, each attempt, and the original text (the envelope pretty-printed when it decodes).", &c)
-	pos, err := m.parse(fs, &c, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return usagef("give exactly one message id or operation id, got %d", len(pos))
-	}
-	ins, err := m.inspector(ctx, &c)
-	if err != nil {
-		return err
-	}
-	rec, err := ins.Show(ctx, pos[0])
-	switch {
-	case errors.Is(err, storeadapter.ErrNotFound):
-		return fmt.Errorf("no poison record with message id or operation id %s on queue %s", pos[0], c.queue)
-	case errors.Is(err, storeadapter.ErrInvalidInput):
-		return &usageError{err: err}
-	case err != nil:
-		return err
-	}
-	env, envErr := jobs.DecodeEnvelope(rec.Original)
-
-	if c.json() {
-		out := showJSON{recordJSON: toRecordJSON(rec), Attempts: []attemptJSON{}, Original: rec.Original}
-		for _, a := range rec.Attempts {
-			out.Attempts = append(out.Attempts, attemptJSON{N: a.DequeueCount, Time: a.Time, DurationNs: a.Duration.Nanoseconds(), Host: a.Host, Error: a.Error})
-		}
-		if envErr == nil {
-			out.Envelope, out.Outbox = &env, env.Outbox
-		} else {
-			out.EnvelopeError = envErr.Error()
-		}
-		return writeJSON(m.Stdout, out)
-	}
-
-	tw := newTable(m.Stdout)
-	field := func(name, value string) { row(tw, name+":", value) }
-	field("Message ID", rec.MessageID)
-	field("Queue", rec.Queue)
-	field("State", rec.State)
-	field("Op ID", rec.OpID)
-	field("Kind", rec.Kind)
-	if envErr == nil && env.Outbox != nil {
-		field("Outbox", outboxText(env.Outbox))
-	}
-	field("Group", poison.GroupName(rec))
-	field("Reason", rec.Reason)
-	field("Deliveries", strconv.FormatInt(rec.DequeueCount, 10))
-	field("First attempt", timeCell(rec.FirstAttempt))
-	field("Last attempt", timeCell(rec.LastAttempt))
-	field("Host", rec.Host)
-	if rec.OriginalRef != "" {
-		field("Original blob", rec.OriginalRef)
-	}
-	if !rec.RequeuedAt.IsZero() {
-		field("Requeued", fmt.Sprintf("%s by %s as message %s", timeCell(rec.RequeuedAt), cell(rec.RequeuedBy, 0), cell(rec.RequeuedMessageID, 0)))
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-
-	fmt.Fprintf(m.Stdout, "\nAttempts (%d):\n", len(rec.Attempts))
-	tw = newTable(m.Stdout)
-	row(tw, "  #", "TIME", "HOST", "DURATION", "ERROR")
-	for _, a := range rec.Attempts {
-		row(tw, "  "+strconv.FormatInt(a.DequeueCount, 10), timeCell(a.Time), a.Host, a.Duration.Round(time.Millisecond).String(), a.Error)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-
-	if envErr == nil {
-		b, err := json.MarshalIndent(env, "", "  ")
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(m.Stdout, "\nOriginal envelope:\n%s\n", b)
-		return nil
-	}
-	fmt.Fprintf(m.Stdout, "\nOriginal text (not a valid envelope: %s):\n", envErr)
-	printRaw(m.Stdout, rec.Original)
-	return nil
-}
-
-// outboxText describes the outbox reference of a job sent by a
-// transactional enqueue: its row, "table/pk/rk", and its commit window.
-func outboxText(o *jobs.OutboxRef) string {
-	s := fmt.Sprintf("%s/%s/%s (window %v", o.Table, o.PK, o.RK, time.Duration(o.Window))
-	if !o.Since.IsZero() {
-		s += " from " + timeCell(o.Since)
-	}
-	return s + "; the row stays until the job is done: requeue runs it, delete leaves the row to 'outbox purge')"
-}
-
-// printRaw writes an original text that is not an envelope, with control
-// characters other than newlines and tabs escaped so that it cannot drive
-// the terminal.
-func printRaw(w io.Writer, s string) {
-	var b strings.Builder
-	for _, r := range strings.ToValidUTF8(s, "\uFFFD") {
-		if r < 0x20 && r != '\n' && r != '\t' || r == 0x7f || r >= 0x80 && r <= 0x9f {
-			fmt.Fprintf(&b, "\\x%02x", r)
-			continue
-		}
-		b.WriteRune(r)
-	}
-	fmt.Fprintln(w, b.String())
-}
-
 // poisonRequeue sends records back to the work queue.
 func (m *Main) poisonRequeue(ctx context.Context, args []string) error {
 	var (
@@ -301,19 +93,27 @@ func (m *Main) poisonRequeue(ctx context.Context, args []string) error {
 		kind   string
 		group  string
 		dryRun bool
+		d      detailFlags
 	)
-	fs := m.newFlagSet("poison requeue", "poison requeue (ID... | -all | -group G) [-kind K] [-dry-run] [flags]",
+	fs := m.newFlagSet("poison requeue", "poison requeue (ID... | -all | -group G) [-kind K] [-dry-run] [-details] [flags]",
 		"Sends poisoned messages back to the work queue as fresh messages (their original text,\n"+
 			"untouched) and removes them from the poison queue. It says why a given id was not requeued,\n"+
-			"and warns about messages that failed validation: they fail again unless changed.", &c)
+			"and warns about messages that failed validation: they fail again unless changed. It prints how\n"+
+			"many per group; the messages one per line when ids are given or with -details (at most -limit).\n"+
+			"A -kind or -group that names nothing known is refused, listing what exists.", &c)
 	fs.BoolVar(&all, "all", false, "requeue every poisoned message (of -kind and -group, if given)")
 	fs.StringVar(&kind, "kind", "", "only messages of this job kind")
 	fs.StringVar(&group, "group", "", "only messages of this group (see 'poison list -group'), such as archive/unavailable")
 	fs.BoolVar(&dryRun, "dry-run", false, "print what would be requeued and change nothing")
+	d.register(fs, true, "messages")
 	pos, err := m.parse(fs, &c, args)
 	if err != nil {
 		return err
 	}
+	if err := d.check(fs, &c); err != nil {
+		return err
+	}
+	d.details = d.details || len(pos) > 0
 	all = all || group != ""
 	switch {
 	case all && len(pos) > 0:
@@ -325,16 +125,17 @@ func (m *Main) poisonRequeue(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := m.checkSelection(ctx, ins, kind, group); err != nil {
+		return err
+	}
 	var skipped []string
 	recs, rerr := ins.Requeue(ctx, poison.RequeueOptions{IDs: pos, All: all, Kind: kind, Group: group, DryRun: dryRun,
 		Skipped: func(r poison.Record, why string) {
 			skipped = append(skipped, fmt.Sprintf("not requeued %s: %s", r.MessageID, why))
 		},
 		Progress: m.progress("requeued")})
-	for _, s := range skipped {
-		fmt.Fprintln(m.Stderr, cell(s, 0))
-	}
-	m.warnValidation(recs, dryRun)
+	m.reportSkipped(skipped, d)
+	m.warnValidation(recs, dryRun, d)
 
 	if c.json() {
 		out := struct {
@@ -351,23 +152,8 @@ func (m *Main) poisonRequeue(ctx context.Context, args []string) error {
 		}
 		return rerr
 	}
-	if len(recs) > 0 {
-		tw := newTable(m.Stdout)
-		if dryRun {
-			row(tw, "MESSAGE ID", "OP ID", "KIND", "REASON")
-		} else {
-			row(tw, "MESSAGE ID", "OP ID", "KIND", "NEW MESSAGE ID")
-		}
-		for _, r := range recs {
-			last := r.RequeuedMessageID
-			if dryRun {
-				last = cell(r.Reason, reasonChars)
-			}
-			row(tw, r.MessageID, r.OpID, r.Kind, last)
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
+	if err := m.writeRequeued(recs, dryRun, d); err != nil {
+		return err
 	}
 	switch {
 	case dryRun:
@@ -378,9 +164,44 @@ func (m *Main) poisonRequeue(ctx context.Context, args []string) error {
 	return rerr
 }
 
+// writeRequeued prints the requeued records' counts by group and, with
+// -details, the records (at most -limit).
+func (m *Main) writeRequeued(recs []poison.Record, dryRun bool, d detailFlags) error {
+	head := []string{"MESSAGE ID", "OP ID", "KIND", "NEW MESSAGE ID"}
+	if dryRun {
+		head[3] = "REASON"
+	}
+	return m.writeSelected(recs, false, d, head, "messages", func(r poison.Record) []string {
+		last := r.RequeuedMessageID
+		if dryRun {
+			last = cell(r.Reason, reasonChars)
+		}
+		return []string{r.MessageID, r.OpID, r.Kind, last}
+	})
+}
+
+// maxShownIDs is how many message ids a warning names; -details names
+// them all.
+const maxShownIDs = 5
+
+// reportSkipped says on stderr why messages were not requeued: the first
+// maxShownErrors, or all with -details; -o json lists them all.
+func (m *Main) reportSkipped(skipped []string, d detailFlags) {
+	n := len(skipped)
+	if !d.details {
+		n = min(n, maxShownErrors)
+	}
+	for _, s := range skipped[:n] {
+		fmt.Fprintln(m.Stderr, cell(s, 0))
+	}
+	if more := len(skipped) - n; more > 0 {
+		fmt.Fprintf(m.Stderr, "%d more not requeued (-details or -o json list them)\n", more)
+	}
+}
+
 // warnValidation warns on stderr about requeued records whose failure was
-// a validation error.
-func (m *Main) warnValidation(recs []poison.Record, dryRun bool) {
+// a validation error, naming the first maxShownIDs (all with -details).
+func (m *Main) warnValidation(recs []poison.Record, dryRun bool, d detailFlags) {
 	var ids []string
 	for _, r := range recs {
 		if poison.Class(r) == poison.ClassValidation {
@@ -394,17 +215,29 @@ func (m *Main) warnValidation(recs []poison.Record, dryRun bool) {
 	if dryRun {
 		verb = "would be"
 	}
+	shown := strings.Join(ids, ", ")
+	if len(ids) > maxShownIDs && !d.details {
+		shown = fmt.Sprintf("%s and %d more (-details or -o json list them)", strings.Join(ids[:maxShownIDs], ", "), len(ids)-maxShownIDs)
+	}
 	fmt.Fprintf(m.Stderr, "warning: %d requeued messages %s poisoned by a validation error; unchanged, they will be poisoned again: %s\n",
-		len(ids), verb, strings.Join(ids, ", "))
+		len(ids), verb, shown)
 }
 
 // progress returns a progress callback that redraws "<verb> N/M" on
-// stderr when it is a terminal, and nil otherwise.
+// stderr when it is a terminal, and keeps the counts for Forced.
 func (m *Main) progress(verb string) func(done, total int) {
-	if !m.isTerminal(m.Stderr) {
-		return nil
-	}
+	var last atomic.Pointer[[2]int]
+	m.setFinal(func() {
+		if n := last.Load(); n != nil {
+			fmt.Fprintf(m.Stderr, "\ninterrupted: %s %d/%d so far\n", verb, n[0], n[1])
+		}
+	})
+	terminal := m.isTerminal(m.Stderr)
 	return func(done, total int) {
+		last.Store(&[2]int{done, total})
+		if !terminal {
+			return
+		}
 		fmt.Fprintf(m.Stderr, "\r%s %d/%d\x1b[K", verb, done, total)
 		if done == total {
 			fmt.Fprintln(m.Stderr)
@@ -418,14 +251,19 @@ func (m *Main) poisonDelete(ctx context.Context, args []string) error {
 		c      common
 		group  string
 		dryRun bool
+		d      detailFlags
 	)
-	fs := m.newFlagSet("poison delete", "poison delete (ID... | -group G) [-dry-run] [flags]",
+	fs := m.newFlagSet("poison delete", "poison delete (ID... | -group G) [-dry-run] [-details] [flags]",
 		"Deletes poisoned messages (by original message id, or a whole group): their poison-queue\n"+
 			"messages, stored originals and failure records. The operations are not sent again.", &c)
 	fs.StringVar(&group, "group", "", "delete every message of this group (see 'poison list -group'), as purge -group does")
 	fs.BoolVar(&dryRun, "dry-run", false, "print what would be deleted and change nothing")
+	d.register(fs, true, "records a dry run of -group would delete")
 	pos, err := m.parse(fs, &c, args)
 	if err != nil {
+		return err
+	}
+	if err := d.check(fs, &c); err != nil {
 		return err
 	}
 	switch {
@@ -439,7 +277,10 @@ func (m *Main) poisonDelete(ctx context.Context, args []string) error {
 		return err
 	}
 	if group != "" {
-		return m.purge(ctx, &c, ins, poison.PurgeOptions{Group: group, DryRun: dryRun}, "deleted")
+		if err := m.checkSelection(ctx, ins, "", group); err != nil {
+			return err
+		}
+		return m.purge(ctx, &c, ins, poison.PurgeOptions{Group: group, DryRun: dryRun}, "deleted", d)
 	}
 	deleted := []string{}
 	var errs []error
@@ -485,6 +326,7 @@ func (m *Main) poisonPurge(ctx context.Context, args []string) error {
 		yes            bool
 		noCheckpoints  bool
 		staleAfterFlag = durationValue(poison.DefaultStaleAfter)
+		d              detailFlags
 	)
 	fs := m.newFlagSet("poison purge", "poison purge [-older-than D] [-kind K] [-group G] [-dry-run] [-yes] [flags]",
 		"Removes what the poison table no longer needs: poisoned messages (poison-queue message, stored\n"+
@@ -503,7 +345,11 @@ func (m *Main) poisonPurge(ctx context.Context, args []string) error {
 	fs.BoolVar(&noCheckpoints, "keep-checkpoints", false, "leave the range checkpoints alone")
 	fs.BoolVar(&o.DryRun, "dry-run", false, "print what would be removed and change nothing")
 	fs.BoolVar(&yes, "yes", false, "purge without asking, even without a filter")
+	d.register(fs, true, "records a dry run would remove")
 	if err := m.parseNoArgs(fs, &c, args); err != nil {
+		return err
+	}
+	if err := d.check(fs, &c); err != nil {
 		return err
 	}
 	o.StaleAfter = time.Duration(staleAfterFlag)
@@ -524,7 +370,18 @@ func (m *Main) poisonPurge(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	return m.purge(ctx, &c, ins, o, "purged")
+	if err := m.checkSelection(ctx, ins, o.Kind, o.Group); err != nil {
+		return err
+	}
+	return m.purge(ctx, &c, ins, o, "purged", d)
+}
+
+// writePurged prints the counts by group and state of the records a dry
+// run would remove and, with -details, the records (at most -limit).
+func (m *Main) writePurged(recs []poison.Record, d detailFlags) error {
+	return m.writeSelected(recs, true, d, []string{"MESSAGE ID", "STATE", "GROUP", "LAST ATTEMPT"}, "records", func(r poison.Record) []string {
+		return []string{r.MessageID, r.State, poison.GroupName(r), timeCell(r.LastAttempt)}
+	})
 }
 
 // confirm asks question on a terminal and returns nil on "y" or "yes". Not
@@ -542,8 +399,9 @@ func (m *Main) confirm(question string) error {
 }
 
 // purge runs a purge and prints what it removed; verb is "purged" or
-// "deleted".
-func (m *Main) purge(ctx context.Context, c *common, ins *poison.Inspector, o poison.PurgeOptions, verb string) error {
+// "deleted". A dry run prints the records' counts by group and state and,
+// with -details, the records (at most -limit).
+func (m *Main) purge(ctx context.Context, c *common, ins *poison.Inspector, o poison.PurgeOptions, verb string, d detailFlags) error {
 	if !o.DryRun {
 		o.Progress = m.progress(verb)
 	}
@@ -571,11 +429,7 @@ func (m *Main) purge(ctx context.Context, c *common, ins *poison.Inspector, o po
 	}
 	if o.DryRun {
 		verb = "would remove"
-		tw := newTable(m.Stdout)
-		for _, r := range res.Records {
-			row(tw, r.MessageID, r.State, poison.GroupName(r), timeCell(r.LastAttempt))
-		}
-		if werr := tw.Flush(); werr != nil {
+		if werr := m.writePurged(res.Records, d); werr != nil {
 			return werr
 		}
 	}

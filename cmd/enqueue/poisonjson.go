@@ -47,6 +47,25 @@ type showJSON struct {
 	// transactional enqueue.
 	Outbox        *jobs.OutboxRef `json:"outbox,omitempty"`
 	EnvelopeError string          `json:"envelopeError,omitempty"`
+	// OriginalDecoded is the original decoded from base64 (JSON indented)
+	// when it is no envelope but base64 of text.
+	OriginalDecoded string `json:"originalDecoded,omitempty"`
+	// Current says whether this is its operation's current record (see
+	// poison.Current); OtherRecords are the operation's others, newest
+	// first.
+	Current      bool              `json:"current"`
+	OtherRecords []otherRecordJSON `json:"otherRecords"`
+}
+
+// otherRecordJSON is another record of the shown one's operation, in
+// "poison show -o json".
+type otherRecordJSON struct {
+	MessageID         string    `json:"messageId"`
+	State             string    `json:"state"`
+	Group             string    `json:"group"`
+	LastAttempt       time.Time `json:"lastAttempt,omitzero"`
+	RequeuedAt        time.Time `json:"requeuedAt,omitzero"`
+	RequeuedMessageID string    `json:"requeuedMessageId,omitempty"`
 }
 
 // attemptJSON is one attempt in "poison show -o json".

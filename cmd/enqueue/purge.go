@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"strings"
-	"time"
 
+	"github.com/tablekeeper/tablekeeper/cmd/internal/cli"
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/purge"
 )
@@ -38,7 +38,7 @@ func (m *Main) runPurge(ctx context.Context, args []string) error {
 			"id and the message id. For tables kept one per day, prefer purgeday.", &c)
 	fs.StringVar(&table, "table", "", "table to purge (required)")
 	src.register(fs, "purge")
-	fs.StringVar(&older, "older-than", "", "purge only entities whose Timestamp is older than this before the first delivery, such as 720h (default: every entity)")
+	fs.StringVar(&older, "older-than", "", "purge only entities whose Timestamp is older than this before the first delivery, such as 720h or 30d (default: every entity)")
 	fs.StringVar(&id, "id", "", "operation id, 1-128 characters of A-Za-z0-9._:- (default: generated op-<UTC time>-<random>)")
 	if err := m.parseNoArgs(fs, &c, args); err != nil {
 		return err
@@ -47,9 +47,12 @@ func (m *Main) runPurge(ctx context.Context, args []string) error {
 	a := purge.Args{Table: table}
 	a.PK, a.RKFrom, a.RKTo = src.given(set)
 	if set["older-than"] {
-		d, err := time.ParseDuration(older)
-		if err != nil {
-			return usagef("-older-than: %q is not a duration such as 720h (units h, m, s; no d)", older)
+		d, err := cli.ParseDuration(older)
+		switch {
+		case err != nil:
+			return usagef("-older-than: %v", err)
+		case d < 0:
+			return usagef("-older-than: must not be negative, got %q", older)
 		}
 		a.OlderThan = (*jobs.Duration)(&d)
 	}

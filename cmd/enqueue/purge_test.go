@@ -10,11 +10,12 @@ import (
 	"github.com/tablekeeper/tablekeeper/jobs/purge"
 )
 
-// TestPurgeEnqueuesEnvelope: the flags become the purge kind's args.
+// TestPurgeEnqueuesEnvelope: the flags become the purge kind's args
+// (-older-than in days, as every duration flag takes it: 30d is 720h).
 func TestPurgeEnqueuesEnvelope(t *testing.T) {
 	b := setup(t)
 	r := b.mustRun("", "purge", "-o", "json", "-table", "Logins", "-pk", "u01", "-rk-from", "a", "-rk-to", "m",
-		"-older-than", "720h", "-id", "op-purge-1")
+		"-older-than", "30d", "-id", "op-purge-1")
 	var out struct{ OpID, MessageID string }
 	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || out.OpID != "op-purge-1" || out.MessageID == "" {
 		t.Fatalf("stdout %q (%v), want JSON with the op id and the message id", r.stdout, err)
@@ -58,7 +59,8 @@ func TestPurgeFlagErrors(t *testing.T) {
 		{[]string{"-table", "Logins", "-rk-from", "a"}, "-pk: is required with rkFrom or rkTo"},
 		{[]string{"-table", "Logins", "-pk", "p", "-rk-from", "m", "-rk-to", "a"}, "-rk-to: must be greater than rkFrom"},
 		{[]string{"-table", "Logins", "-pk", "a#b"}, "-pk:"},
-		{[]string{"-table", "Logins", "-older-than", "30d"}, `-older-than: "30d" is not a duration such as 720h`},
+		{[]string{"-table", "Logins", "-older-than", "30"}, `-older-than: must be a duration such as 90m, 36h or 7d, got "30" (a unit is needed`},
+		{[]string{"-table", "Logins", "-older-than", "-1d"}, `-older-than: must not be negative`},
 		{[]string{"-table", "Logins", "-older-than", "0s"}, "-older-than: must be a positive duration"},
 		{[]string{"-table", "Logins", "-id", "bad id"}, "-id: must be 1-128 characters"},
 		{[]string{"-table", "Logins", "extra"}, "extra"},

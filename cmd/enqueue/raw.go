@@ -202,6 +202,14 @@ type bulkFailure struct {
 
 // run reads in, sends the valid lines and reports.
 func (r *bulkRun) run(ctx context.Context, in io.Reader) error {
+	r.m.setFinal(func() {
+		sent, failed := r.sent.Load(), r.failed.Load()
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		fmt.Fprintf(r.m.Stderr, "\ninterrupted: sent %d, failed %d, not sent at most %d of %d lines read (some may have reached the queue)\n",
+			sent, failed, r.read.Load()-sent-failed, r.read.Load())
+	})
+	defer r.m.setFinal(nil)
 	stopProgress := r.startProgress()
 	stream := r.client.Stream(ctx)
 	readErr := r.readLines(ctx, in, stream)
@@ -218,7 +226,7 @@ func (r *bulkRun) run(ctx context.Context, in io.Reader) error {
 		if err := writeJSON(r.m.Stdout, struct {
 			Sent     int64         `json:"sent"`
 			Failed   int64         `json:"failed"`
-			NotSent  int64         `json:"notSent"`
+			NotSent  int64         `json:"notSent"` // at most: a send cut short may have reached the queue
 			Failures []bulkFailure `json:"failures"`
 			// ResumeFromLine is the first line not sent, 0 when none.
 			ResumeFromLine int `json:"resumeFromLine,omitempty"`
@@ -228,7 +236,9 @@ func (r *bulkRun) run(ctx context.Context, in io.Reader) error {
 	} else {
 		msg := fmt.Sprintf("sent %d, failed %d", sent, failed)
 		if notSent > 0 {
-			msg += fmt.Sprintf(", not sent %d", notSent)
+			// A send cut short may have reached the queue all the same:
+			// the service can take a message and the answer be lost.
+			msg += fmt.Sprintf(", not sent at most %d (some may have reached the queue: their sends were cut short)", notSent)
 		}
 		fmt.Fprintln(r.m.Stdout, msg)
 	}

@@ -35,16 +35,26 @@ func (m *Main) connectClient(c *common, concurrency int) (*client.Client, storea
 // idGiven), checked as the worker will check it before anything connects
 // (checkJob): an error of the args is a usage error, named by flags (field
 // names to flags).
-func (m *Main) sendKind(ctx context.Context, c *common, idGiven bool, id string, a jobs.Args, flags *strings.Replacer) error {
+//
+// Each of checks, if any, runs once connected and before the send: what
+// the worker would otherwise find only when it runs the job (a container
+// that does not exist), refused now, with nothing sent.
+func (m *Main) sendKind(ctx context.Context, c *common, idGiven bool, id string, a jobs.Args, flags *strings.Replacer,
+	checks ...func(context.Context, storeadapter.Store) error) error {
 	if !idGiven {
 		id = client.NewOpID(m.now())
 	}
 	if err := checkJob(ctx, a, id, flags); err != nil {
 		return err
 	}
-	cl, _, err := m.connectClient(c, 0)
+	cl, store, err := m.connectClient(c, 0)
 	if err != nil {
 		return err
+	}
+	for _, check := range checks {
+		if err := check(ctx, store); err != nil {
+			return err
+		}
 	}
 	return m.sendOne(ctx, c, cl, a, id)
 }
@@ -123,3 +133,21 @@ func (e ownError) Error() string {
 }
 
 func (e ownError) Unwrap() error { return e.err }
+
+// containerExists returns a check (see sendKind) that the container of
+// flag's value ("container" or "container/prefix") exists, with one call
+// (the properties of a blob name no job writes: a missing blob is fine, a
+// missing container is not).
+func containerExists(flag, target string) func(context.Context, storeadapter.Store) error {
+	return func(ctx context.Context, store storeadapter.Store) error {
+		container, _, _ := strings.Cut(target, "/")
+		_, err := store.Container(container).Properties(ctx, "~tk.container-check")
+		switch {
+		case err == nil, errors.Is(err, storeadapter.ErrNotFound) && !errors.Is(err, storeadapter.ErrContainerNotFound):
+			return nil
+		case errors.Is(err, storeadapter.ErrContainerNotFound):
+			return fmt.Errorf("-%s: container %s does not exist: create it first, or check the name (nothing was sent)", flag, container)
+		}
+		return fmt.Errorf("-%s: check container %s: %w", flag, container, err)
+	}
+}

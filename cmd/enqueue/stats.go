@@ -23,6 +23,9 @@ type queueStats struct {
 	// OldestAgeSeconds is, for the work queue, the age of its oldest
 	// visible message (0 when none is visible); absent for the poison queue.
 	OldestAgeSeconds *float64 `json:"oldestAgeSeconds,omitempty"`
+	// noneVisible is set when the work queue has no visible message: the
+	// table shows "-" as its oldest age, not 0s.
+	noneVisible bool
 }
 
 // statsOutput is one reading of stats -o json (one line per refresh with
@@ -60,7 +63,7 @@ func (m *Main) runStats(ctx context.Context, args []string) error {
 			"transaction never committed (counted up to 10,000; 'poison purge' removes the old ones): 4 storage calls,\n"+
 			"and one more per 1,000 dropped jobs. -watch D prints them again every D until interrupted (Ctrl-C ends it\n"+
 			"with status 0).", &c)
-	fs.DurationVar(&watch, "watch", 0, "refresh every this long (at least 1s) until interrupted; 0: print once")
+	cli.DurationVar(fs, &watch, "watch", 0, "refresh every this long (at least 1s) until interrupted; 0: print once")
 	if err := m.parseNoArgs(fs, &c, args); err != nil {
 		return err
 	}
@@ -128,7 +131,7 @@ func (m *Main) readQueues(ctx context.Context, store storeadapter.Store, queue s
 		return out, err
 	}
 	age := s.Oldest.Seconds()
-	out.Queue.Messages, out.Queue.Exists, out.Queue.OldestAgeSeconds = s.Depth, true, &age
+	out.Queue.Messages, out.Queue.Exists, out.Queue.OldestAgeSeconds, out.Queue.noneVisible = s.Depth, true, &age, !s.Visible
 	out.Poison.Messages = s.PoisonDepth
 	// SampleQueues counts a missing poison queue as 0; say whether it exists.
 	out.Poison.Exists = s.PoisonExists
@@ -154,7 +157,7 @@ func (m *Main) printStats(c *common, out statsOutput, watching bool) error {
 		if !s.Exists {
 			note = "does not exist (counted as 0)"
 		}
-		if s.OldestAgeSeconds != nil {
+		if s.OldestAgeSeconds != nil && !s.noneVisible {
 			oldest = (time.Duration(*s.OldestAgeSeconds * float64(time.Second))).Round(time.Second).String()
 		}
 		row(tw, s.Name, strconv.Itoa(s.Messages), oldest, note)

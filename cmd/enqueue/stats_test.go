@@ -34,6 +34,20 @@ func TestStatsOldestAge(t *testing.T) {
 	}
 }
 
+// TestStatsEmptyQueueHasNoOldestAge: a queue with no visible message shows
+// "-" as its oldest age, not 0s.
+func TestStatsEmptyQueueHasNoOldestAge(t *testing.T) {
+	b := setup(t)
+	if err := b.queue.Create(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	r := b.mustRun("", "stats")
+	lines := strings.Split(r.stdout, "\n")
+	if len(lines) < 2 || !strings.HasPrefix(lines[1], queueName+" ") || strings.Fields(lines[1])[2] != "-" || strings.Contains(r.stdout, "0s") {
+		t.Errorf("stats of an empty queue:\n%s\nwant its OLDEST to be -", r.stdout)
+	}
+}
+
 // TestStatsWatch: -watch prints one reading per interval, three storage
 // calls each, and ends with status 0 when interrupted; an interval under
 // 1 s is a usage error.

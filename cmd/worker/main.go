@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -42,17 +41,26 @@ func main() {
 	// here on: package initialisation takes milliseconds, and a SIGTERM
 	// in that window must stop the worker cleanly (exit 0), not kill it.
 	m.Signals = stopsignal.C
-	if err := m.ParseFlags(os.Args[1:]); err != nil {
+	os.Exit(m.Exec(context.Background(), os.Args[1:]))
+}
+
+// Exec parses args, runs the worker and returns the exit status: 0 when
+// it stopped normally (or -h and -version), 2 for a usage error (a bad
+// flag or flag value, a -config file that cannot be read or breaks a rule:
+// the error and a one-line hint, no flag list), 1 when Run failed.
+func (m *Main) Exec(ctx context.Context, args []string) int {
+	if err := m.ParseFlags(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) || errors.Is(err, ErrVersion) {
-			os.Exit(exitOK)
+			return exitOK
 		}
 		fmt.Fprintf(m.Stderr, "worker: %v\nRun 'worker -h' for usage.\n", err)
-		os.Exit(exitUsage)
+		return exitUsage
 	}
-	if err := m.Run(context.Background()); err != nil {
+	if err := m.Run(ctx); err != nil {
 		fmt.Fprintln(m.Stderr, "worker:", err)
-		os.Exit(exitFailed)
+		return exitFailed
 	}
+	return exitOK
 }
 
 // Main is the worker program; tests build one and call Run.
@@ -117,8 +125,9 @@ DefaultAzureCredential (managed identity, workload identity, az login); or -acco
 $AZURE_STORAGE_SAS_TOKEN. Prefer the variables for secrets: a flag shows in ps. Credentials are never printed.
 Flags override the environment, which overrides the -config file.
 
-Exit status: 0 stopped normally (drained, a limit reached, or a signal), 1 a broken configuration or a
-storage outage (receives failing for -receive-outage), or a second signal, 2 bad flags.
+Exit status: 0 stopped normally (drained, a limit reached, or a signal), 1 credentials that are missing,
+conflicting or refused, a storage outage (receives failing for -receive-outage), or a second signal,
+2 a usage error: a bad flag or flag value, or a -config file that cannot be read or breaks a rule.
 
 flags:
 `
@@ -168,8 +177,9 @@ func (m *Main) ParseFlags(args []string) error {
 			fmt.Fprint(m.Stdout, usageHead)
 			fs.SetOutput(m.Stdout)
 			fs.PrintDefaults()
+			return err
 		}
-		return err
+		return cli.FlagError(err, fs)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q (flags only)", fs.Arg(0))
@@ -226,43 +236,25 @@ func (m *Main) checkFlags() error {
 	if err := m.Account.CheckFlags(); err != nil {
 		return err
 	}
+	if err := storeadapter.ValidateQueueName(m.Queue); err != nil {
+		return fmt.Errorf("%s: %w", m.setting("queue"), err)
+	}
+	if _, err := cli.NewLogger(io.Discard, m.LogFormat, m.LogLevel); err != nil {
+		return err
+	}
 	var err error
 	m.fs.VisitAll(func(f *flag.Flag) {
-		if d, ok := f.Value.(*durationValue); ok && err == nil && *d.d < 0 {
-			err = fmt.Errorf("%s: must not be negative, got %v", m.setting(f.Name), *d.d)
+		if d, ok := f.Value.(cli.Duration); ok && err == nil && *d.D < 0 {
+			err = fmt.Errorf("%s: must not be negative, got %v", m.setting(f.Name), *d.D)
 		}
 	})
 	return err
 }
 
-// durationValue is a flag.Value for a duration whose parse error says
-// what a duration looks like (the flag package says only "parse error").
-type durationValue struct{ d *time.Duration }
-
-// durationVar defines a duration flag with a clear parse error.
+// durationVar defines a duration flag in the commands' one syntax (Go's,
+// or days: see cli.ParseDuration).
 func durationVar(fs *flag.FlagSet, p *time.Duration, name string, value time.Duration, usage string) {
-	*p = value
-	fs.Var(&durationValue{p}, name, usage)
-}
-
-func (v *durationValue) String() string {
-	if v.d == nil {
-		return "0s"
-	}
-	return v.d.String()
-}
-
-func (v *durationValue) Set(s string) error {
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		hint := ""
-		if _, nerr := strconv.ParseFloat(s, 64); nerr == nil {
-			hint = fmt.Sprintf(" (a unit is needed: %ss or %sm)", s, s)
-		}
-		return fmt.Errorf("must be a duration such as 30s, 1m30s or 2h, got %q%s", s, hint)
-	}
-	*v.d = d
-	return nil
+	cli.DurationVar(fs, p, name, value, usage)
 }
 
 // Run runs the worker until ctx ends, a signal arrives on

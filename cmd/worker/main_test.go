@@ -169,7 +169,7 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"-concurrency", "1025"}, "-concurrency: must be 1-1024, got 1025"},
 		{[]string{"-batch", "0"}, "-batch: must be 1-32"},
 		{[]string{"-batch", "64"}, "-batch: must be 1-32"},
-		{[]string{"-visibility", "30"}, `must be a duration such as 30s, 1m30s or 2h, got "30" (a unit is needed: 30s or 30m)`},
+		{[]string{"-visibility", "30"}, `-visibility: must be a duration such as 90m, 36h or 7d, got "30" (a unit is needed: 30s, 30m or 30d)`},
 		{[]string{"-visibility", "1s"}, "-visibility: must be 2s-168h0m0s, got 1s"},
 		{[]string{"-max-dequeue-count", "0"}, "-max-dequeue-count: must be 1-1000, got 0"},
 		{[]string{"-drain-quiet", "-1s"}, "-drain-quiet: must not be negative"},

@@ -99,7 +99,7 @@ func (a *Account) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&a.Name, "account", os.Getenv(EnvAccount), "storage account name, used with DefaultAzureCredential, or with -sas-token (env "+EnvAccount+")")
 	fs.StringVar(&a.SASToken, "sas-token", "", "account SAS token (sv=…&sig=…) for -account (default $"+EnvSASToken+", which is preferable: a flag shows in ps)")
 	fs.IntVar(&a.Retries, "storage-retries", 3, "SDK retries of a failed storage call (0: none; never of a receive; the worker retries messages itself)")
-	fs.DurationVar(&a.Timeout, "storage-timeout", azstore.DefaultCallTimeout, "longest one storage call may take, the SDK's retries included (1s-1h); "+
+	DurationVar(fs, &a.Timeout, "storage-timeout", azstore.DefaultCallTimeout, "longest one storage call may take, the SDK's retries included (1s-1h); "+
 		"a try unanswered after 5s (or a quarter of this) is reported on stderr")
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/tablekeeper/tablekeeper/jobs"
@@ -18,7 +19,8 @@ const EnvConfig = "TABLEKEEPER_CONFIG"
 // strictly, with jobs.DecodeStrict: an unknown, misspelt or repeated key
 // or a value of the wrong type is an error. Every error starts with
 // "-config PATH", and one about a key or value continues with its
-// ":line:column" in the file, so an operator can go straight to it.
+// ":line:column" in the file, so an operator can go straight to it; an
+// unknown key gets a did-you-mean among its object's keys.
 func ReadConfigFile(path string, v any) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -31,6 +33,9 @@ func ReadConfigFile(path string, v any) error {
 		var de *jobs.DecodeError
 		if errors.As(err, &de) {
 			line, col := LineColumn(data, de.Offset)
+			if hint := DidYouMean(de.Key, de.Known); hint != "" && !strings.Contains(err.Error(), "did you mean") {
+				return fmt.Errorf("-config %s:%d:%d: %w%s", path, line, col, err, hint)
+			}
 			return fmt.Errorf("-config %s:%d:%d: %w", path, line, col, err)
 		}
 		return fmt.Errorf("-config %s: %w", path, err)

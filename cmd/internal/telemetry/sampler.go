@@ -30,6 +30,9 @@ type QueueSample struct {
 	// came back from a retry backoff keeps its insertion time, so its age
 	// says how long the operation has waited in all.
 	Oldest time.Duration
+	// Visible says whether the peek found a visible message (Oldest is 0
+	// otherwise).
+	Visible bool
 }
 
 // SampleQueues reads a QueueSample with three calls: the approximate
@@ -55,6 +58,7 @@ func SampleQueues(ctx context.Context, work, poison storeadapter.Queue, now func
 	if err := call(func(ctx context.Context) (err error) { peeked, err = work.Peek(ctx, 1); return err }); err != nil {
 		return s, fmt.Errorf("queue %s: peek: %w", work.Name(), err)
 	}
+	s.Visible = len(peeked) > 0
 	if len(peeked) > 0 && !peeked[0].Inserted.IsZero() {
 		s.Oldest = max(now().Sub(peeked[0].Inserted), 0)
 	}

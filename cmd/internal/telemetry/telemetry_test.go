@@ -359,7 +359,7 @@ func TestSampler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (telemetry.QueueSample{Depth: 3, PoisonDepth: 0, Oldest: 120 * time.Second}); s != want {
+	if want := (telemetry.QueueSample{Depth: 3, PoisonDepth: 0, Oldest: 120 * time.Second, Visible: true}); s != want {
 		t.Errorf("sample %+v, want %+v", s, want)
 	}
 	if n := counts.Snapshot().Total().Calls - before; n != 3 {
