@@ -51,7 +51,7 @@ func (m *Main) runConsole(ctx context.Context, args []string) error {
 	fs.StringVar(&tokenEnv, "auth-token-env", "", "environment variable holding the token requests must carry; required unless -listen is loopback")
 	fs.StringVar(&queues, "queues", "", "work queues to show, comma-separated (default: -queue)")
 	fs.Var(&metrics, "metrics", "a worker's metrics URL (http://host:8080/metrics) for the throughput charts; repeat for each worker")
-	fs.DurationVar(&every, "metrics-every", 30*time.Second, "how often to read -metrics (at least 1s)")
+	cli.DurationVar(fs, &every, "metrics-every", 30*time.Second, "how often to read -metrics (at least 1s)")
 	fs.Var(&exports, "exports", "container/prefix of exports the exports page lists first; repeatable")
 	fs.StringVar(&cfgPath, "config", os.Getenv(cli.EnvConfig), "the worker's config file: its declared indexes and checkpoint tables (env "+cli.EnvConfig+"); optional")
 	if err := m.parseNoArgs(fs, &c, args); err != nil {

@@ -131,7 +131,7 @@ func (c *Console) poisonRecord(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := c.ctx(r)
 	defer cancel()
-	rec, err := in.Show(ctx, r.FormValue("id"))
+	rec, others, err := in.Lookup(ctx, r.FormValue("id"))
 	switch {
 	case errors.Is(err, storeadapter.ErrNotFound):
 		c.fail(w, r, http.StatusNotFound, fmt.Errorf("no poison record %q on queue %s", r.FormValue("id"), q))
@@ -143,7 +143,7 @@ func (c *Console) poisonRecord(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusBadGateway, err)
 		return
 	}
-	d := recordData{Record: rec, Group: poison.GroupName(rec)}
+	d := recordData{Record: rec, Group: poison.GroupName(rec), History: others}
 	if env, err := jobs.DecodeEnvelope(rec.Original); err != nil {
 		d.EnvelopeErr = err.Error()
 		d.Decoded = decodedText(rec.Original)
@@ -160,18 +160,6 @@ func (c *Console) poisonRecord(w http.ResponseWriter, r *http.Request) {
 			row.Offset = a.Time.Sub(rec.Attempts[0].Time)
 		}
 		d.Attempts = append(d.Attempts, row)
-	}
-	if rec.OpID != "" {
-		all, err := in.Operation(ctx, rec.OpID)
-		if err != nil {
-			c.fail(w, r, http.StatusBadGateway, err)
-			return
-		}
-		for _, o := range all {
-			if o.MessageID != rec.MessageID {
-				d.History = append(d.History, o)
-			}
-		}
 	}
 	c.render(w, r, http.StatusOK, "record", page{Title: "Record " + rec.MessageID, Nav: "poison", Queue: q, Data: d})
 }

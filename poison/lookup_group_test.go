@@ -5,11 +5,11 @@ import (
 	"time"
 )
 
-// TestOperationListsEveryRecordOfAnOperation: a message poisoned, requeued
-// and poisoned again leaves two records of one operation; Operation returns
-// both, the current (newest) first, in their states, and nothing of
-// another operation. GroupRecords gives the group's oldest and newest.
-func TestOperationListsEveryRecordOfAnOperation(t *testing.T) {
+// TestLookupAndGroupsOfARequeuedOperation: a message poisoned, requeued and
+// poisoned again leaves two records of one operation; Lookup of the new
+// message id returns it and the requeued one, and nothing of another
+// operation. GroupRecords gives the group's oldest and newest.
+func TestLookupAndGroupsOfARequeuedOperation(t *testing.T) {
 	b := setup(t)
 	first := b.deliver(t, "job text")
 	f := b.failure(first, "archive", "boom")
@@ -31,19 +31,13 @@ func TestOperationListsEveryRecordOfAnOperation(t *testing.T) {
 	b.clock.Advance(time.Minute)
 	b.poisonNow(t, "other", "archive", "permanent: other")
 
-	recs, err := b.m.Operation(b.ctx, "op-history")
+	rec, others, err := b.m.Lookup(b.ctx, second.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(recs) != 2 || recs[0].MessageID != second.ID || recs[0].State != StatePoisoned ||
-		recs[1].MessageID != first.ID || recs[1].State != StateRequeued || recs[1].RequeuedMessageID != second.ID {
-		t.Fatalf("Operation = %+v, want the second record (poisoned) then the first (requeued as %s)", recs, second.ID)
-	}
-	if none, err := b.m.Operation(b.ctx, "op-none"); err != nil || len(none) != 0 {
-		t.Errorf("Operation(op-none) = %v, %v; want none", none, err)
-	}
-	if _, err := b.m.Operation(b.ctx, "bad/id"); err == nil {
-		t.Error("Operation(bad/id): want an error")
+	if rec.MessageID != second.ID || rec.State != StatePoisoned ||
+		len(others) != 1 || others[0].MessageID != first.ID || others[0].State != StateRequeued || others[0].RequeuedMessageID != second.ID {
+		t.Fatalf("Lookup = %+v, %+v; want the second record (poisoned) and the first (requeued as %s)", rec, others, second.ID)
 	}
 
 	all, err := b.m.List(b.ctx, "archive")
