@@ -37,7 +37,7 @@ func TestOverviewShowsQueuesAndCharts(t *testing.T) {
 		t.Fatalf("GET /: %d\n%s", code, body)
 	}
 	must(t, "overview", body, `<tr data-queue="work">\s*<td>work</td>\s*<td class="n">2</td>\s*<td>1m30s</td>`,
-		`<td class="n">6</td>`, `id="no-charts"`)
+		`<td class="n">6</td>\s*<td>6m34s</td>`, `id="no-charts"`)
 
 	finished.WithLabelValues("archive", "succeeded").Add(5)
 	f.con.sample(f.con.cfg.Metrics, f.clock.Now()) // the baseline

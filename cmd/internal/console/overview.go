@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"errors"
 	"html/template"
 	"net/http"
@@ -19,9 +20,9 @@ type queueRow struct {
 	Exists bool
 	// Messages and PoisonMessages are approximate counts.
 	Messages, PoisonMessages int
-	// Oldest is the age of the oldest visible message; 0 when none is
-	// visible (shown as "-").
-	Oldest time.Duration
+	// Oldest and PoisonOldest are the ages of the oldest visible message
+	// of each queue; 0 when none is visible (shown as "-").
+	Oldest, PoisonOldest time.Duration
 	// Dropped counts the drop records (up to maxDrops; DroppedMore says
 	// there are more).
 	Dropped     int
@@ -79,6 +80,12 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 			default:
 				row.Messages, row.PoisonMessages, row.Oldest = s.Depth, s.PoisonDepth, s.Oldest
 			}
+			if row.Err == "" && row.PoisonMessages > 0 {
+				row.PoisonOldest, err = c.oldest(ctx, row.Poison)
+				if err != nil {
+					row.Err = c.cfg.Redact(err.Error())
+				}
+			}
 			if row.Err == "" {
 				n, more, err := c.ins[q].CountDrops(ctx, maxDrops)
 				if err != nil {
@@ -95,6 +102,16 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		d.Charts, d.Sources = c.charts.draw(c.cfg.Metrics, c.cfg.Clock.Now())
 	}
 	c.render(w, r, http.StatusOK, "overview", page{Title: "Overview", Nav: "overview", Refresh: refreshFromQuery(r), Data: d})
+}
+
+// oldest is the age of the oldest visible message of queue q (one peek),
+// 0 when none is visible.
+func (c *Console) oldest(ctx context.Context, q string) (time.Duration, error) {
+	msgs, err := c.cfg.Store.Queue(q).Peek(ctx, 1)
+	if err != nil || len(msgs) == 0 {
+		return 0, err
+	}
+	return c.cfg.Clock.Now().Sub(msgs[0].Inserted), nil
 }
 
 // refreshFromQuery is the ?refresh=N the Overview's auto-refresh link
