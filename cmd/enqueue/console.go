@@ -84,7 +84,7 @@ func (m *Main) runConsole(ctx context.Context, args []string) error {
 		if err := f.Validate(); err != nil {
 			return usagef("-config %s: %v", cfgPath, err)
 		}
-		cfg.CheckpointTables = f.CheckpointTables()
+		cfg.CheckpointTables, cfg.RangeCheckpointTable = f.CheckpointTables(), f.Archive.CheckpointTable
 		if len(f.Index.Tables) > 0 {
 			cfg.Indexes = &f.Index
 		}
@@ -96,6 +96,9 @@ func (m *Main) runConsole(ctx context.Context, args []string) error {
 	if tokenEnv != "" {
 		if cfg.Token = os.Getenv(tokenEnv); cfg.Token == "" {
 			return usagef("-auth-token-env: $%s is empty or not set", tokenEnv)
+		}
+		if len(cfg.Token) < console.MinTokenLength {
+			return usagef("-auth-token-env: $%s holds %d characters, fewer than %d: use a long random token", tokenEnv, len(cfg.Token), console.MinTokenLength)
 		}
 		m.redactor.Add(cfg.Token)
 	} else if !loopback {
@@ -138,11 +141,17 @@ func (m *Main) runConsole(ctx context.Context, args []string) error {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+	err = srv.Shutdown(sctx)
+	con.Close(taskGrace)
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
 	return nil
 }
+
+// taskGrace is how long a stopping console lets a running action finish
+// before it cancels it: a requeue or purge of thousands ends within it.
+const taskGrace = 30 * time.Second
 
 // operator names who runs the console for the action log: user@host.
 func operator() string {

@@ -25,7 +25,7 @@ func TestConsoleServesUntilInterrupted(t *testing.T) {
 	if _, err := b.queue.Send(t.Context(), "hello", storeadapter.SendOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("CONSOLE_TOKEN", "tok-123")
+	t.Setenv("CONSOLE_TOKEN", "tok-123-long-enough")
 	ctx, cancel := context.WithCancel(t.Context())
 	var errOut syncbuf.Buffer
 	m := &Main{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: &errOut, Clock: b.clock,
@@ -46,7 +46,7 @@ func TestConsoleServesUntilInterrupted(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	req, _ := http.NewRequest(http.MethodGet, "http://"+m1[1]+"/", nil)
-	req.Header.Set("Authorization", "Bearer tok-123")
+	req.Header.Set("Authorization", "Bearer tok-123-long-enough")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +65,7 @@ func TestConsoleServesUntilInterrupted(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("console still running 10s after the interrupt")
 	}
-	if strings.Contains(errOut.String(), "tok-123") {
+	if strings.Contains(errOut.String(), "tok-123-long-enough") {
 		t.Error("stderr shows the token")
 	}
 }
@@ -76,6 +76,7 @@ func TestConsoleServesUntilInterrupted(t *testing.T) {
 func TestConsoleFlagErrors(t *testing.T) {
 	b := setup(t)
 	os.Unsetenv("UNSET_TOKEN_VAR")
+	t.Setenv("SHORT_TOKEN", "short")
 	for _, c := range []struct {
 		args []string
 		want string
@@ -83,6 +84,7 @@ func TestConsoleFlagErrors(t *testing.T) {
 		{[]string{"-listen", "0.0.0.0:0"}, "-listen 0.0.0.0:0: not a loopback address, so requests must carry a token: give -auth-token-env VAR"},
 		{[]string{"-listen", ":8080"}, "-listen :8080: not a loopback address"},
 		{[]string{"-auth-token-env", "UNSET_TOKEN_VAR"}, "-auth-token-env: $UNSET_TOKEN_VAR is empty or not set"},
+		{[]string{"-auth-token-env", "SHORT_TOKEN"}, "-auth-token-env: $SHORT_TOKEN holds 5 characters, fewer than 16"},
 		{[]string{"-metrics", "worker:8080/metrics"}, `-metrics: "worker:8080/metrics" is not an http:// or https:// URL`},
 		{[]string{"-queues", "ok,Bad_Queue"}, "-queues: "},
 		{[]string{"-listen", "nonsense"}, "-listen: "},

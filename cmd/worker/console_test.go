@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/url"
 	"strings"
 	"testing"
@@ -19,7 +20,7 @@ import (
 func TestConsoleOnTheWorkersServer(t *testing.T) {
 	t.Setenv(cli.EnvConnectionString, "")
 	t.Setenv(cli.EnvAccount, "")
-	t.Setenv("WORKER_CONSOLE_TOKEN", "console-tok-42")
+	t.Setenv("WORKER_CONSOLE_TOKEN", "console-tok-42-long")
 	store := localstore.New(localstore.Options{})
 	logs := &releaseOnDrained{release: make(chan struct{})}
 	m := &Main{Stdout: &bytes.Buffer{}, Stderr: logs, Connect: func() (storeadapter.Store, error) { return store, nil }}
@@ -44,32 +45,45 @@ func TestConsoleOnTheWorkersServer(t *testing.T) {
 	if code, _ := get("/console/", ""); code != http.StatusSeeOther {
 		t.Errorf("GET /console/ without the token: %d, want a redirect to the login", code)
 	}
-	code, body := get("/console/", "console-tok-42")
+	code, body := get("/console/", "console-tok-42-long")
 	if code != http.StatusOK || !strings.Contains(body, `<tr data-queue="orders">`) || !strings.Contains(body, `href="/console/poison?queue=orders"`) ||
 		!strings.Contains(body, "<li>this worker</li>") || !strings.Contains(body, "read-only") {
 		t.Errorf("GET /console/: %d\n%s", code, body)
 	}
-	if code, body = get("/console/poison?queue=orders", "console-tok-42"); code != http.StatusOK || strings.Contains(body, "actions/preview") {
+	if code, body = get("/console/poison?queue=orders", "console-tok-42-long"); code != http.StatusOK || strings.Contains(body, "actions/preview") {
 		t.Errorf("GET /console/poison: %d\n%s", code, body)
+	}
+	// The login form's cookie, through the mount.
+	jar, _ := cookiejar.New(nil)
+	hc := &http.Client{Jar: jar}
+	resp0, err := hc.PostForm("http://"+addr+"/console/login", url.Values{"token": {"console-tok-42-long"}, "next": {"/poison?queue=orders"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, _ := io.ReadAll(resp0.Body)
+	resp0.Body.Close()
+	if resp0.StatusCode != http.StatusOK || resp0.Request.URL.Path != "/console/poison" || !strings.Contains(string(after), "Poison: orders") {
+		t.Errorf("login through /console/: %d at %s\n%s", resp0.StatusCode, resp0.Request.URL, after)
 	}
 	if code, _ = get("/healthz", ""); code != http.StatusOK {
 		t.Errorf("/healthz beside the console: %d", code)
 	}
 	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/console/actions/run", strings.NewReader(url.Values{"action": {"purge"}, "queue": {"orders"}}.Encode()))
-	req.Header.Set("Authorization", "Bearer console-tok-42")
+	req.Header.Set("Authorization", "Bearer console-tok-42-long")
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
+	refusal, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusForbidden {
-		t.Errorf("POST an action to the worker's console: %d, want 403", resp.StatusCode)
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(refusal), "this console is read-only") {
+		t.Errorf("POST an action to the worker's console: %d %s, want 403: read-only", resp.StatusCode, refusal)
 	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(logs.String(), "console-tok-42") {
+	if strings.Contains(logs.String(), "console-tok-42-long") {
 		t.Error("the worker's log shows the console token")
 	}
 }
@@ -79,6 +93,7 @@ func TestConsoleOnTheWorkersServer(t *testing.T) {
 func TestConsoleFlags(t *testing.T) {
 	t.Setenv(cli.EnvConnectionString, "")
 	t.Setenv("EMPTY_TOKEN", "")
+	t.Setenv("SHORT_TOKEN", "short")
 	for args, want := range map[string]string{
 		"-console":             "-console: needs -http",
 		"-console -http :8080": "-console: -http :8080 is not a loopback address, so console requests must carry a token: give -console-token-env VAR",

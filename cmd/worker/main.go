@@ -404,8 +404,9 @@ func (m *Main) serve(ctx context.Context, log *slog.Logger, met *telemetry.Metri
 	// The sampler and the console's reading of the metrics run until the
 	// server stops, after the runner.
 	sctx, stopSampler := context.WithCancel(context.WithoutCancel(ctx))
+	var con *console.Console
 	if m.Console {
-		if err := m.mountConsole(sctx, srv, met, store); err != nil {
+		if con, err = m.mountConsole(sctx, srv, met, store); err != nil {
 			stopSampler()
 			return nil, err
 		}
@@ -435,6 +436,9 @@ func (m *Main) serve(ctx context.Context, log *slog.Logger, met *telemetry.Metri
 			log.Warn("health and metrics server did not shut down cleanly", "err", err)
 		}
 		<-served
+		if con != nil {
+			con.Close(0) // its checks read storage: they end before the exit line counts the calls
+		}
 	}, nil
 }
 
@@ -457,6 +461,8 @@ func (m *Main) checkConsole() error {
 	switch {
 	case m.ConsoleTokenEnv != "" && os.Getenv(m.ConsoleTokenEnv) == "":
 		return fmt.Errorf("-console-token-env: $%s is empty or not set", m.ConsoleTokenEnv)
+	case m.ConsoleTokenEnv != "" && len(os.Getenv(m.ConsoleTokenEnv)) < console.MinTokenLength:
+		return fmt.Errorf("-console-token-env: $%s holds fewer than %d characters: use a long random token", m.ConsoleTokenEnv, console.MinTokenLength)
 	case m.ConsoleTokenEnv == "" && !loopback:
 		return fmt.Errorf("-console: %s %s is not a loopback address, so console requests must carry a token: give -console-token-env VAR", m.setting("http"), m.HTTP)
 	}
@@ -466,8 +472,9 @@ func (m *Main) checkConsole() error {
 // mountConsole serves the read-only console at /console/ on srv: this
 // worker's queue, its declared indexes and checkpoint tables, and its own
 // metrics for the charts, until ctx ends.
-func (m *Main) mountConsole(ctx context.Context, srv *telemetry.Server, met *telemetry.Metrics, store storeadapter.Store) error {
+func (m *Main) mountConsole(ctx context.Context, srv *telemetry.Server, met *telemetry.Metrics, store storeadapter.Store) (*console.Console, error) {
 	cfg := console.Config{Store: store, Queues: []string{m.Queue}, CheckpointTables: m.Kinds.CheckpointTables(),
+		RangeCheckpointTable: m.Kinds.Archive.CheckpointTable,
 		Metrics: []console.Source{{Name: "this worker", Gatherer: met.Registry}}, Base: "/console/",
 		Operator: cli.Host(), Redact: m.redactor.String, Clock: m.Runner.Clock,
 		Inspector: func(q string) (*poison.Inspector, error) { return cli.PoisonInspector(store, q, m.Runner.Clock) }}
@@ -480,11 +487,11 @@ func (m *Main) mountConsole(ctx context.Context, srv *telemetry.Server, met *tel
 	}
 	con, err := console.New(cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	srv.Handle("/console/", http.StripPrefix("/console", con))
 	go func() { _ = con.Run(ctx) }()
-	return nil
+	return con, nil
 }
 
 // createTimeout bounds the creation of the work queue at start-up.

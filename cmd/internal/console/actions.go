@@ -111,11 +111,11 @@ type previewData struct {
 // actionForm checks an action's post (its CSRF token, that actions are
 // allowed, the action itself) and returns it, or writes the refusal.
 func (c *Console) actionForm(w http.ResponseWriter, r *http.Request) (action, bool) {
-	if !c.checkForm(w, r) {
-		return action{}, false
-	}
 	if !c.cfg.AllowActions {
 		c.fail(w, r, http.StatusForbidden, errors.New("this console is read-only: start it with -allow-actions to requeue, delete or purge"))
+		return action{}, false
+	}
+	if !c.checkForm(w, r) {
 		return action{}, false
 	}
 	a, err := c.parseAction(r)
@@ -160,23 +160,19 @@ func (c *Console) dryRun(ctx context.Context, a action) ([]poison.Record, string
 		}
 		return recs, "", err
 	case "delete":
-		return c.deleteSelection(ctx, in, a)
+		if len(a.IDs) > 0 {
+			return c.deleteSelection(ctx, in, a)
+		}
+		fallthrough // a group: its purge, as 'poison delete -group'
 	default:
 		res, err := in.Purge(ctx, c.purgeOptions(a, true, nil))
 		return res.Records, fmt.Sprintf("also %d drop record(s) and %d checkpoint(s)", res.Drops, res.Checkpoints), err
 	}
 }
 
-// deleteSelection returns the records a delete selects: the ids' records
-// (any state), or the group's poisoned records.
+// deleteSelection returns the records a delete of ids selects (any
+// state). A group's delete is its purge (see dryRun), as the CLI's.
 func (c *Console) deleteSelection(ctx context.Context, in *poison.Inspector, a action) ([]poison.Record, string, error) {
-	if len(a.IDs) == 0 {
-		all, err := in.List(ctx, "")
-		if err != nil {
-			return nil, "", err
-		}
-		return slices.DeleteFunc(all, func(r poison.Record) bool { return poison.GroupName(r) != a.Group }), "", nil
-	}
 	var recs []poison.Record
 	var missing []string
 	for _, id := range a.IDs {
@@ -195,7 +191,7 @@ func (c *Console) deleteSelection(ctx context.Context, in *poison.Inspector, a a
 
 func (c *Console) purgeOptions(a action, dryRun bool, progress func(done, total int)) poison.PurgeOptions {
 	older, _ := olderDuration(a.Older) // checked by parseAction
-	return poison.PurgeOptions{OlderThan: older, Group: a.Group, CheckpointTable: c.cfg.CheckpointTables[0],
+	return poison.PurgeOptions{OlderThan: older, Group: a.Group, CheckpointTable: c.cfg.RangeCheckpointTable,
 		DryRun: dryRun, Progress: progress}
 }
 
@@ -206,11 +202,12 @@ func (c *Console) actionRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	who := c.who(r)
-	c.cfg.Log.Info("console action", "action", a.Verb, "queue", a.Queue, "group", a.Group, "ids", len(a.IDs), "older", a.Older, "who", who)
+	attrs := []any{"action", a.Verb, "queue", a.Queue, "group", a.Group, "ids", loggedIDs(a.IDs), "older", a.Older, "who", who}
 	back := "poison?queue=" + url.QueryEscape(a.Queue)
-	t := c.tasks.start(strings.ToUpper(a.Verb[:1])+a.Verb[1:]+" "+a.String(), who, back, func(ctx context.Context, t *task) ([]string, error) {
+	t, running := c.tasks.start(changing, strings.ToUpper(a.Verb[:1])+a.Verb[1:]+" "+a.String(), who, back, func(ctx context.Context, t *task) ([]string, error) {
+		c.cfg.Log.Info("console action", attrs...)
 		lines, err := c.run(ctx, a, t)
-		attrs := []any{"action", a.Verb, "queue", a.Queue, "group", a.Group, "ids", len(a.IDs), "who", who, "result", strings.Join(lines, "; ")}
+		attrs := slices.Concat(attrs, []any{"result", strings.Join(lines, "; ")})
 		if err != nil {
 			c.cfg.Log.Warn("console action failed", append(attrs, "err", c.cfg.Redact(err.Error()))...)
 		} else {
@@ -218,7 +215,23 @@ func (c *Console) actionRun(w http.ResponseWriter, r *http.Request) {
 		}
 		return lines, err
 	})
+	if t == nil {
+		c.busy(w, r, running)
+		return
+	}
 	http.Redirect(w, r, c.cfg.Base+"tasks/"+t.ID, http.StatusSeeOther)
+}
+
+// maxLoggedIDs bounds the message ids an action's log line names.
+const maxLoggedIDs = 20
+
+// loggedIDs names the selected ids for the log: all of them up to
+// maxLoggedIDs, then how many more.
+func loggedIDs(ids []string) string {
+	if len(ids) <= maxLoggedIDs {
+		return strings.Join(ids, ",")
+	}
+	return fmt.Sprintf("%s,… (%d in all)", strings.Join(ids[:maxLoggedIDs], ","), len(ids))
 }
 
 // run carries an action out, reporting progress on t.
@@ -236,6 +249,10 @@ func (c *Console) run(ctx context.Context, a action, t *task) ([]string, error) 
 		}
 		return lines, err
 	case "delete":
+		if len(a.IDs) == 0 { // a group: its purge, as 'poison delete -group'
+			res, err := in.Purge(ctx, c.purgeOptions(a, false, t.progress("delete")))
+			return []string{fmt.Sprintf("deleted %d record(s)", len(res.Records))}, err
+		}
 		recs, _, err := c.deleteSelection(ctx, in, a)
 		if err != nil {
 			return nil, err

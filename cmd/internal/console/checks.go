@@ -67,7 +67,7 @@ func (c *Console) indexCheck(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusNotFound, err)
 		return
 	}
-	t := c.tasks.start("Check index "+name+" of "+table, c.who(r), "indexes", func(ctx context.Context, t *task) ([]string, error) {
+	t, running := c.tasks.start(reading, "Check index "+name+" of "+table, c.who(r), "indexes", func(ctx context.Context, t *task) ([]string, error) {
 		var reads atomic.Int64
 		var found []string
 		obs := instrument.ObserverFunc(func(instrument.Call, time.Duration, error) {
@@ -90,6 +90,10 @@ func (c *Console) indexCheck(w http.ResponseWriter, r *http.Request) {
 		}
 		return append(lines, found...), err
 	})
+	if t == nil {
+		c.busy(w, r, running)
+		return
+	}
 	http.Redirect(w, r, c.cfg.Base+"tasks/"+t.ID, http.StatusSeeOther)
 }
 
@@ -105,7 +109,14 @@ type exportsData struct {
 	Rows    []exportRow
 	// Older counts the manifests found but not read (the newest are).
 	Older int
+	// Stopped, when not 0, is how many blobs the listing read before it
+	// stopped (maxListedBlobs): a narrower prefix lists the rest.
+	Stopped int
 }
+
+// maxListedBlobs bounds the blobs the exports page lists (ten pages):
+// the parts are listed with the manifests.
+const maxListedBlobs = 50_000
 
 // shownExports bounds the manifests the page reads: the newest (their
 // folders are time-named, so the last listed).
@@ -130,6 +141,7 @@ func (c *Console) exportsPage(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	b := c.cfg.Store.Container(container)
 	var names []string
+	listed := 0
 	for marker := ""; ; {
 		p, err := b.List(ctx, prefix, marker)
 		if errors.Is(err, storeadapter.ErrNotFound) {
@@ -145,7 +157,12 @@ func (c *Console) exportsPage(w http.ResponseWriter, r *http.Request) {
 				names = append(names, bl.Name)
 			}
 		}
+		listed += len(p.Blobs)
 		if marker = p.Next; marker == "" {
+			break
+		}
+		if listed >= maxListedBlobs {
+			d.Stopped = listed
 			break
 		}
 	}
@@ -178,7 +195,7 @@ func (c *Console) exportVerify(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	back := "exports?to=" + url.QueryEscape(r.PostFormValue("to"))
-	t := c.tasks.start("Verify export "+manifest, c.who(r), back, func(ctx context.Context, t *task) ([]string, error) {
+	t, running := c.tasks.start(reading, "Verify export "+manifest, c.who(r), back, func(ctx context.Context, t *task) ([]string, error) {
 		t.progress("reading parts")(0, 0)
 		rep, err := tableexport.Verify(ctx, c.cfg.Store.Container(container), name)
 		if err != nil {
@@ -192,5 +209,9 @@ func (c *Console) exportVerify(w http.ResponseWriter, r *http.Request) {
 			rep.Parts, rep.Entities, rep.Bytes, rep.Manifest.Entities, rep.Manifest.Bytes)}
 		return append(lines, rep.Problems...), nil
 	})
+	if t == nil {
+		c.busy(w, r, running)
+		return
+	}
 	http.Redirect(w, r, c.cfg.Base+"tasks/"+t.ID, http.StatusSeeOther)
 }

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
-	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -27,8 +26,14 @@ import (
 	"github.com/tablekeeper/tablekeeper/tablepatterns/indexes"
 )
 
-//go:embed assets
-var assets embed.FS
+// templates are the pages; static holds what the browser fetches besides
+// them (the style sheet), served without the token.
+var (
+	//go:embed assets/*.html
+	templates embed.FS
+	//go:embed static/style.css
+	static []byte
+)
 
 // Config is what a Console shows and may do.
 type Config struct {
@@ -47,6 +52,11 @@ type Config struct {
 	// catalog.Config.CheckpointTables); nil means
 	// jobs.DefaultCheckpointTable.
 	CheckpointTables []string
+	// RangeCheckpointTable is where the archive keeps the positions of
+	// range moves (its checkpointTable): a purge removes the checkpoints
+	// of the operations whose records it removes. "" means
+	// jobs.DefaultCheckpointTable.
+	RangeCheckpointTable string
 	// Exports are "container/prefix" targets whose export manifests the
 	// Exports page lists by default; any other can be asked for.
 	Exports []string
@@ -88,10 +98,17 @@ type Console struct {
 	tasks   *tasks
 	charts  *history
 	indexes *indexes.Set // nil without Config.Indexes
+	cross   *http.CrossOriginProtection
 }
 
-// sessionCookie is the login cookie's name.
-const sessionCookie = "tablekeeper_console"
+// sessionCookie is the login cookie's name; it lasts sessionAge.
+const (
+	sessionCookie = "tablekeeper_console"
+	sessionAge    = 12 * time.Hour
+)
+
+// MinTokenLength is the shortest token New accepts.
+const MinTokenLength = 16
 
 // New checks cfg and returns its Console.
 func New(cfg Config) (*Console, error) {
@@ -107,6 +124,9 @@ func New(cfg Config) (*Console, error) {
 	if !strings.HasPrefix(cfg.Base, "/") || !strings.HasSuffix(cfg.Base, "/") {
 		return nil, fmt.Errorf("console: Base %q must start and end with /", cfg.Base)
 	}
+	if cfg.Token != "" && len(cfg.Token) < MinTokenLength {
+		return nil, fmt.Errorf("console: the token must be at least %d characters", MinTokenLength)
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
 	}
@@ -119,10 +139,13 @@ func New(cfg Config) (*Console, error) {
 	if len(cfg.CheckpointTables) == 0 {
 		cfg.CheckpointTables = []string{jobs.DefaultCheckpointTable}
 	}
+	if cfg.RangeCheckpointTable == "" {
+		cfg.RangeCheckpointTable = jobs.DefaultCheckpointTable
+	}
 	if cfg.SampleEvery <= 0 {
 		cfg.SampleEvery = 30 * time.Second
 	}
-	c := &Console{cfg: cfg, ins: map[string]*poison.Inspector{}, tasks: newTasks(cfg.Clock, cfg.Redact), charts: newHistory(cfg.SampleEvery)}
+	c := &Console{cfg: cfg, ins: map[string]*poison.Inspector{}, tasks: newTasks(cfg.Clock, cfg.Redact), charts: newHistory()}
 	if cfg.Indexes != nil {
 		x, err := indexes.Open(cfg.Store, cfg.Clock, *cfg.Indexes)
 		if err != nil {
@@ -145,8 +168,9 @@ func New(cfg Config) (*Console, error) {
 		return nil, err
 	}
 	c.csrf = c.sign("csrf")
+	c.cross = http.NewCrossOriginProtection()
 	c.session = c.sign("session:" + cfg.Token)
-	tmpl, err := template.New("").Funcs(c.funcs()).ParseFS(assets, "assets/*.html")
+	tmpl, err := template.New("").Funcs(c.funcs()).ParseFS(templates, "assets/*.html")
 	if err != nil {
 		return nil, fmt.Errorf("console: templates: %w", err)
 	}
@@ -164,8 +188,10 @@ func (c *Console) sign(s string) string {
 
 func (c *Console) routes() {
 	c.mux = http.NewServeMux()
-	static, _ := fs.Sub(assets, "assets") // the directory is embedded above
-	c.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	c.mux.HandleFunc("GET /static/style.css", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/css; charset=utf-8")
+		_, _ = w.Write(static)
+	})
 	c.mux.HandleFunc("GET /{$}", c.overview)
 	c.mux.HandleFunc("GET /poison", c.poisonGroups)
 	c.mux.HandleFunc("GET /poison/group", c.poisonGroup)
@@ -182,14 +208,26 @@ func (c *Console) routes() {
 	c.mux.HandleFunc("POST /login", c.login)
 }
 
-// ServeHTTP serves the console, after the token check when one is set.
+// ServeHTTP serves the console: without a token, only to requests that
+// name a loopback host (a page elsewhere that rebinds its name to
+// 127.0.0.1 names its own host); with one, after the token check. Posts
+// must come from the console's own pages (http.CrossOriginProtection, and
+// the CSRF token every form carries).
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cache-Control", "no-store")
-	if c.cfg.Token != "" && !c.authorized(r) && r.URL.Path != "/login" && !strings.HasPrefix(r.URL.Path, "/static/") {
+	if c.cfg.Token == "" && !loopbackHost(r.Host) {
+		http.Error(w, "this console has no token, so it answers only requests to localhost, 127.0.0.1 or [::1]; start it with -auth-token-env to serve other names", http.StatusForbidden)
+		return
+	}
+	if err := c.cross.Check(r); err != nil {
+		http.Error(w, "cross-origin request refused: "+err.Error(), http.StatusForbidden)
+		return
+	}
+	if c.cfg.Token != "" && !c.authorized(r) && r.URL.Path != "/login" && r.URL.Path != "/static/style.css" {
 		if r.Method == http.MethodGet {
 			http.Redirect(w, r, c.cfg.Base+"login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 			return
@@ -198,6 +236,20 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.mux.ServeHTTP(w, r)
+}
+
+// loopbackHost reports whether a request's Host (name[:port]) is a
+// loopback name: localhost or a loopback IP.
+func loopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // authorized reports whether r carries the token or the login cookie.
@@ -230,20 +282,28 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: c.session, Path: c.cfg.Base, HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https",
+		MaxAge: int(sessionAge / time.Second)})
 	http.Redirect(w, r, c.cfg.Base+strings.TrimPrefix(next, "/"), http.StatusSeeOther)
 }
 
-// safeNext keeps a login's return path inside the console.
+// safeNext keeps a login's return path inside the console: a path with no
+// scheme, host, backslash or control character ("/\t/evil" is "//evil" to
+// a browser), else "/".
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.Contains(next, "\\") {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") ||
+		strings.ContainsFunc(next, func(r rune) bool { return r < 0x20 || r == 0x7f || r == '\\' }) {
+		return "/"
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil {
 		return "/"
 	}
 	return next
 }
 
-// checkForm checks a POST's CSRF token and origin; it writes the refusal
-// and returns false when they do not hold.
+// checkForm checks a POST's CSRF token (ServeHTTP checked its origin); it
+// writes the refusal and returns false when it does not hold.
 func (c *Console) checkForm(w http.ResponseWriter, r *http.Request) bool {
 	if err := r.ParseForm(); err != nil {
 		http.Error(w, "bad form: "+err.Error(), http.StatusBadRequest)
@@ -252,13 +312,6 @@ func (c *Console) checkForm(w http.ResponseWriter, r *http.Request) bool {
 	if subtle.ConstantTimeCompare([]byte(r.PostFormValue("csrf")), []byte(c.csrf)) != 1 {
 		http.Error(w, "the form's CSRF token is missing or wrong: reload the page and try again", http.StatusForbidden)
 		return false
-	}
-	if o := r.Header.Get("Origin"); o != "" && o != "null" {
-		u, err := url.Parse(o)
-		if err != nil || u.Host != r.Host {
-			http.Error(w, "cross-origin form refused", http.StatusForbidden)
-			return false
-		}
 	}
 	return true
 }
@@ -342,6 +395,7 @@ func orDash(s string) string {
 func (c *Console) funcs() template.FuncMap {
 	return template.FuncMap{
 		"base":    func() string { return c.cfg.Base },
+		"r":       func(s string) string { return c.cfg.Redact(s) },
 		"csrf":    func() string { return c.csrf },
 		"actions": func() bool { return c.cfg.AllowActions },
 		"queues":  func() []string { return c.cfg.Queues },

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tablekeeper/tablekeeper/localstore"
 	"github.com/tablekeeper/tablekeeper/poison"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
@@ -216,7 +217,7 @@ func TestActionsPreviewThenRun(t *testing.T) {
 	if n, _ := f.store.Queue(workQueue).ApproximateCount(f.ctx); n != 3 {
 		t.Errorf("work queue has %d messages, want the 3 requeued", n)
 	}
-	must(t, "log", f.logs.String(), `msg="console action" action=requeue queue=work group=archive/not-found ids=0 older="" who="127.0.0.1 via no token \(loopback\), console of ops@console-host"`,
+	must(t, "log", f.logs.String(), `msg="console action" action=requeue queue=work group=archive/not-found ids="" older="" who="127.0.0.1 via no token \(loopback\), console of ops@console-host"`,
 		`msg="console action done" action=requeue .*result="requeued 3 record\(s\)"`)
 
 	// Delete a selection, then purge what is left.
@@ -247,11 +248,13 @@ func TestActionsPreviewThenRun(t *testing.T) {
 		}
 	}
 	cross := url.Values{"csrf": {f.con.csrf}, "action": {"purge"}, "queue": {workQueue}}
-	req, _ := http.NewRequest(http.MethodPost, f.srv.URL+"/actions/preview", strings.NewReader(cross.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Origin", "https://evil.example")
-	if resp, err := f.hc.Do(req); err != nil || resp.StatusCode != http.StatusForbidden {
-		t.Errorf("cross-origin post: %v %v", resp.StatusCode, err)
+	for name, h := range map[string][2]string{"an Origin elsewhere": {"Origin", "https://evil.example"}, "a cross-site fetch": {"Sec-Fetch-Site", "cross-site"}} {
+		req, _ := http.NewRequest(http.MethodPost, f.srv.URL+"/actions/preview", strings.NewReader(cross.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set(h[0], h[1])
+		if resp, err := f.hc.Do(req); err != nil || resp.StatusCode != http.StatusForbidden {
+			t.Errorf("post with %s: %v %v", name, resp.StatusCode, err)
+		}
 	}
 }
 
@@ -260,6 +263,10 @@ func TestActionsPreviewThenRun(t *testing.T) {
 // the token never appears on a page or in the log.
 func TestTokenGuardsEveryPage(t *testing.T) {
 	const token = "s3cret-console-token"
+	if _, err := New(Config{Store: localstore.New(localstore.Options{}), Queues: []string{"q"}, Token: "short",
+		Inspector: func(string) (*poison.Inspector, error) { return nil, nil }}); err == nil || !strings.Contains(err.Error(), "at least 16") {
+		t.Errorf("a 5-character token: %v, want refused", err)
+	}
 	f := newFixture(t, func(c *Config) { c.Token = token })
 	code, _ := f.get(t, "/poison")
 	if code != http.StatusSeeOther {
@@ -282,9 +289,24 @@ func TestTokenGuardsEveryPage(t *testing.T) {
 	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(body, "not the console") {
 		t.Errorf("wrong token: %d", resp.StatusCode)
 	}
-	resp, _ = f.post(t, "/login", url.Values{"token": {token}, "next": {"//evil.example/"}})
-	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/" {
-		t.Errorf("login: %d to %q, want 303 to / (an outside next is not followed)", resp.StatusCode, resp.Header.Get("Location"))
+	for _, next := range []string{"//evil.example/", "/\t/evil.example", "/\n/evil.example", "/\\evil.example", "https://evil.example/", "javascript:alert(1)"} {
+		resp, _ = f.post(t, "/login", url.Values{"token": {token}, "next": {next}})
+		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/" {
+			t.Errorf("login with next %q: %d to %q, want 303 to / (an outside next is not followed)", next, resp.StatusCode, resp.Header.Get("Location"))
+		}
+	}
+	resp, _ = f.post(t, "/login", url.Values{"token": {token}, "next": {"/poison?queue=work"}})
+	if loc := resp.Header.Get("Location"); loc != "/poison?queue=work" {
+		t.Errorf("login with a next inside the console: to %q", loc)
+	}
+	var ck *http.Cookie
+	for _, c := range resp.Cookies() {
+		if c.Name == sessionCookie {
+			ck = c
+		}
+	}
+	if ck == nil || !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode || ck.Path != "/" || ck.MaxAge != int(sessionAge/time.Second) || strings.Contains(ck.Value, token) {
+		t.Errorf("session cookie %+v: want HttpOnly, SameSite=Strict, Path /, 12h, not the token", ck)
 	}
 	code, body = f.get(t, "/poison")
 	if code != http.StatusOK || strings.Contains(body, token) {
@@ -301,9 +323,6 @@ func TestErrorsAreRedacted(t *testing.T) {
 	f := newFixture(t, func(c *Config) {
 		c.Redact = func(s string) string { return strings.ReplaceAll(s, "sig=SECRET", "sig=REDACTED") }
 		c.Store = failingStore{c.Store}
-		c.Inspector = func(q string) (*poison.Inspector, error) {
-			return poison.NewInspector(poisonConfig(c.Store, q, c.Clock, "console-host"))
-		}
 	})
 	_, body := f.get(t, "/")
 	must(t, "overview", body, `sig=REDACTED`)

@@ -54,10 +54,12 @@ func newFixture(t *testing.T, edit func(*Config)) *fixture {
 	if f.rec, err = poison.NewRecorder(poisonConfig(f.store, workQueue, f.clock, "worker-1")); err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Store: f.store, Queues: []string{workQueue}, Clock: f.clock, Operator: "ops@console-host",
+	var cfg Config
+	cfg = Config{Store: f.store, Queues: []string{workQueue}, Clock: f.clock, Operator: "ops@console-host",
 		Log: slog.New(slog.NewTextHandler(f.logs, nil)),
+		// On the store as edited: New calls it.
 		Inspector: func(q string) (*poison.Inspector, error) {
-			return poison.NewInspector(poisonConfig(f.store, q, f.clock, "console-host"))
+			return poison.NewInspector(poisonConfig(cfg.Store, q, cfg.Clock, "console-host"))
 		}}
 	if edit != nil {
 		edit(&cfg)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -29,12 +30,20 @@ type Source struct {
 }
 
 // URLSource reads a worker's /metrics endpoint (the text format) with hc
-// (nil: a client with a 10 s timeout).
-func URLSource(url string, hc *http.Client) Source {
+// (nil: a client with a 10 s timeout). The source is named by the URL
+// without its query and with its password masked (url.URL.Redacted). Give
+// one URL per worker, not one behind a load balancer: each reading must
+// come from the same process.
+func URLSource(raw string, hc *http.Client) Source {
 	if hc == nil {
 		hc = &http.Client{Timeout: 10 * time.Second}
 	}
-	return Source{Name: url, Gatherer: urlGatherer{url: url, hc: hc}}
+	name := raw
+	if u, err := url.Parse(raw); err == nil {
+		u.RawQuery, u.Fragment = "", ""
+		name = u.Redacted()
+	}
+	return Source{Name: name, Gatherer: urlGatherer{url: raw, hc: hc}}
 }
 
 type urlGatherer struct {
@@ -100,27 +109,34 @@ func (t totals) add(kind, series string, v float64) {
 	t[kind][series] += v
 }
 
-// point is what all sources added in one sampling interval.
+// point is what the sources that answered a reading added since their
+// previous one: the gains, and the gains per minute of the time each
+// source's gain took.
 type point struct {
-	at    time.Time
-	delta totals
+	at         time.Time
+	gain, rate totals
 }
 
-// history keeps the last hour of points and each source's last totals.
+// sourceReading is a source's last good reading.
+type sourceReading struct {
+	at     time.Time
+	totals totals
+}
+
+// history keeps the last hour of points and each source's last reading.
 type history struct {
-	every time.Duration
-	mu    sync.Mutex
-	last  map[string]totals
-	errs  map[string]string
-	pts   []point
+	mu   sync.Mutex
+	last map[string]sourceReading
+	errs map[string]string
+	pts  []point
 }
 
 type sourceState struct {
 	Name, Err string
 }
 
-func newHistory(every time.Duration) *history {
-	return &history{every: every, last: map[string]totals{}, errs: map[string]string{}}
+func newHistory() *history {
+	return &history{last: map[string]sourceReading{}, errs: map[string]string{}}
 }
 
 // Run samples the metrics sources every SampleEvery until ctx ends. Without
@@ -138,10 +154,12 @@ func (c *Console) Run(ctx context.Context) error {
 }
 
 // sample reads every source once and records what the counters gained
-// since the last reading (a counter that went down was reset: its whole
-// value is the gain). A source's first reading only sets its baseline.
+// since each source's last good reading, and that gain per minute of the
+// time between the two readings (so a source that missed readings does not
+// make a spike). A counter that went down was reset (the worker restarted):
+// its value is the gain, a lower bound. A source's first reading only sets
+// its baseline; a reading no source answered adds no point.
 func (c *Console) sample(sources []Source, now time.Time) {
-	delta := totals{}
 	var wg sync.WaitGroup
 	read := make([]totals, len(sources))
 	errs := make([]error, len(sources))
@@ -152,30 +170,38 @@ func (c *Console) sample(sources []Source, now time.Time) {
 	h := c.charts
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	p := point{at: now, gain: totals{}, rate: totals{}}
+	answered := false
 	for i, s := range sources {
 		if errs[i] != nil {
 			h.errs[s.Name] = c.cfg.Redact(errs[i].Error())
 			continue
 		}
+		answered = true
 		delete(h.errs, s.Name)
 		prev, seen := h.last[s.Name]
-		h.last[s.Name] = read[i]
-		if !seen {
+		h.last[s.Name] = sourceReading{at: now, totals: read[i]}
+		minutes := now.Sub(prev.at).Minutes()
+		if !seen || minutes <= 0 {
 			continue
 		}
 		for kind, series := range read[i] {
 			for name, v := range series {
-				d := v - prev[kind][name]
+				d := v - prev.totals[kind][name]
 				if d < 0 {
 					d = v
 				}
 				if d > 0 {
-					delta.add(kind, name, d)
+					p.gain.add(kind, name, d)
+					p.rate.add(kind, name, d/minutes)
 				}
 			}
 		}
 	}
-	h.pts = append(h.pts, point{at: now, delta: delta})
+	if !answered {
+		return
+	}
+	h.pts = append(h.pts, p)
 	cut := now.Add(-chartWindow)
 	i := 0
 	for i < len(h.pts) && h.pts[i].at.Before(cut) {
@@ -231,7 +257,7 @@ func (h *history) draw(sources []Source, now time.Time) ([]chart, []sourceState)
 
 	kinds := map[string]bool{}
 	for _, p := range h.pts {
-		for k := range p.delta {
+		for k := range p.gain {
 			kinds[k] = true
 		}
 	}
@@ -245,14 +271,12 @@ func (h *history) draw(sources []Source, now time.Time) ([]chart, []sourceState)
 // chart draws one kind's series as polylines: jobs per minute over the
 // last hour, the newest on the right.
 func (h *history) chart(kind string, now time.Time) chart {
-	perMin := 60 / h.every.Seconds()
 	top := 0.0
 	sums := make([]float64, len(seriesNames))
 	for _, p := range h.pts {
 		for i, s := range seriesNames {
-			v := p.delta[kind][s]
-			sums[i] += v
-			top = max(top, v*perMin)
+			sums[i] += p.gain[kind][s]
+			top = max(top, p.rate[kind][s])
 		}
 	}
 	if top == 0 {
@@ -268,7 +292,7 @@ func (h *history) chart(kind string, now time.Time) chart {
 	for _, s := range seriesNames {
 		fmt.Fprintf(&b, `<polyline class="s-%s" points="`, s)
 		for _, p := range h.pts {
-			fmt.Fprintf(&b, "%.1f,%.1f ", x(p.at), y(p.delta[kind][s]*perMin))
+			fmt.Fprintf(&b, "%.1f,%.1f ", x(p.at), y(p.rate[kind][s]))
 		}
 		b.WriteString(`"/>`)
 	}

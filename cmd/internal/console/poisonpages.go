@@ -104,8 +104,8 @@ type recordData struct {
 	Record poison.Record
 	Group  string
 	// Envelope is the original, pretty-printed, when it decodes; else
-	// EnvelopeErr says why and Text is the original (Decoded its base64
-	// decoding, when it is text).
+	// EnvelopeErr says why and Decoded is the original's base64 decoding,
+	// when it is text.
 	Envelope    string
 	Args        string
 	Outbox      *jobs.OutboxRef
@@ -155,11 +155,7 @@ func (c *Console) poisonRecord(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	for _, a := range rec.Attempts {
-		row := attemptRow{Attempt: a}
-		if len(rec.Attempts) > 0 {
-			row.Offset = a.Time.Sub(rec.Attempts[0].Time)
-		}
-		d.Attempts = append(d.Attempts, row)
+		d.Attempts = append(d.Attempts, attemptRow{Attempt: a, Offset: a.Time.Sub(rec.Attempts[0].Time)})
 	}
 	c.render(w, r, http.StatusOK, "record", page{Title: "Record " + rec.MessageID, Nav: "poison", Queue: q, Data: d})
 }
