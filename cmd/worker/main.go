@@ -475,7 +475,7 @@ func (m *Main) checkConsole() error {
 func (m *Main) mountConsole(ctx context.Context, srv *telemetry.Server, met *telemetry.Metrics, store storeadapter.Store) (*console.Console, error) {
 	cfg := console.Config{Store: store, Queues: []string{m.Queue}, CheckpointTables: m.Kinds.CheckpointTables(),
 		RangeCheckpointTable: m.Kinds.Archive.CheckpointTable,
-		Metrics: []console.Source{{Name: "this worker", Gatherer: met.Registry}}, Base: "/console/",
+		Metrics:              []console.Source{{Name: "this worker", Gatherer: met.Registry}}, Base: "/console/",
 		Operator: cli.Host(), Redact: m.redactor.String, Clock: m.Runner.Clock,
 		Inspector: func(q string) (*poison.Inspector, error) { return cli.PoisonInspector(store, q, m.Runner.Clock) }}
 	if m.ConsoleTokenEnv != "" {
