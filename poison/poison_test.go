@@ -963,7 +963,11 @@ func TestPurgeLeavesNothingBehind(t *testing.T) {
 		t.Fatalf("dry run = %d records, %d checkpoints, %v; want 7, 4", len(dry.Records), dry.Checkpoints, err)
 	}
 	var done []int
-	res, err := b.m.Purge(b.ctx, PurgeOptions{CheckpointTable: cpTable, Progress: func(n, total int) { done = append(done, n, total) }})
+	res, err := b.m.Purge(b.ctx, PurgeOptions{CheckpointTable: cpTable, Progress: func(p Progress) {
+		if p.Phase == PhaseDeleteRecords {
+			done = append(done, p.Done, p.Total)
+		}
+	}})
 	if err != nil || len(res.Records) != 7 || res.Checkpoints != 4 {
 		t.Fatalf("Purge = %d records, %d checkpoints, %v; want 7, 4", len(res.Records), res.Checkpoints, err)
 	}
