@@ -33,7 +33,8 @@ const (
 	// PhaseSweep: the pass over the poison queue for the poison messages
 	// no record notes (see the package documentation); Done counts the
 	// messages looked at, Total the queue's approximate count when the
-	// pass began, and the last report the messages looked at.
+	// pass began (0 once Done has reached it and the pass goes on), and
+	// the last report's Total the messages looked at.
 	PhaseSweep = "sweep poison queue"
 	// PhaseMarkSwept: marking requeued records whose poison messages the
 	// sweep removed.

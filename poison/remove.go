@@ -207,7 +207,11 @@ func (in *Inspector) sweep(ctx context.Context, match func(messageID string) boo
 		if err != nil {
 			return false, err
 		}
-		rep.report(PhaseSweep, seen, max(total, seen))
+		if seen < total {
+			rep.report(PhaseSweep, seen, total)
+		} else {
+			rep.report(PhaseSweep, seen, 0) // more than the count said: the total is not known
+		}
 		if len(msgs) > 0 && !wrapped {
 			continue
 		}
