@@ -647,18 +647,7 @@ func TestRequeueConcurrentSendsOnce(t *testing.T) {
 		}
 	}
 	texts := map[string]int{}
-	for {
-		msgs, err := b.src.Receive(b.ctx, 32, time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(msgs) == 0 {
-			break
-		}
-		for _, m := range msgs {
-			texts[m.Text]++
-		}
-	}
+	b.receiveAll(t, b.src, func(m storeadapter.Message) { texts[m.Text]++ })
 	if len(texts) != n {
 		t.Errorf("work queue holds %d distinct originals, want %d", len(texts), n)
 	}

@@ -140,18 +140,7 @@ func TestRequeueManyConcurrently(t *testing.T) {
 	}
 	p.check(t, []string{PhaseRead, PhaseClaimSend}, map[string]int{PhaseRead: n, PhaseClaimSend: n})
 	sent := map[string]int{}
-	for {
-		got, err := b.src.Receive(b.ctx, 32, time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(got) == 0 {
-			break
-		}
-		for _, m := range got {
-			sent[m.Text]++
-		}
-	}
+	b.receiveAll(t, b.src, func(m storeadapter.Message) { sent[m.Text]++ })
 	for _, m := range msgs {
 		if sent[m.Text] != 1 {
 			t.Errorf("original of %s sent %d times, want once", m.ID, sent[m.Text])
@@ -179,6 +168,24 @@ func TestRequeueManyConcurrently(t *testing.T) {
 	}
 }
 
+// receiveAll receives every visible message of q, hiding each for a
+// minute, and calls fn with it.
+func (b *bundle) receiveAll(t *testing.T, q storeadapter.Queue, fn func(storeadapter.Message)) {
+	t.Helper()
+	for {
+		got, err := q.Receive(b.ctx, 32, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == 0 {
+			return
+		}
+		for _, m := range got {
+			fn(m)
+		}
+	}
+}
+
 // diff returns the calls per operation made between two snapshots.
 func diff(before, after instrument.Snapshot) map[instrument.Op]int64 {
 	d := map[instrument.Op]int64{}
@@ -201,21 +208,12 @@ func TestRequeueSweepsStaleReceipts(t *testing.T) {
 	b := setup(t)
 	msgs := b.poisonMany(t, n)
 	touched := 0
-	for {
-		got, err := b.poison.Receive(b.ctx, 32, time.Minute)
-		if err != nil {
+	b.receiveAll(t, b.poison, func(m storeadapter.Message) {
+		touched++
+		if _, err := b.poison.Update(b.ctx, m.ID, m.PopReceipt, m.Text, time.Second); err != nil {
 			t.Fatal(err)
 		}
-		if len(got) == 0 {
-			break
-		}
-		for _, m := range got {
-			touched++
-			if _, err := b.poison.Update(b.ctx, m.ID, m.PopReceipt, m.Text, time.Second); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	})
 	if touched != n {
 		t.Fatalf("touched %d poison messages, want %d", touched, n)
 	}

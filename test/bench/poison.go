@@ -91,25 +91,34 @@ func (b bench) poisonRuns(ctx context.Context, title string, store storeadapter.
 	}
 	rows = append(rows, first)
 
-	calls := &instrument.Counts{}
-	in, err := inspector(calls)
-	if err != nil {
-		return err
-	}
-	requeue, err := measure("requeue -all", calls, func() error {
-		recs, err := in.Requeue(ctx, poison.RequeueOptions{All: true})
-		if err == nil && len(recs) != b.n {
-			err = fmt.Errorf("requeued %d of %d", len(recs), b.n)
+	// requeueAll times a requeue of every record and checks that it left
+	// no poison message.
+	requeueAll := func(name string) (result, error) {
+		calls := &instrument.Counts{}
+		in, err := inspector(calls)
+		if err != nil {
+			return result{}, err
 		}
-		return err
-	})
+		res, err := measure(name, calls, func() error {
+			recs, err := in.Requeue(ctx, poison.RequeueOptions{All: true, Concurrency: b.conc})
+			if err == nil && len(recs) != b.n {
+				err = fmt.Errorf("requeued %d of %d", len(recs), b.n)
+			}
+			return err
+		})
+		if err != nil {
+			return result{}, err
+		}
+		if n, err := store.Queue(queue + "-poison").ApproximateCount(ctx); err != nil || n != 0 {
+			return result{}, fmt.Errorf("%s: the poison queue holds %d messages after it (%v), want 0", name, n, err)
+		}
+		return res, nil
+	}
+	requeue, err := requeueAll("requeue -all")
 	if err != nil {
 		return err
 	}
 	rows = append(rows, requeue)
-	if n, err := store.Queue(queue + "-poison").ApproximateCount(ctx); err != nil || n != 0 {
-		return fmt.Errorf("after the requeue the poison queue holds %d messages (%v), want 0", n, err)
-	}
 
 	second, err := poisonRound(fmt.Sprintf("poison again, %d in table", b.n))
 	if err != nil {
@@ -124,36 +133,24 @@ func (b bench) poisonRuns(ctx context.Context, title string, store storeadapter.
 	if err := touchAll(ctx, store.Queue(queue+"-poison"), b.n); err != nil {
 		return err
 	}
-	calls = &instrument.Counts{}
-	if in, err = inspector(calls); err != nil {
-		return err
-	}
-	requeueSweep, err := measure("requeue, stale receipts: sweep", calls, func() error {
-		recs, err := in.Requeue(ctx, poison.RequeueOptions{All: true})
-		if err == nil && len(recs) != b.n {
-			err = fmt.Errorf("requeued %d of %d", len(recs), b.n)
-		}
-		return err
-	})
+	requeueSweep, err := requeueAll("requeue, stale receipts: sweep")
 	if err != nil {
 		return err
 	}
 	rows = append(rows, requeueSweep)
-	if n, err := store.Queue(queue + "-poison").ApproximateCount(ctx); err != nil || n != 0 {
-		return fmt.Errorf("after the sweeping requeue the poison queue holds %d messages (%v), want 0", n, err)
-	}
 	third, err := poisonRound(fmt.Sprintf("poison again, %d in table", 2*b.n))
 	if err != nil {
 		return err
 	}
 	rows = append(rows, third)
 
-	calls = &instrument.Counts{}
-	if in, err = inspector(calls); err != nil {
+	calls := &instrument.Counts{}
+	in, err := inspector(calls)
+	if err != nil {
 		return err
 	}
 	purge, err := measure("purge (3 records per message)", calls, func() error {
-		res, err := in.Purge(ctx, poison.PurgeOptions{})
+		res, err := in.Purge(ctx, poison.PurgeOptions{Concurrency: b.conc})
 		if err == nil && len(res.Records) != 3*b.n {
 			err = fmt.Errorf("purged %d of %d records", len(res.Records), 3*b.n)
 		}
@@ -167,7 +164,7 @@ func (b bench) poisonRuns(ctx context.Context, title string, store storeadapter.
 		return fmt.Errorf("after the purge the poison queue holds %d messages (%v), want 0", n, err)
 	}
 
-	fmt.Printf("%s: %d archive jobs of missing rows, worker concurrency %d\n", title, b.n, b.conc)
+	fmt.Printf("%s: %d archive jobs of missing rows, concurrency %d (worker, requeue and purge)\n", title, b.n, b.conc)
 	fmt.Printf("%-30s %8s %8s %10s %10s %10s  %s\n", "", "seconds", "msgs/s", "calls/msg", "expected", "failures", "calls per message by operation")
 	for _, r := range rows {
 		tot := r.calls.Total()
@@ -175,6 +172,11 @@ func (b bench) poisonRuns(ctx context.Context, title string, store storeadapter.
 			float64(tot.Expected)/float64(b.n), float64(tot.Errors-tot.Expected)/float64(b.n), opsLine(r.calls, b.n))
 	}
 	fmt.Println("(the purge removes 3 records per message: two requeued, one poisoned with its poison message)")
+	if b.verbose {
+		for _, r := range rows {
+			fmt.Printf("\n%s, calls by operation:\n%v", r.name, r.calls)
+		}
+	}
 	fmt.Println()
 	for _, t := range []string{table, table + "Archive", poison.TableName(queue)} {
 		if err := store.Tables().DeleteTable(ctx, t); err != nil && !errors.Is(err, storeadapter.ErrNotFound) {
