@@ -53,7 +53,8 @@ func (in *Inspector) Delete(ctx context.Context, id string) error {
 //
 // It reads the records, removes their poison messages (those the records
 // note by id, the others in one pass for all; see the package
-// documentation), then deletes each record (unconditionally) and then its
+// documentation; a record still failing has none, nor has a requeued one
+// whose requeue removed them), then deletes each record (unconditionally) and then its
 // blob, conditional on the ETag the record names: a redelivered original
 // poisoned again meanwhile has rewritten the blob before its record, and
 // that record keeps its blob. Each phase works on up to Concurrency

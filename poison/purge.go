@@ -156,13 +156,7 @@ func (in *Inspector) Purge(ctx context.Context, o PurgeOptions) (PurgeResult, er
 	if len(sel) == 0 {
 		return res, nil
 	}
-	var parked []entry // the records that may have poison messages
-	for _, e := range sel {
-		if e.rec.State != StateFailing && (e.rec.State != StateRequeued || !e.swept) {
-			parked = append(parked, e)
-		}
-	}
-	if _, err := in.removePoisonMessages(ctx, parked, o.Concurrency, rep); err != nil {
+	if _, err := in.removePoisonMessages(ctx, sel, o.Concurrency, rep); err != nil {
 		return res, fmt.Errorf("poison: purge: %w", err)
 	}
 	removed, err := in.removeRecords(ctx, sel, true, o.Concurrency, rep, func(e entry) { liveOps[e.rec.OpID] = true })

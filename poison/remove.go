@@ -95,12 +95,27 @@ func (in *Inspector) deleteNoted(ctx context.Context, e entry) (needSweep bool, 
 	return needSweep, nil
 }
 
-// removePoisonMessages deletes the poison messages of the records es and
-// reports whether it is sure every one is gone: first each record's noted
-// messages (deleteNoted, conc records at a time, PhaseDeletePoison), then,
-// for the records that need it, one sweep of the whole poison queue
-// (PhaseSweep), matched by their original message id.
-func (in *Inspector) removePoisonMessages(ctx context.Context, es []entry, conc int, rep *reporter) (complete bool, err error) {
+// mayHavePoison reports whether a record may have poison messages: it was
+// poisoned (a failing record never was: Move writes State "poisoned" in
+// the write that counts its send, and no later write takes it back), and
+// if it was requeued, its requeue did not remove them all.
+func mayHavePoison(e entry) bool {
+	return e.rec.State != StateFailing && (e.rec.State != StateRequeued || !e.swept)
+}
+
+// removePoisonMessages deletes the poison messages of the records es that
+// may have some (mayHavePoison) and reports whether it is sure every one
+// is gone: first each record's noted messages (deleteNoted, conc records
+// at a time, PhaseDeletePoison), then, for the records that need it, one
+// sweep of the whole poison queue (PhaseSweep), matched by their original
+// message id.
+func (in *Inspector) removePoisonMessages(ctx context.Context, all []entry, conc int, rep *reporter) (complete bool, err error) {
+	var es []entry
+	for _, e := range all {
+		if mayHavePoison(e) {
+			es = append(es, e)
+		}
+	}
 	var mu sync.Mutex
 	rest := map[string]bool{} // message ids to sweep for
 	err = each(ctx, len(es), conc, rep, PhaseDeletePoison, func(ctx context.Context, i int) error {

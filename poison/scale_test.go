@@ -407,3 +407,26 @@ func mapsEqual(a, b map[instrument.Op]int64) bool {
 	}
 	return true
 }
+
+// TestDeleteFailingRecordNeedsNoSweep: a record still failing was never
+// poisoned, so deleting it (or purging it) receives nothing from the poison
+// queue, where another record's message stays untouched.
+func TestDeleteFailingRecordNeedsNoSweep(t *testing.T) {
+	b := setup(t)
+	b.poisonMany(t, 2)
+	msg := b.deliver(t, `{"v":1,"id":"op-f","kind":"archive","args":{}}`)
+	if err := b.m.RecordAttempt(b.ctx, b.failure(msg, "archive", "transient")); err != nil {
+		t.Fatal(err)
+	}
+	before := b.calls.Snapshot()
+	res, err := b.m.DeleteMany(b.ctx, DeleteOptions{IDs: []string{msg.ID}})
+	if err != nil || !slices.Equal(res.Deleted, []string{msg.ID}) {
+		t.Fatalf("DeleteMany = %+v, %v", res, err)
+	}
+	if used := diff(before, b.calls.Snapshot()); !mapsEqual(used, map[instrument.Op]int64{instrument.OpGetEntity: 1, instrument.OpDeleteEntity: 1}) {
+		t.Errorf("deleting a failing record called %v, want one read and one delete", used)
+	}
+	if c := len(b.peek(t, b.poison)); c != 2 {
+		t.Errorf("%d poison messages visible, want the other records' 2", c)
+	}
+}
