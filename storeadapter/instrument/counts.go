@@ -40,12 +40,12 @@ func (c *Counts) Observe(call Call, took time.Duration, err error) {
 
 // Stats are the figures of one Op, or of all of them.
 type Stats struct {
-	Calls   int64
-	Errors  int64         // calls that returned an error
+	Calls  int64
+	Errors int64 // calls that returned an error
 	// Expected counts the Errors that were expected answers (see
 	// Expected): Errors - Expected are the failures.
 	Expected int64
-	Latency time.Duration // total time in calls, as their callers saw it
+	Latency  time.Duration // total time in calls, as their callers saw it
 }
 
 // Snapshot is what Counts held at one moment, by Op. An Op never called
