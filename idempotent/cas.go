@@ -39,6 +39,12 @@ type CASOptions struct {
 	// Start, when set, is the entity as the caller last read it (with its
 	// ETag): the first round modifies it instead of reading it again.
 	Start *storeadapter.Entity
+	// Absent, when Start is nil, says the caller knows (or expects) the
+	// entity to be missing: the first round calls modify with nil and
+	// inserts without reading first. When the entity is there after all,
+	// the insert loses the round (ErrAlreadyExists) and the next one reads
+	// it, so a wrong guess costs one call, a right one saves the read.
+	Absent bool
 }
 
 // UpdateCAS changes one entity by compare-and-swap. Each round reads the
@@ -75,13 +81,16 @@ func UpdateCAS(ctx context.Context, t storeadapter.Tables, table, pk, rk string,
 	if sleep == nil {
 		sleep = func(ctx context.Context, d time.Duration) error { return clock.Sleep(ctx, nil, d) }
 	}
-	start := o.Start
+	start, absent := o.Start, o.Start == nil && o.Absent
 	for try := 1; ; try++ {
 		var cur *storeadapter.Entity
-		if start != nil {
+		switch {
+		case start != nil:
 			c := start.Clone()
 			cur, start = &c, nil
-		} else {
+		case absent:
+			absent = false
+		default:
 			e, err := t.GetEntity(ctx, table, pk, rk)
 			switch {
 			case err == nil:

@@ -170,3 +170,27 @@ func TestUpdateCASMissing(t *testing.T) {
 		t.Errorf("insert that lost to another writer: %v after %d reads; want N 1 and Other 1 after 2 reads", got.Properties, ct.reads)
 	}
 }
+
+// TestUpdateCASAbsent: told the entity is missing, UpdateCAS inserts
+// without reading; when it is there after all, the insert loses the round
+// and the next one reads it and updates it, losing nothing.
+func TestUpdateCASAbsent(t *testing.T) {
+	ctx := context.Background()
+	tb := localstore.New(localstore.Options{}).Tables()
+	if err := idempotent.EnsureTable(ctx, tb, "Cas"); err != nil {
+		t.Fatal(err)
+	}
+	ct := &conflictingTables{Tables: tb}
+	got, err := idempotent.UpdateCAS(ctx, ct, "Cas", "p", "r", increment, idempotent.CASOptions{Absent: true})
+	if err != nil || got.Properties["N"] != int64(1) || ct.reads != 0 {
+		t.Fatalf("insert of a missing entity = %v, %v after %d reads; want N 1 and no read", got.Properties, err, ct.reads)
+	}
+	got, err = idempotent.UpdateCAS(ctx, ct, "Cas", "p", "r", increment, idempotent.CASOptions{Absent: true, Pause: time.Nanosecond})
+	if err != nil || got.Properties["N"] != int64(2) || ct.reads != 1 {
+		t.Errorf("Absent on an entity that exists = %v, %v after %d reads; want N 2 after 1 read", got.Properties, err, ct.reads)
+	}
+	stored, err := tb.GetEntity(ctx, "Cas", "p", "r")
+	if err != nil || stored.Properties["N"] != int64(2) {
+		t.Errorf("stored %v, %v; want N 2", stored.Properties, err)
+	}
+}

@@ -10,9 +10,11 @@
 // retried, Move when a message fails permanently or too often, Forget when
 // it succeeds after all, LastAttempt, and RecordDropped when it drops a job
 // whose transaction never committed. The operator CLI calls the
-// Inspector's List, Show, Requeue, Delete and Purge, and GroupRecords
-// (groups by kind and failure class, see Class); the Inspector reads poison
-// messages with DecodeMessage.
+// Inspector's List, Show, Requeue, Delete, DeleteMany and Purge, and
+// GroupRecords (groups by kind and failure class, see Class); the
+// Inspector reads poison messages with DecodeMessage. Requeue, DeleteMany
+// and Purge work on up to DefaultConcurrency records at once (their
+// options' Concurrency) and report each phase to their options' Progress.
 //
 // # Where things live
 //

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/tablekeeper/tablekeeper/idempotent"
@@ -149,10 +150,12 @@ func (in *Inspector) scanDrops(ctx context.Context, f storeadapter.Filter, sel [
 
 // purgeDrops deletes (with dryRun, counts) the drop records of this work
 // queue dropped before cut (all of them when cut is zero), of kind unless
-// it is "", page by page. Each delete is If-Match the ETag read: a record
-// written again meanwhile (the same operation dropped again) stays and is
-// not counted, as is one already gone.
-func (in *Inspector) purgeDrops(ctx context.Context, cut time.Time, kind string, dryRun bool) (int, error) {
+// it is "", page by page, conc at a time, reporting PhaseDrops (Total 0
+// until the end).
+// Each delete is If-Match the ETag read: a record written again meanwhile
+// (the same operation dropped again) stays and is not counted, as is one
+// already gone.
+func (in *Inspector) purgeDrops(ctx context.Context, cut time.Time, kind string, dryRun bool, conc int, rep *reporter) (int, error) {
 	var f storeadapter.Filter
 	if !cut.IsZero() {
 		f = storeadapter.Compare(dropTime, storeadapter.Lt, cut)
@@ -160,24 +163,37 @@ func (in *Inspector) purgeDrops(ctx context.Context, cut time.Time, kind string,
 	if kind != "" {
 		f = storeadapter.And(f, storeadapter.Compare(dropKind, storeadapter.Eq, kind))
 	}
-	n := 0
+	var (
+		mu sync.Mutex
+		n  int
+	)
 	_, err := in.scanDrops(ctx, f, []string{dropKind}, func(page []storeadapter.Entity) (bool, error) {
-		for _, e := range page {
-			if dryRun {
-				n++
-				continue
-			}
+		if dryRun {
+			n += len(page)
+			return true, nil
+		}
+		err := each(ctx, len(page), conc, nil, "", func(ctx context.Context, i int) error {
+			e := page[i]
 			err := in.cfg.Tables.DeleteEntity(ctx, in.cfg.Table, e.PartitionKey, e.RowKey, e.ETag)
 			switch {
 			case err == nil:
+				mu.Lock()
 				n++
+				mu.Unlock()
 			case errors.Is(err, storeadapter.ErrNotFound), errors.Is(err, storeadapter.ErrPreconditionFailed):
 			default:
-				return false, fmt.Errorf("delete drop record %s: %w", e.RowKey, err)
+				return fmt.Errorf("delete drop record %s: %w", e.RowKey, err)
 			}
+			return nil
+		})
+		if len(page) > 0 {
+			rep.report(PhaseDrops, n, 0)
 		}
-		return true, nil
+		return err == nil, err
 	})
+	if err == nil && n > 0 && !dryRun {
+		rep.report(PhaseDrops, n, n)
+	}
 	if err != nil {
 		return n, fmt.Errorf("poison: purge drops: %w", err)
 	}

@@ -242,40 +242,6 @@ func (in *Inspector) original(ctx context.Context, e entry) (string, error) {
 	return string(data), nil
 }
 
-// Delete removes the record of one original message id, in any state,
-// with its blob and its poison-queue messages. It returns an error wrapping
-// storeadapter.ErrNotFound when there is no record.
-//
-// It removes the poison messages first, then the record (unconditionally),
-// then the blob, conditional on the ETag the record names: a redelivered
-// original poisoned again meanwhile has rewritten the blob before its
-// record, and that record keeps its blob. A crash before the record's
-// delete leaves the record in place and running Delete again finishes the
-// job; a crash after it leaves a blob nothing refers to, which the next
-// Move of that message id overwrites. A poison message hidden by the pass
-// of a concurrent Requeue, Delete or Purge is missed and outlives the
-// record: run operator commands one at a time.
-func (in *Inspector) Delete(ctx context.Context, id string) error {
-	if err := checkID(id); err != nil {
-		return fmt.Errorf("poison: delete: %w", err)
-	}
-	e, err := in.get(ctx, id)
-	if err != nil {
-		return fmt.Errorf("poison: delete %s: %w", id, err)
-	}
-	if _, err := in.removePoisonMessages(ctx, []entry{e}); err != nil {
-		return fmt.Errorf("poison: delete %s: %w", id, err)
-	}
-	err = in.cfg.Tables.DeleteEntity(ctx, in.cfg.Table, id, recordRowKey, storeadapter.ETagAny)
-	if err != nil && !errors.Is(err, storeadapter.ErrNotFound) {
-		return fmt.Errorf("poison: delete %s: %w", id, err)
-	}
-	if err := in.deleteBlob(ctx, e); err != nil {
-		return fmt.Errorf("poison: delete %s: %w", id, err)
-	}
-	return nil
-}
-
 // deleteBlob deletes the original blob of a removed record, if it refers
 // to one: only the version the record names (any version in records
 // written before OriginalETag was kept). A blob rewritten since belongs to

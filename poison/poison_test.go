@@ -691,18 +691,7 @@ func TestRequeueConcurrentSendsOnce(t *testing.T) {
 		}
 	}
 	texts := map[string]int{}
-	for {
-		msgs, err := b.src.Receive(b.ctx, 32, time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(msgs) == 0 {
-			break
-		}
-		for _, m := range msgs {
-			texts[m.Text]++
-		}
-	}
+	b.receiveAll(t, b.src, func(m storeadapter.Message) { texts[m.Text]++ })
 	if len(texts) != n {
 		t.Errorf("work queue holds %d distinct originals, want %d", len(texts), n)
 	}
@@ -1007,7 +996,11 @@ func TestPurgeLeavesNothingBehind(t *testing.T) {
 		t.Fatalf("dry run = %d records, %d checkpoints, %v; want 7, 4", len(dry.Records), dry.Checkpoints, err)
 	}
 	var done []int
-	res, err := b.m.Purge(b.ctx, PurgeOptions{CheckpointTable: cpTable, Progress: func(n, total int) { done = append(done, n, total) }})
+	res, err := b.m.Purge(b.ctx, PurgeOptions{CheckpointTable: cpTable, Progress: func(p Progress) {
+		if p.Phase == PhaseDeleteRecords {
+			done = append(done, p.Done, p.Total)
+		}
+	}})
 	if err != nil || len(res.Records) != 7 || res.Checkpoints != 4 {
 		t.Fatalf("Purge = %d records, %d checkpoints, %v; want 7, 4", len(res.Records), res.Checkpoints, err)
 	}

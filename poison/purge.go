@@ -3,9 +3,9 @@ package poison
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/tablekeeper/tablekeeper/idempotent"
@@ -43,9 +43,13 @@ type PurgeOptions struct {
 	CheckpointTable string
 	// DryRun returns what would be removed without changing anything.
 	DryRun bool
-	// Progress, when set, is called after each removed record with how many
-	// of the selected records are done.
-	Progress func(done, total int)
+	// Concurrency is how many records (poison messages, checkpoints'
+	// operations) are removed at once; 0 means DefaultConcurrency.
+	Concurrency int
+	// Progress, when set, hears how far each phase has got (see
+	// Progress): PhaseDrops, PhaseRead, PhaseDeletePoison, PhaseSweep,
+	// PhaseDeleteRecords and PhaseCheckpoints.
+	Progress func(Progress)
 }
 
 // PurgeResult is what Purge removed (or, with DryRun, would remove).
@@ -65,21 +69,26 @@ type PurgeResult struct {
 // abandoned operations, and drop records (see PurgeOptions). Records being
 // requeued are left alone.
 //
-// Like Delete it removes the poison messages (those the records note by
-// id, the others in one pass for all), then each
-// record, then its blob (only the version the record names; see Delete),
-// so a crash leaves the records not yet deleted for the next Purge;
-// checkpoints go after their records. A record's delete is conditional on
-// the ETag read: one that changed meanwhile (a newer attempt, a requeue, a
-// new Move) is kept with its blob and not counted. Run it alone: a Requeue
-// working on the same records may find their blobs gone, and a poison
-// message hidden by the pass of a concurrent Requeue, Delete or Purge is
-// missed and outlives its record.
+// Like DeleteMany it removes the poison messages (those the records note
+// by id, the others in one pass for all; none for a requeued record whose
+// requeue removed them), then each record, then its blob (only the version
+// the record names; see DeleteMany), so a crash leaves the records not yet
+// deleted for the next Purge; checkpoints go after their records. A
+// record's delete is conditional on the ETag read: one that changed
+// meanwhile (a newer attempt, a requeue, a new Move) is kept with its blob
+// and not counted. Each phase works on up to Concurrency records (or
+// operations) at once, each record's steps in this order; records are
+// independent, so this changes none of the above. After the first storage
+// error a phase starts no more and Purge returns what it removed. Run it
+// alone: a Requeue working on the same records may find their blobs gone,
+// and a poison message hidden by the pass of a concurrent Requeue, Delete
+// or Purge is missed and outlives its record.
 func (in *Inspector) Purge(ctx context.Context, o PurgeOptions) (PurgeResult, error) {
 	if o.OlderThan < 0 {
 		return PurgeResult{}, fmt.Errorf("poison: purge: %w: OlderThan %v is negative", storeadapter.ErrInvalidInput, o.OlderThan)
 	}
 	now := in.now()
+	rep := &reporter{fn: o.Progress}
 	var res PurgeResult
 	if o.Group == "" {
 		var cut time.Time
@@ -87,7 +96,7 @@ func (in *Inspector) Purge(ctx context.Context, o PurgeOptions) (PurgeResult, er
 			cut = now.Add(-o.OlderThan)
 		}
 		var err error
-		if res.Drops, err = in.purgeDrops(ctx, cut, o.Kind, o.DryRun); err != nil {
+		if res.Drops, err = in.purgeDrops(ctx, cut, o.Kind, o.DryRun, o.Concurrency, rep); err != nil {
 			return res, err
 		}
 	}
@@ -97,7 +106,7 @@ func (in *Inspector) Purge(ctx context.Context, o PurgeOptions) (PurgeResult, er
 		requeued []Record            // selected requeued records
 		liveOps  = map[string]bool{} // operations with a record that stays or a requeued copy
 	)
-	err := in.scan(ctx, in.filter(o.Kind, ""), func(e entry) {
+	err := in.scanReport(ctx, in.filter(o.Kind, ""), rep, func(e entry) {
 		if o.Group != "" && GroupName(e.rec) != o.Group {
 			liveOps[e.rec.OpID] = true
 			return
@@ -141,45 +150,24 @@ func (in *Inspector) Purge(ctx context.Context, o PurgeOptions) (PurgeResult, er
 			res.Records = append(res.Records, e.rec)
 		}
 		sortNewest(res.Records)
-		res.Checkpoints, err = in.clearCheckpoints(ctx, o.CheckpointTable, abandoned(sel, liveOps), true)
+		res.Checkpoints, err = in.clearCheckpoints(ctx, o.CheckpointTable, abandoned(sel, liveOps), true, o.Concurrency, nil)
 		return res, err
 	}
 	if len(sel) == 0 {
 		return res, nil
 	}
-	var parked []entry // the records that may have poison messages
-	for _, e := range sel {
-		if e.rec.State != StateFailing {
-			parked = append(parked, e)
-		}
-	}
-	if _, err := in.removePoisonMessages(ctx, parked); err != nil {
+	if _, err := in.removePoisonMessages(ctx, sel, o.Concurrency, rep); err != nil {
 		return res, fmt.Errorf("poison: purge: %w", err)
 	}
-	var removed []entry
-	for i, e := range sel {
-		id := e.rec.MessageID
-		err := in.cfg.Tables.DeleteEntity(ctx, in.cfg.Table, id, recordRowKey, e.etag)
-		switch {
-		case err == nil:
-			removed = append(removed, e)
-			res.Records = append(res.Records, e.rec)
-			if err := in.deleteBlob(ctx, e); err != nil {
-				sortNewest(res.Records)
-				return res, fmt.Errorf("poison: purge %s: %w", id, err)
-			}
-		case errors.Is(err, storeadapter.ErrPreconditionFailed) || errors.Is(err, storeadapter.ErrNotFound):
-			liveOps[e.rec.OpID] = true // changed meanwhile: it stays
-		default:
-			sortNewest(res.Records)
-			return res, fmt.Errorf("poison: purge %s: %w", id, err)
-		}
-		if o.Progress != nil {
-			o.Progress(i+1, len(sel))
-		}
+	removed, err := in.removeRecords(ctx, sel, true, o.Concurrency, rep, func(e entry) { liveOps[e.rec.OpID] = true })
+	for _, e := range removed {
+		res.Records = append(res.Records, e.rec)
 	}
 	sortNewest(res.Records)
-	res.Checkpoints, err = in.clearCheckpoints(ctx, o.CheckpointTable, abandoned(removed, liveOps), false)
+	if err != nil {
+		return res, err
+	}
+	res.Checkpoints, err = in.clearCheckpoints(ctx, o.CheckpointTable, abandoned(removed, liveOps), false, o.Concurrency, rep)
 	return res, err
 }
 
@@ -197,141 +185,34 @@ func abandoned(sel []entry, live map[string]bool) []string {
 }
 
 // clearCheckpoints deletes (or, with dryRun, counts) the checkpoint
-// entities of operations ops in table; "" does nothing. Each delete is
-// conditional on the ETag read, so a checkpoint saved meanwhile by a run of
-// the same operation stays.
-func (in *Inspector) clearCheckpoints(ctx context.Context, table string, ops []string, dryRun bool) (int, error) {
-	n := 0
-	for _, op := range ops {
-		if table == "" || storeadapter.ValidateKey("op", op) != nil {
-			continue
+// entities of operations ops in table, conc operations at a time,
+// reporting PhaseCheckpoints; "" does nothing. Each delete is conditional
+// on the ETag read, so a checkpoint saved meanwhile by a run of the same
+// operation stays.
+func (in *Inspector) clearCheckpoints(ctx context.Context, table string, ops []string, dryRun bool, conc int, rep *reporter) (int, error) {
+	if table == "" {
+		return 0, nil
+	}
+	var (
+		mu sync.Mutex
+		n  int
+	)
+	err := each(ctx, len(ops), conc, rep, PhaseCheckpoints, func(ctx context.Context, i int) error {
+		op := ops[i]
+		if storeadapter.ValidateKey("op", op) != nil {
+			return nil
 		}
 		p, err := idempotent.Checkpoints{Tables: in.cfg.Tables, Table: table}.ClearOperation(ctx, op, dryRun)
-		if err != nil {
-			return n, fmt.Errorf("poison: purge: checkpoints of %s: %w", op, err)
-		}
+		mu.Lock()
+		defer mu.Unlock()
 		n += p.Deleted
 		if dryRun {
 			n += p.Found
 		}
-	}
-	return n, nil
-}
-
-// removePoisonMessages deletes the poison messages of the records es and
-// reports whether it is sure every one is gone. A record whose every poison
-// message is noted (see Recorder.Move) has them deleted directly, by id and
-// the pop receipt Send returned: no queue message is received. The others
-// (records written before poison messages were noted, or with a send left
-// unnoted by a crash) and the noted messages whose delete fails for their
-// receipt (received since, by a sweep or another consumer of the poison
-// queue: 400 or 404, see below) are removed by one sweep of the whole poison queue, matched by
-// their original message id. The queue API deletes a message only with a
-// current pop receipt, and only Send and a receive hand one out, so the
-// sweep stays as that fallback.
-func (in *Inspector) removePoisonMessages(ctx context.Context, es []entry) (complete bool, err error) {
-	rest := map[string]bool{} // message ids to sweep for
-	for _, e := range es {
-		if !e.poisonKnown {
-			rest[e.rec.MessageID] = true
-			continue
-		}
-		for _, p := range e.poisonMsgs {
-			err := in.cfg.Poison.DeleteMessage(ctx, p.ID, p.PopReceipt)
-			switch {
-			case err == nil, errors.Is(err, storeadapter.ErrQueueNotFound):
-				// Gone, or the poison queue is.
-			case errors.Is(err, storeadapter.ErrNotFound), errors.Is(err, storeadapter.ErrPopReceiptMismatch):
-				// A stale receipt: Azurite answers 400 PopReceiptMismatch,
-				// Azure's documentation has Delete Message answer 404 when
-				// no message has that receipt, so 404 may mean "received
-				// since" as well as "gone". The sweep tells them apart.
-				rest[e.rec.MessageID] = true
-			default:
-				return false, fmt.Errorf("delete poison message %s of %s: %w", p.ID, e.rec.MessageID, err)
-			}
-		}
-	}
-	if len(rest) == 0 {
-		return true, nil
-	}
-	return in.sweep(ctx, func(id string) bool { return rest[id] })
-}
-
-// sweepPasses is how many times a sweep looks again when the queue holds
-// more messages than it saw, before it reports itself incomplete.
-const sweepPasses = 3
-
-// sweep makes one pass over the poison queue and deletes the messages whose
-// original message id matches; it returns whether it is sure it saw every
-// message. It receives batches of 32, hiding them for
-// sweepVisibility, until a receive returns nothing (or returns a message the
-// pass already holds, which means the pass outlasted the visibility
-// timeout). Then it compares the queue's approximate message count with
-// the messages it holds: more means messages it never saw (hidden by a
-// concurrent pass, sent meanwhile, or a count that lags behind deletes, as
-// Azure's may), and it receives again, up to sweepPasses times, before
-// reporting itself incomplete. Messages it
-// keeps, including those that do not decode, are made visible again at the
-// end with their own text. A missing poison queue holds nothing.
-func (in *Inspector) sweep(ctx context.Context, match func(messageID string) bool) (complete bool, err error) {
-	type held struct{ id, receipt, text string }
-	var kept []held
-	index := map[string]int{}
-	defer func() {
-		// Restore even when ctx is done: otherwise the messages stay hidden
-		// until their visibility timeout ends, which is harmless but slow.
-		rctx := context.WithoutCancel(ctx)
-		for _, h := range kept {
-			_, uerr := in.cfg.Poison.Update(rctx, h.id, h.receipt, h.text, 0)
-			if uerr != nil && !errors.Is(uerr, storeadapter.ErrNotFound) && !errors.Is(uerr, storeadapter.ErrPopReceiptMismatch) {
-				err = errors.Join(err, fmt.Errorf("sweep: restore poison message %s: %w", h.id, uerr))
-			}
-		}
-	}()
-	missed, passes := 0, 0
-	for {
-		msgs, err := in.cfg.Poison.Receive(ctx, storeadapter.MaxReceiveCount, sweepVisibility)
-		if errors.Is(err, storeadapter.ErrNotFound) {
-			return true, nil
-		}
 		if err != nil {
-			return false, fmt.Errorf("sweep: receive: %w", err)
+			return fmt.Errorf("poison: purge: checkpoints of %s: %w", op, err)
 		}
-		wrapped := false
-		for _, msg := range msgs {
-			if i, ok := index[msg.ID]; ok {
-				kept[i].receipt = msg.PopReceipt
-				wrapped = true
-				continue
-			}
-			if s, _, _, derr := DecodeMessage(msg.Text); derr == nil && match(s.MessageID) {
-				err := in.cfg.Poison.DeleteMessage(ctx, msg.ID, msg.PopReceipt)
-				switch {
-				case err == nil, errors.Is(err, storeadapter.ErrNotFound):
-					// Deleted (or deleted by another pass).
-				case errors.Is(err, storeadapter.ErrPopReceiptMismatch):
-					missed++ // our hold expired and another pass has it
-				default:
-					return false, fmt.Errorf("sweep: delete poison message %s: %w", msg.ID, err)
-				}
-				continue
-			}
-			index[msg.ID] = len(kept)
-			kept = append(kept, held{msg.ID, msg.PopReceipt, msg.Text})
-		}
-		if len(msgs) > 0 && !wrapped {
-			continue
-		}
-		n, err := in.cfg.Poison.ApproximateCount(ctx)
-		if err != nil {
-			return false, fmt.Errorf("sweep: count: %w", err)
-		}
-		if n <= len(kept) {
-			return missed == 0, nil
-		}
-		if passes++; passes == sweepPasses || wrapped {
-			return false, nil
-		}
-	}
+		return nil
+	})
+	return n, err
 }

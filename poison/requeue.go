@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/tablekeeper/tablekeeper/idempotent"
@@ -27,9 +28,13 @@ type RequeueOptions struct {
 	// Skipped, when set, is called for each record named in IDs that is
 	// not requeued, with the reason.
 	Skipped func(r Record, why string)
-	// Progress, when set, is called after each selected record with how
-	// many of them are done.
-	Progress func(done, total int)
+	// Concurrency is how many records are read, claimed and sent at once;
+	// 0 means DefaultConcurrency.
+	Concurrency int
+	// Progress, when set, hears how far each phase has got (see
+	// Progress): PhaseRead, PhaseClaimSend, PhaseDeletePoison, PhaseSweep
+	// and PhaseMarkSwept.
+	Progress func(Progress)
 }
 
 // Requeue sends poisoned messages back to the work queue and returns the
@@ -43,25 +48,39 @@ type RequeueOptions struct {
 //     record, finds it claimed and skips it, so the original is sent once;
 //  2. sends the original text, untouched (read from the blob when needed),
 //     to the work queue as a fresh message with the default time to live;
-//  3. merges State "requeued", RequeuedAt, RequeuedBy (this host) and
-//     RequeuedMessageID, conditional on the claim's ETag.
+//  3. deletes the poison messages the record notes, by id and pop receipt,
+//     when it notes every send (see the package documentation);
+//  4. merges State "requeued", RequeuedAt, RequeuedBy (this host),
+//     RequeuedMessageID and, when step 3 deleted every poison message of
+//     the record, PoisonSwept, conditional on the claim's ETag.
 //
-// Then it removes the requeued records' messages from the poison queue (all
-// of them, duplicates included) and marks the records swept: by the ids
-// and receipts the records note, and for the rest in one pass over the
-// poison queue (see the package documentation). The pass receives every
-// poison message, hiding each for 30 seconds, and makes the ones it keeps
-// visible again at the end; a concurrent Requeue, Delete or Purge
-// therefore cannot see them meanwhile. If the pass may have missed some
-// that way, the records stay unswept and the next Requeue that selects
-// them removes the rest.
+// Up to Concurrency records go through these steps at once, each record's
+// steps in this order; the records are independent (one entity each, and
+// poison messages matched by their record's message id), so this changes
+// none of the arguments below. After the first storage error no more
+// records are started; the ones started finish, and a second Requeue
+// picks up the rest.
+//
+// Then it removes the poison messages step 3 could not: those of records
+// that do not note every send (written before the notes existed, or a send
+// a crash left unnoted), those whose receipt is no longer current, and
+// those of selected records already "requeued" but not swept. It deletes
+// the noted ones directly, the others in one pass over the poison queue
+// (see the package documentation), and marks those records swept. The
+// pass receives every poison message, hiding each for 30 seconds, and
+// makes the ones it keeps visible again at the end; a concurrent Requeue,
+// Delete or Purge therefore cannot see them meanwhile. If the pass may
+// have missed some that way, the records stay unswept and the next Requeue
+// that selects them removes the rest.
 //
 // Crash positions: after 1 the record stays "requeuing"; once it is older
 // than RequeueTimeout the next Requeue claims it again and sends it (after
 // 2 that is a second copy on the work queue, which handlers tolerate: they
-// are idempotent by operation id). After 3 the poison messages remain; the
-// next Requeue that selects the record finds it "requeued" but not swept
-// and removes them without sending anything.
+// are idempotent by operation id; after 3 its poison messages are gone,
+// and their receipts answer as stale ones would, so that Requeue sweeps
+// for them and finds none). After 4 without PoisonSwept the poison
+// messages may remain; the next Requeue that selects the record finds it
+// "requeued" but not swept and removes them without sending anything.
 //
 // Records in other states are skipped, so a second Requeue does nothing.
 // An id without a record (or whose record belongs to another work queue)
@@ -71,12 +90,13 @@ func (in *Inspector) Requeue(ctx context.Context, o RequeueOptions) ([]Record, e
 	if o.All == (len(o.IDs) > 0) {
 		return nil, fmt.Errorf("poison: requeue: %w: give either IDs or All", storeadapter.ErrInvalidInput)
 	}
+	rep := &reporter{fn: o.Progress}
 	var (
 		entries []entry
 		errs    []error
 	)
 	if o.All {
-		err := in.scan(ctx, in.filter(o.Kind, ""), func(e entry) {
+		err := in.scanReport(ctx, in.filter(o.Kind, ""), rep, func(e entry) {
 			if o.Group == "" || GroupName(e.rec) == o.Group {
 				entries = append(entries, e)
 			}
@@ -85,30 +105,18 @@ func (in *Inspector) Requeue(ctx context.Context, o RequeueOptions) ([]Record, e
 			return nil, fmt.Errorf("poison: requeue: %w", err)
 		}
 	} else {
-		seen := map[string]bool{}
-		for _, id := range o.IDs {
-			if seen[id] {
-				continue
-			}
-			seen[id] = true
-			if err := checkID(id); err != nil {
-				errs = append(errs, fmt.Errorf("poison: requeue: %w", err))
-				continue
-			}
-			e, err := in.get(ctx, id)
-			if errors.Is(err, storeadapter.ErrNotFound) {
-				errs = append(errs, fmt.Errorf("poison: requeue %s: %w", id, err))
-				continue
-			}
-			if err != nil {
-				return nil, fmt.Errorf("poison: requeue %s: %w", id, err)
-			}
-			if e.rec.Queue != in.cfg.Source.Name() {
-				errs = append(errs, fmt.Errorf("poison: requeue %s: the record belongs to queue %q, not %q: %w",
-					id, e.rec.Queue, in.cfg.Source.Name(), storeadapter.ErrNotFound))
-				continue
-			}
+		found, err := in.getMany(ctx, o.IDs, o.Concurrency, rep)
+		if err != nil {
+			return nil, fmt.Errorf("poison: requeue: %w", err)
+		}
+		for _, l := range found {
+			e := l.e
 			switch {
+			case l.err != nil:
+				errs = append(errs, fmt.Errorf("poison: requeue %s: %w", l.id, l.err))
+			case e.rec.Queue != in.cfg.Source.Name():
+				errs = append(errs, fmt.Errorf("poison: requeue %s: the record belongs to queue %q, not %q: %w",
+					l.id, e.rec.Queue, in.cfg.Source.Name(), storeadapter.ErrNotFound))
 			case o.Kind != "" && e.rec.Kind != o.Kind:
 				skip(o, e.rec, fmt.Sprintf("its kind is %q, not %q", e.rec.Kind, o.Kind))
 			case o.Group != "" && GroupName(e.rec) != o.Group:
@@ -120,49 +128,84 @@ func (in *Inspector) Requeue(ctx context.Context, o RequeueOptions) ([]Record, e
 	}
 
 	now := in.now()
-	var out []Record
-	sweep := map[string]entry{} // message id -> the record to remove the poison messages of, with the ETag to mark it swept with ("": do not)
-	for i, e := range entries {
-		if o.Progress != nil && i > 0 {
-			o.Progress(i, len(entries))
-		}
+	var (
+		out     []Record
+		send    []entry // the records to claim and send
+		unswept []entry // requeued records whose poison messages may remain
+	)
+	for _, e := range entries {
 		if !o.All {
 			if why := notRequeueable(e, now); why != "" {
 				skip(o, e.rec, why)
 			}
 		}
 		switch {
+		case requeueable(e, now) && o.DryRun:
+			out = append(out, e.rec)
 		case requeueable(e, now):
-			if o.DryRun {
-				out = append(out, e.rec)
-				continue
-			}
-			rec, last, sent, err := in.requeueOne(ctx, e, now)
-			if sent {
-				out = append(out, rec)
+			send = append(send, e)
+		case e.rec.State == StateRequeued && !e.swept && !o.DryRun:
+			unswept = append(unswept, e)
+		}
+	}
+	var (
+		mu    sync.Mutex
+		sweep = map[string]entry{} // message id -> a record whose poison messages need the sweep, with the ETag to mark it swept with ("": do not)
+	)
+	err := each(ctx, len(send), o.Concurrency, rep, PhaseClaimSend, func(ctx context.Context, i int) error {
+		rec, last, sent, needSweep, err := in.requeueOne(ctx, send[i], now)
+		mu.Lock()
+		defer mu.Unlock()
+		if sent {
+			out = append(out, rec)
+			if needSweep {
 				sweep[rec.MessageID] = last
 			}
-			if err != nil {
-				errs = append(errs, err)
-			}
-		case e.rec.State == StateRequeued && !e.swept && !o.DryRun:
-			sweep[e.rec.MessageID] = e
 		}
-	}
-	if o.Progress != nil && len(entries) > 0 {
-		o.Progress(len(entries), len(entries))
+		return err
+	})
+	if err != nil {
+		errs = append(errs, err)
 	}
 	sortNewest(out)
-	if len(sweep) > 0 {
-		complete, err := in.removePoisonMessages(ctx, slices.Collect(maps.Values(sweep)))
-		switch {
-		case err != nil:
-			errs = append(errs, fmt.Errorf("poison: requeue: %w", err))
-		case complete:
-			errs = append(errs, in.markSwept(ctx, sweep))
-		}
+	if err := in.finishUnswept(ctx, unswept, sweep, o.Concurrency, rep); err != nil {
+		errs = append(errs, fmt.Errorf("poison: requeue: %w", err))
 	}
 	return out, errors.Join(errs...)
+}
+
+// finishUnswept removes the poison messages of requeued records that may
+// still have some: unswept (deleted by their noted ids, marked swept when
+// that was all), then sweep and the unswept ones whose notes were not
+// enough, in one pass over the poison queue, marked swept when the pass
+// is complete.
+func (in *Inspector) finishUnswept(ctx context.Context, unswept []entry, sweep map[string]entry, conc int, rep *reporter) error {
+	var mu sync.Mutex
+	err := each(ctx, len(unswept), conc, rep, PhaseDeletePoison, func(ctx context.Context, i int) error {
+		e := unswept[i]
+		needSweep, err := in.deleteNoted(ctx, e)
+		switch {
+		case err != nil:
+			return err
+		case needSweep:
+			mu.Lock()
+			sweep[e.rec.MessageID] = e
+			mu.Unlock()
+			return nil
+		}
+		return in.markSwept(ctx, e)
+	})
+	if err != nil || len(sweep) == 0 {
+		return err
+	}
+	complete, err := in.sweep(ctx, func(id string) bool { _, ok := sweep[id]; return ok }, conc, rep)
+	if err != nil || !complete {
+		return err
+	}
+	marks := slices.Collect(maps.Values(sweep))
+	return each(ctx, len(marks), conc, rep, PhaseMarkSwept, func(ctx context.Context, i int) error {
+		return in.markSwept(ctx, marks[i])
+	})
 }
 
 // requeueable reports whether Requeue should send a record: it is
@@ -194,10 +237,12 @@ func skip(o RequeueOptions, r Record, why string) {
 	}
 }
 
-// requeueOne claims, sends and finishes one record (see Requeue). sent
-// reports whether the original was sent; last is the record as last read,
-// with its ETag after the last step ("" when it could not be finished).
-func (in *Inspector) requeueOne(ctx context.Context, e entry, now time.Time) (rec Record, last entry, sent bool, err error) {
+// requeueOne claims, sends and finishes one record, deleting its noted
+// poison messages before the finish (see Requeue). sent reports whether the
+// original was sent; last is the record as last read, with its ETag after
+// the last step ("" when it could not be finished); needSweep says its
+// poison messages need the sweep.
+func (in *Inspector) requeueOne(ctx context.Context, e entry, now time.Time) (rec Record, last entry, sent, needSweep bool, err error) {
 	id := e.rec.MessageID
 	claimed := false
 	claim := func(cur *storeadapter.Entity) (*storeadapter.Entity, error) {
@@ -214,56 +259,58 @@ func (in *Inspector) requeueOne(ctx context.Context, e entry, now time.Time) (re
 	}
 	claimedAs, err := idempotent.UpdateCAS(ctx, in.cfg.Tables, in.cfg.Table, id, recordRowKey, claim, idempotent.CASOptions{Start: &e.raw})
 	if err != nil {
-		return Record{}, entry{}, false, fmt.Errorf("poison: requeue %s: claim: %w", id, err)
+		return Record{}, entry{}, false, false, fmt.Errorf("poison: requeue %s: claim: %w", id, err)
 	}
 	if !claimed {
-		return Record{}, entry{}, false, nil
+		return Record{}, entry{}, false, false, nil
 	}
 
 	text, err := in.original(ctx, e)
 	if err != nil {
-		return Record{}, entry{}, false, fmt.Errorf("poison: requeue %s: %w", id, err)
+		return Record{}, entry{}, false, false, fmt.Errorf("poison: requeue %s: %w", id, err)
 	}
 	newMsg, err := send(ctx, in.cfg.Source, text, storeadapter.SendOptions{})
 	if err != nil {
-		return Record{}, entry{}, false, fmt.Errorf("poison: requeue %s: send: %w", id, err)
+		return Record{}, entry{}, false, false, fmt.Errorf("poison: requeue %s: send: %w", id, err)
 	}
-
 	rec = e.rec
 	rec.Original = text
 	rec.State, rec.RequeuedAt, rec.RequeuedBy, rec.RequeuedMessageID = StateRequeued, now, in.cfg.Host, newMsg.ID
+
+	needSweep, delErr := in.deleteNoted(ctx, e)
+	if delErr != nil {
+		delErr = fmt.Errorf("poison: requeue %s: %w", id, delErr)
+	}
 	done := storeadapter.Entity{PartitionKey: id, RowKey: recordRowKey, Properties: map[string]any{
 		propState: StateRequeued, propRequeuedAt: now, propRequeuedBy: in.cfg.Host,
-		propRequeuedMessageID: newMsg.ID, propSwept: false}}
+		propRequeuedMessageID: newMsg.ID, propSwept: !needSweep && delErr == nil}}
 	last = e
 	last.etag, err = in.cfg.Tables.UpdateEntity(ctx, in.cfg.Table, done, storeadapter.Merge, claimedAs.ETag)
 	switch {
 	case err == nil:
-		return rec, last, true, nil
+		return rec, last, true, needSweep, delErr
 	case errors.Is(err, storeadapter.ErrPreconditionFailed) || errors.Is(err, storeadapter.ErrNotFound):
 		// Someone changed the record since the claim (poisoned it again,
 		// deleted it); their state stands.
 		last.etag = ""
-		return rec, last, true, nil
+		return rec, last, true, needSweep, delErr
 	}
 	last.etag = ""
-	return rec, last, true, fmt.Errorf("poison: requeue %s: finish: %w", id, err)
+	return rec, last, true, needSweep, errors.Join(delErr, fmt.Errorf("poison: requeue %s: finish: %w", id, err))
 }
 
-// markSwept records that the poison messages of requeued records are gone,
-// conditional on each record's ETag; a record changed meanwhile, or without
-// an ETag, is left alone.
-func (in *Inspector) markSwept(ctx context.Context, entries map[string]entry) error {
-	var errs []error
-	for id, en := range entries {
-		if en.etag == "" {
-			continue
-		}
-		e := storeadapter.Entity{PartitionKey: id, RowKey: recordRowKey, Properties: map[string]any{propSwept: true}}
-		_, err := in.cfg.Tables.UpdateEntity(ctx, in.cfg.Table, e, storeadapter.Merge, en.etag)
-		if err != nil && !errors.Is(err, storeadapter.ErrPreconditionFailed) && !errors.Is(err, storeadapter.ErrNotFound) {
-			errs = append(errs, fmt.Errorf("poison: requeue %s: mark swept: %w", id, err))
-		}
+// markSwept records that the poison messages of a requeued record are
+// gone, conditional on its ETag; a record changed meanwhile, or without an
+// ETag, is left alone.
+func (in *Inspector) markSwept(ctx context.Context, en entry) error {
+	if en.etag == "" {
+		return nil
 	}
-	return errors.Join(errs...)
+	id := en.rec.MessageID
+	e := storeadapter.Entity{PartitionKey: id, RowKey: recordRowKey, Properties: map[string]any{propSwept: true}}
+	_, err := in.cfg.Tables.UpdateEntity(ctx, in.cfg.Table, e, storeadapter.Merge, en.etag)
+	if err != nil && !errors.Is(err, storeadapter.ErrPreconditionFailed) && !errors.Is(err, storeadapter.ErrNotFound) {
+		return fmt.Errorf("poison: requeue %s: mark swept: %w", id, err)
+	}
+	return nil
 }

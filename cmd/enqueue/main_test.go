@@ -870,7 +870,7 @@ func TestPoisonPurgeAsksFirst(t *testing.T) {
 		!strings.Contains(r.stderr, "not confirmed: nothing purged") || b.count(pq) != 4 {
 		t.Errorf("answer n: exit %d, stderr:\n%s", r.code, r.stderr)
 	}
-	if r := onTerminal("y\n"); r.code != 0 || !strings.Contains(r.stdout, "purged 4") || !strings.Contains(r.stderr, "purged 4/4") || b.count(pq) != 0 {
+	if r := onTerminal("y\n"); r.code != 0 || !strings.Contains(r.stdout, "purged 4") || !strings.Contains(r.stderr, "purged: delete records 4/4") || b.count(pq) != 0 {
 		t.Errorf("answer y: exit %d\nstdout:\n%s\nstderr:\n%q", r.code, r.stdout, r.stderr)
 	}
 }

@@ -296,9 +296,9 @@ func TestForcedExitPrintsCounts(t *testing.T) {
 
 	var errs bytes.Buffer
 	m = &Main{Stderr: &errs}
-	m.progress("requeued")(40, 1000)
+	m.progress("requeued")(poison.Progress{Phase: poison.PhaseClaimSend, Done: 40, Total: 1000})
 	m.Forced()
-	if !strings.Contains(errs.String(), "interrupted: requeued 40/1000 so far") {
+	if !strings.Contains(errs.String(), "interrupted: requeued: claim/send 40/1000 so far") {
 		t.Errorf("a forced exit during a requeue prints %q", errs.String())
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/tablekeeper/tablekeeper/cmd/internal/cli"
@@ -223,28 +222,6 @@ func (m *Main) warnValidation(recs []poison.Record, dryRun bool, d detailFlags) 
 		len(ids), verb, shown)
 }
 
-// progress returns a progress callback that redraws "<verb> N/M" on
-// stderr when it is a terminal, and keeps the counts for Forced.
-func (m *Main) progress(verb string) func(done, total int) {
-	var last atomic.Pointer[[2]int]
-	m.setFinal(func() {
-		if n := last.Load(); n != nil {
-			fmt.Fprintf(m.Stderr, "\ninterrupted: %s %d/%d so far\n", verb, n[0], n[1])
-		}
-	})
-	terminal := m.isTerminal(m.Stderr)
-	return func(done, total int) {
-		last.Store(&[2]int{done, total})
-		if !terminal {
-			return
-		}
-		fmt.Fprintf(m.Stderr, "\r%s %d/%d\x1b[K", verb, done, total)
-		if done == total {
-			fmt.Fprintln(m.Stderr)
-		}
-	}
-}
-
 // poisonDelete deletes records with their poison messages.
 func (m *Main) poisonDelete(ctx context.Context, args []string) error {
 	var (
@@ -284,20 +261,28 @@ func (m *Main) poisonDelete(ctx context.Context, args []string) error {
 	}
 	deleted := []string{}
 	var errs []error
-	for _, id := range pos {
-		if dryRun {
+	notFound := func(id string) {
+		errs = append(errs, fmt.Errorf("no poison record for message %s on queue %s", id, c.queue))
+	}
+	if dryRun {
+		for _, id := range pos {
 			_, err = ins.Show(ctx, id)
-		} else {
-			err = ins.Delete(ctx, id)
+			switch {
+			case err == nil:
+				deleted = append(deleted, id)
+			case errors.Is(err, storeadapter.ErrNotFound):
+				notFound(id)
+			default:
+				errs = append(errs, err)
+			}
 		}
-		switch {
-		case err == nil:
-			deleted = append(deleted, id)
-		case errors.Is(err, storeadapter.ErrNotFound):
-			errs = append(errs, fmt.Errorf("no poison record for message %s on queue %s", id, c.queue))
-		default:
-			errs = append(errs, err)
+	} else {
+		res, err := ins.DeleteMany(ctx, poison.DeleteOptions{IDs: pos, Progress: m.progress("deleted")})
+		deleted = append(deleted, res.Deleted...)
+		for _, id := range res.NotFound {
+			notFound(id)
 		}
+		errs = append(errs, err)
 	}
 	if c.json() {
 		if err := writeJSON(m.Stdout, struct {

@@ -355,7 +355,8 @@ func (m *Main) run(ctx context.Context, log *slog.Logger) (err error) {
 	if t, gerr := met.Totals(); gerr == nil {
 		attrs = append(attrs, t.Attrs()...)
 	}
-	attrs = append(attrs, "instrument_calls", calls.Snapshot().Total().Calls, "instrument_errors", calls.Snapshot().Total().Errors)
+	tot := calls.Snapshot().Total()
+	attrs = append(attrs, "instrument_calls", tot.Calls, "instrument_errors", tot.Errors-tot.Expected, "instrument_expected", tot.Expected)
 	log.InfoContext(context.WithoutCancel(ctx), "worker stopped", attrs...)
 	return err
 }

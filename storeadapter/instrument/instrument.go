@@ -2,6 +2,7 @@ package instrument
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -215,4 +216,19 @@ func call[T any](s *Store, ctx context.Context, c Call, fn func() (T, error)) (T
 type pair[A, B any] struct {
 	a A
 	b B
+}
+
+// Expected reports whether err is one of the service's definite answers
+// that idempotent code handles as a normal outcome, not a failure: not found
+// (an entity, message or blob that is not there, or the table, queue or
+// container a first write creates on demand), already exists (a create of
+// something that is there), precondition failed (a compare-and-swap that
+// lost a round, a conditional delete of something changed since) and pop
+// receipt mismatch (a message another receive took). Counts and the
+// worker's metrics count them apart from the failures (every other error),
+// so that an error count means trouble. When such an answer does fail the
+// caller, the caller's outcome says so (a job retried or poisoned).
+func Expected(err error) bool {
+	return err != nil && (errors.Is(err, storeadapter.ErrNotFound) || errors.Is(err, storeadapter.ErrAlreadyExists) ||
+		errors.Is(err, storeadapter.ErrPreconditionFailed) || errors.Is(err, storeadapter.ErrPopReceiptMismatch))
 }

@@ -197,7 +197,7 @@ func sameCounts(a, b instrument.Snapshot) bool {
 		return false
 	}
 	for op, s := range a {
-		if s.Calls != b[op].Calls || s.Errors != b[op].Errors {
+		if s.Calls != b[op].Calls || s.Errors != b[op].Errors || s.Expected != b[op].Expected {
 			return false
 		}
 	}
@@ -229,15 +229,15 @@ func TestObservesResults(t *testing.T) {
 		t.Errorf("observed errors %v, want [nil, ErrNotFound, ErrTableNotFound, nil]", errs)
 	}
 	snap := counts.Snapshot()
-	want := instrument.Snapshot{instrument.OpCreateTable: {Calls: 1}, instrument.OpGetEntity: {Calls: 2, Errors: 2}, instrument.OpInsertEntity: {Calls: 1}}
+	want := instrument.Snapshot{instrument.OpCreateTable: {Calls: 1}, instrument.OpGetEntity: {Calls: 2, Errors: 2, Expected: 2}, instrument.OpInsertEntity: {Calls: 1}}
 	if !sameCounts(snap, want) {
 		t.Errorf("counts:\n%vwant:\n%v", snap, want)
 	}
-	if tot := snap.Total(); tot.Calls != 4 || tot.Errors != 2 {
-		t.Errorf("total = %+v, want 4 calls, 2 errors", tot)
+	if tot := snap.Total(); tot.Calls != 4 || tot.Errors != 2 || tot.Expected != 2 {
+		t.Errorf("total = %+v, want 4 calls, 2 errors, both expected answers", tot)
 	}
 	table := snap.String()
-	for _, line := range []string{"op            calls  errors  mean latency", "GetEntity     2      2", "total         4      2"} {
+	for _, line := range []string{"op            calls  errors  expected  mean latency", "GetEntity     2      2       2", "total         4      2       2"} {
 		if !strings.Contains(table, line) {
 			t.Errorf("table lacks %q:\n%s", line, table)
 		}
@@ -373,5 +373,31 @@ func TestAfterLosesTheReply(t *testing.T) {
 	}
 	if st := counts.Snapshot()[instrument.OpInsertEntity]; st.Errors != 1 {
 		t.Errorf("observers counted %+v for the insert, want its error", st)
+	}
+}
+
+// TestExpected: the service's answers idempotent code handles are expected,
+// wrapped or not; failures and success are not.
+func TestExpected(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{storeadapter.ErrNotFound, true},
+		{fmt.Errorf("get: %w", storeadapter.ErrTableNotFound), true},
+		{storeadapter.ErrQueueNotFound, true},
+		{storeadapter.ErrAlreadyExists, true},
+		{fmt.Errorf("update: %w", storeadapter.ErrPreconditionFailed), true},
+		{storeadapter.ErrPopReceiptMismatch, true},
+		{storeadapter.ErrUnavailable, false},
+		{storeadapter.ErrForbidden, false},
+		{storeadapter.ErrInvalidInput, false},
+		{storeadapter.ErrTableBeingDeleted, false},
+		{errors.New("connection reset"), false},
+	} {
+		if got := instrument.Expected(c.err); got != c.want {
+			t.Errorf("Expected(%v) = %v, want %v", c.err, got, c.want)
+		}
 	}
 }

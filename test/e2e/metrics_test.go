@@ -310,6 +310,9 @@ func TestMetricsOfKnownWorkload(t *testing.T) {
 	if f := s.sum("tablekeeper_storage_calls_total", "service", "blob", "status", "unavailable"); f != float64(proxy.failed.Load()) || f < k {
 		t.Errorf("blob calls with status unavailable = %v, the proxy failed %d (at least %d)", f, proxy.failed.Load(), k)
 	}
+	if f := s.sum("tablekeeper_storage_failures_total", "service", "blob", "status", "unavailable"); f != float64(proxy.failed.Load()) {
+		t.Errorf("blob failures with status unavailable = %v, the proxy failed %d", f, proxy.failed.Load())
+	}
 
 	var stats struct {
 		Queue  struct{ Messages, OldestAgeSeconds float64 }
@@ -341,9 +344,9 @@ func TestMetricsOfKnownWorkload(t *testing.T) {
 		}
 		return v
 	}
-	if num("storage_calls") != num("instrument_calls") || num("storage_errors") != num("instrument_errors") {
-		t.Errorf("exit line: metrics count %v storage calls (%v errors), the instrument %v (%v)",
-			num("storage_calls"), num("storage_errors"), num("instrument_calls"), num("instrument_errors"))
+	if num("storage_calls") != num("instrument_calls") || num("storage_errors") != num("instrument_errors") || num("storage_expected") != num("instrument_expected") {
+		t.Errorf("exit line: metrics count %v storage calls (%v failures, %v expected answers), the instrument %v (%v, %v)",
+			num("storage_calls"), num("storage_errors"), num("storage_expected"), num("instrument_calls"), num("instrument_errors"), num("instrument_expected"))
 	}
 	for key, v := range map[string]float64{"messages_received": want[seriesKey("tablekeeper_messages_received_total")], "finished_succeeded": n + k + 1,
 		"finished_poisoned": 2, "finished_retried": k, "finished_continued": 1, "jobs_retried": k, "received": n + 2 + 2*k + 2} {

@@ -189,7 +189,7 @@ func (c *Console) deleteSelection(ctx context.Context, in *poison.Inspector, a a
 	return recs, "", nil
 }
 
-func (c *Console) purgeOptions(a action, dryRun bool, progress func(done, total int)) poison.PurgeOptions {
+func (c *Console) purgeOptions(a action, dryRun bool, progress func(poison.Progress)) poison.PurgeOptions {
 	older, _ := olderDuration(a.Older) // checked by parseAction
 	return poison.PurgeOptions{OlderThan: older, Group: a.Group, CheckpointTable: c.cfg.RangeCheckpointTable,
 		DryRun: dryRun, Progress: progress}
@@ -242,7 +242,7 @@ func (c *Console) run(ctx context.Context, a action, t *task) ([]string, error) 
 		var skipped []string
 		recs, err := in.Requeue(ctx, poison.RequeueOptions{IDs: a.IDs, All: len(a.IDs) == 0, Group: a.Group,
 			Skipped:  func(r poison.Record, why string) { skipped = append(skipped, r.MessageID+": "+why) },
-			Progress: t.progress("requeue")})
+			Progress: t.progress})
 		lines := []string{fmt.Sprintf("requeued %d record(s)", len(recs))}
 		if len(skipped) > 0 {
 			lines = append(lines, fmt.Sprintf("skipped %d: %s", len(skipped), strings.Join(skipped[:min(len(skipped), 10)], "; ")))
@@ -250,24 +250,17 @@ func (c *Console) run(ctx context.Context, a action, t *task) ([]string, error) 
 		return lines, err
 	case "delete":
 		if len(a.IDs) == 0 { // a group: its purge, as 'poison delete -group'
-			res, err := in.Purge(ctx, c.purgeOptions(a, false, t.progress("delete")))
+			res, err := in.Purge(ctx, c.purgeOptions(a, false, t.progress))
 			return []string{fmt.Sprintf("deleted %d record(s)", len(res.Records))}, err
 		}
-		recs, _, err := c.deleteSelection(ctx, in, a)
-		if err != nil {
-			return nil, err
+		res, err := in.DeleteMany(ctx, poison.DeleteOptions{IDs: a.IDs, Progress: t.progress})
+		lines := []string{fmt.Sprintf("deleted %d of %d record(s)", len(res.Deleted), len(a.IDs))}
+		if len(res.NotFound) > 0 {
+			lines = append(lines, fmt.Sprintf("%d had no record: %s", len(res.NotFound), loggedIDs(res.NotFound)))
 		}
-		report := t.progress("delete")
-		var errs []error
-		for i, rec := range recs {
-			if err := in.Delete(ctx, rec.MessageID); err != nil {
-				errs = append(errs, err)
-			}
-			report(i+1, len(recs))
-		}
-		return []string{fmt.Sprintf("deleted %d of %d record(s)", len(recs)-len(errs), len(recs))}, errors.Join(errs...)
+		return lines, err
 	default:
-		res, err := in.Purge(ctx, c.purgeOptions(a, false, t.progress("purge")))
+		res, err := in.Purge(ctx, c.purgeOptions(a, false, t.progress))
 		return []string{fmt.Sprintf("purged %d record(s), %d drop record(s), %d checkpoint(s)", len(res.Records), res.Drops, res.Checkpoints)}, err
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tablekeeper/tablekeeper/poison"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
 	"github.com/tablekeeper/tablekeeper/tablepatterns/indexes"
@@ -71,7 +72,7 @@ func (c *Console) indexCheck(w http.ResponseWriter, r *http.Request) {
 		var reads atomic.Int64
 		var found []string
 		obs := instrument.ObserverFunc(func(instrument.Call, time.Duration, error) {
-			t.progress("reading table and index")(int(reads.Add(1)), 0)
+			t.progress(poison.Progress{Phase: "storage calls", Done: int(reads.Add(1))})
 		})
 		x, err := indexes.Open(instrument.Wrap(c.cfg.Store, instrument.Options{Observers: []instrument.Observer{obs}}), c.cfg.Clock, *c.cfg.Indexes)
 		if err != nil {
@@ -196,7 +197,7 @@ func (c *Console) exportVerify(w http.ResponseWriter, r *http.Request) {
 	}
 	back := "exports?to=" + url.QueryEscape(r.PostFormValue("to"))
 	t, running := c.tasks.start(reading, "Verify export "+manifest, c.who(r), back, func(ctx context.Context, t *task) ([]string, error) {
-		t.progress("reading parts")(0, 0)
+		t.progress(poison.Progress{Phase: "reading the parts back"})
 		rep, err := tableexport.Verify(ctx, c.cfg.Store.Container(container), name)
 		if err != nil {
 			return nil, err

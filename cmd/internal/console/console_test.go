@@ -213,7 +213,7 @@ func TestActionsPreviewThenRun(t *testing.T) {
 		t.Fatalf("run: %d", resp.StatusCode)
 	}
 	body = f.waitTask(t, resp.Header.Get("Location"))
-	must(t, "task", body, `id="task-state">done<`, `requeued 3 record\(s\)`, `requeue: 3 of 3`)
+	must(t, "task", body, `id="task-state">done<`, `requeued 3 record\(s\)`, `<li>claim/send: 3 of 3`)
 	if n, _ := f.store.Queue(workQueue).ApproximateCount(f.ctx); n != 3 {
 		t.Errorf("work queue has %d messages, want the 3 requeued", n)
 	}

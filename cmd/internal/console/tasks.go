@@ -6,10 +6,12 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/tablekeeper/tablekeeper/internal/clock"
+	"github.com/tablekeeper/tablekeeper/poison"
 )
 
 // A task is work a page started that outlives its request: an action, an
@@ -22,11 +24,9 @@ type task struct {
 	Started time.Time
 	kind    taskKind
 
-	mu    sync.Mutex
-	phase string
-	done  int
-	total int
-	ended time.Time
+	mu     sync.Mutex
+	phases []poison.Progress // each phase's last report, in order
+	ended  time.Time
 	lines []string
 	err   string
 }
@@ -163,21 +163,23 @@ func (t *task) running() bool {
 	return t.ended.IsZero()
 }
 
-// progress returns a Progress callback that reports phase on t.
-func (t *task) progress(phase string) func(done, total int) {
-	return func(done, total int) {
-		t.mu.Lock()
-		t.phase, t.done, t.total = phase, done, total
-		t.mu.Unlock()
+// progress reports how far t's phase has got (a poison operation's
+// Progress callback).
+func (t *task) progress(p poison.Progress) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if n := len(t.phases); n > 0 && t.phases[n-1].Phase == p.Phase {
+		t.phases[n-1] = p
+		return
 	}
+	t.phases = append(t.phases, p)
 }
 
 // taskView is a task as its page shows it.
 type taskView struct {
 	ID, Title, Who, Back string
 	Started              time.Time
-	Phase                string
-	Done, Total          int
+	Phases               []poison.Progress
 	Running              bool
 	Took                 time.Duration
 	Lines                []string
@@ -187,8 +189,8 @@ type taskView struct {
 func (t *task) view(now time.Time) taskView {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	v := taskView{ID: t.ID, Title: t.Title, Who: t.Who, Back: t.Back, Started: t.Started, Phase: t.phase,
-		Done: t.done, Total: t.total, Running: t.ended.IsZero(), Lines: t.lines, Err: t.err}
+	v := taskView{ID: t.ID, Title: t.Title, Who: t.Who, Back: t.Back, Started: t.Started, Phases: slices.Clone(t.phases),
+		Running: t.ended.IsZero(), Lines: t.lines, Err: t.err}
 	if v.Running {
 		v.Took = now.Sub(t.Started)
 	} else {

@@ -69,6 +69,7 @@ type Metrics struct {
 	outboxDropped *prometheus.CounterVec
 	duration      *prometheus.HistogramVec
 	storage       *prometheus.CounterVec
+	storageFailed *prometheus.CounterVec
 	storageTime   *prometheus.HistogramVec
 	depth         *prometheus.GaugeVec
 	poisonDepth   *prometheus.GaugeVec
@@ -104,6 +105,8 @@ func New(kinds []string, maxDequeueCount int64) *Metrics {
 		Help: "How long each processed delivery ran, by kind (refused messages included).", Buckets: DurationBuckets}, []string{"kind"})
 	m.storage = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tablekeeper_storage_calls_total",
 		Help: "Storage calls (the bill) by service (table, queue, blob), operation and status (ok or the error class)."}, []string{"service", "operation", "status"})
+	m.storageFailed = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tablekeeper_storage_failures_total",
+		Help: "Storage calls that failed, by service, operation and status: every error but the expected answers idempotent code handles (not_found and the *_not_found, already_exists, precondition_failed, pop_receipt_mismatch), which tablekeeper_storage_calls_total counts with the rest."}, []string{"service", "operation", "status"})
 	m.storageTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "tablekeeper_storage_call_duration_seconds",
 		Help:    "How long each storage call took as the worker saw it (the SDK's retries included), by service (table, queue, blob) and operation, whatever its status.",
 		Buckets: StorageBuckets}, []string{"service", "operation"})
@@ -117,7 +120,7 @@ func New(kinds []string, maxDequeueCount int64) *Metrics {
 		Help: "When the queue gauges were last sampled successfully (Unix time)."}, []string{"queue"})
 	m.sampleFailure = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tablekeeper_queue_sample_failures_total",
 		Help: "Samples of the queue gauges that failed (the gauges keep their last values)."}, []string{"queue"})
-	m.Registry.MustRegister(m.received, m.finished, m.retried, m.poisoned, m.renewals, m.leasesLost, m.outboxDropped, m.duration, m.storage, m.storageTime,
+	m.Registry.MustRegister(m.received, m.finished, m.retried, m.poisoned, m.renewals, m.leasesLost, m.outboxDropped, m.duration, m.storage, m.storageFailed, m.storageTime,
 		m.depth, m.poisonDepth, m.oldest, m.sampled, m.sampleFailure,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, k := range append(slices.Sorted(maps.Keys(m.kinds)), UnknownKind) {
@@ -202,13 +205,18 @@ func (m *Metrics) Observe(_ context.Context, e runner.Event) {
 var _ runner.Observer = (*Metrics)(nil)
 
 // Storage returns the instrument.Observer that counts storage calls into
-// tablekeeper_storage_calls_total and times them into
+// tablekeeper_storage_calls_total, the failed ones (errors that are not
+// expected answers, see instrument.Expected) into
+// tablekeeper_storage_failures_total too, and times them into
 // tablekeeper_storage_call_duration_seconds; pass it in
 // instrument.Options.Observers of the store the worker uses.
 func (m *Metrics) Storage() instrument.Observer {
 	return instrument.ObserverFunc(func(c instrument.Call, took time.Duration, err error) {
-		service, op := c.Op.Service(), string(c.Op)
-		m.storage.WithLabelValues(service, op, Status(err)).Inc()
+		service, op, status := c.Op.Service(), string(c.Op), Status(err)
+		m.storage.WithLabelValues(service, op, status).Inc()
+		if err != nil && !instrument.Expected(err) {
+			m.storageFailed.WithLabelValues(service, op, status).Inc()
+		}
 		m.storageTime.WithLabelValues(service, op).Observe(took.Seconds())
 	})
 }
@@ -268,9 +276,13 @@ type Totals struct {
 	// never committed, summed over kinds.
 	OutboxDropped int64
 	// Storage is the number of storage calls by operation; StorageErrors
-	// the calls whose status was not ok.
-	Storage       map[string]int64
-	StorageErrors int64
+	// the calls that failed; StorageExpected the calls answered with an
+	// expected answer (not found, already exists, precondition failed, pop
+	// receipt mismatch: see instrument.Expected), which idempotent code
+	// handles as normal outcomes.
+	Storage         map[string]int64
+	StorageErrors   int64
+	StorageExpected int64
 }
 
 // StorageCalls is the sum of Storage.
@@ -315,8 +327,11 @@ func (m *Metrics) Totals() (Totals, error) {
 				}
 				t.Storage[label("operation")] += v
 				if label("status") != "ok" {
-					t.StorageErrors += v
+					t.StorageExpected += v // less the failures, below
 				}
+			case "tablekeeper_storage_failures_total":
+				t.StorageErrors += v
+				t.StorageExpected -= v
 			}
 		}
 	}
@@ -333,8 +348,9 @@ func labelValue(s *dto.Metric, name string) string {
 }
 
 // Attrs are the summary's log attributes: every counter, non-zero poison
-// reasons, and the storage calls with their total and per operation
-// ("GetEntity=3 Receive=12", in name order).
+// reasons, and the storage calls with their total, their failures, their
+// expected answers and their count per operation ("GetEntity=3
+// Receive=12", in name order).
 func (t Totals) Attrs() []any {
 	attrs := []any{"messages_received", t.Received}
 	for _, o := range slices.Sorted(maps.Values(Outcomes)) {
@@ -342,7 +358,8 @@ func (t Totals) Attrs() []any {
 	}
 	attrs = append(attrs, "jobs_retried", t.Retried, "poisoned_by_reason", joinCounts(t.Poisoned),
 		"lease_renewals", t.Renewals, "leases_lost", t.LeasesLost, "outbox_dropped", t.OutboxDropped,
-		"storage_calls", t.StorageCalls(), "storage_errors", t.StorageErrors, "storage_calls_by_op", joinCounts(t.Storage))
+		"storage_calls", t.StorageCalls(), "storage_errors", t.StorageErrors, "storage_expected", t.StorageExpected,
+		"storage_calls_by_op", joinCounts(t.Storage))
 	return attrs
 }
 

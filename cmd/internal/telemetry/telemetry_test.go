@@ -201,7 +201,15 @@ func TestStorageCounts(t *testing.T) {
 	ctx := context.Background()
 	m := telemetry.New(nil, 5)
 	counts := &instrument.Counts{}
-	store := instrument.Wrap(localstore.New(localstore.Options{}), instrument.Options{Observers: []instrument.Observer{counts, m.Storage()}})
+	// One call fails: the first Send, as a busy service would.
+	var sends atomic.Int32
+	fault := func(_ context.Context, c instrument.Call) error {
+		if c.Op == instrument.OpSend && sends.Add(1) == 1 {
+			return storeadapter.ErrUnavailable
+		}
+		return nil
+	}
+	store := instrument.Wrap(localstore.New(localstore.Options{}), instrument.Options{Fault: fault, Observers: []instrument.Observer{counts, m.Storage()}})
 	tb := store.Tables()
 	must := func(err error) {
 		t.Helper()
@@ -231,6 +239,9 @@ func TestStorageCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	must(q.Create(ctx))
+	if _, err := q.Send(ctx, "x", storeadapter.SendOptions{}); !errors.Is(err, storeadapter.ErrUnavailable) {
+		t.Fatal(err)
+	}
 	_, err = q.Send(ctx, "x", storeadapter.SendOptions{})
 	must(err)
 	_, err = store.Container("ccc").Put(ctx, "b", []byte("x"), storeadapter.PutOptions{})
@@ -243,7 +254,7 @@ func TestStorageCounts(t *testing.T) {
 		{"table", "GetEntity", "not_found"}: 1, {"table", "GetEntity", "table_not_found"}: 1,
 		{"table", "InsertEntity", "ok"}:                  3,
 		{"queue", "ApproximateCount", "queue_not_found"}: 1, {"queue", "CreateQueue", "ok"}: 1, {"queue", "Send", "ok"}: 1,
-		{"blob", "Put", "container_not_found"}: 1,
+		{"queue", "Send", "unavailable"}: 1, {"blob", "Put", "container_not_found"}: 1,
 	}
 	if n := testutil.CollectAndCount(m.Registry, "tablekeeper_storage_calls_total"); n != len(want) {
 		t.Errorf("%d storage series, want %d", n, len(want))
@@ -258,8 +269,20 @@ func TestStorageCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	snap := counts.Snapshot()
-	if tot.StorageCalls() != snap.Total().Calls || tot.StorageErrors != snap.Total().Errors {
-		t.Errorf("metrics count %d calls (%d errors), the instrument %d (%d)", tot.StorageCalls(), tot.StorageErrors, snap.Total().Calls, snap.Total().Errors)
+	if tot.StorageCalls() != snap.Total().Calls || tot.StorageErrors != snap.Total().Errors-snap.Total().Expected || tot.StorageExpected != snap.Total().Expected {
+		t.Errorf("metrics count %d calls (%d failures, %d expected answers), the instrument %d (%d errors, %d expected)",
+			tot.StorageCalls(), tot.StorageErrors, tot.StorageExpected, snap.Total().Calls, snap.Total().Errors, snap.Total().Expected)
+	}
+	// The not-founds and the already-exists are the service's expected
+	// answers; only the unavailable Send failed.
+	if tot.StorageErrors != 1 || tot.StorageExpected != 5 {
+		t.Errorf("totals: %d failures, %d expected answers; want 1 (the Send) and 5", tot.StorageErrors, tot.StorageExpected)
+	}
+	if n := testutil.CollectAndCount(m.Registry, "tablekeeper_storage_failures_total"); n != 1 {
+		t.Errorf("%d failure series, want 1", n)
+	}
+	if got := mustCounter(t, m, "tablekeeper_storage_failures_total", "service", "queue", "operation", "Send", "status", "unavailable"); got != 1 {
+		t.Errorf("storage_failures_total{Send,unavailable} = %v, want 1", got)
 	}
 	for op, s := range snap {
 		if tot.Storage[string(op)] != s.Calls {
@@ -492,7 +515,7 @@ type errBox struct{ err error }
 // counter, poison reasons and storage calls rendered "name=n".
 func TestTotalsAttrs(t *testing.T) {
 	tot := telemetry.Totals{Received: 4, Outcomes: map[string]int64{"succeeded": 3, "poisoned": 1}, Poisoned: map[string]int64{"permanent": 1, "refused": 0},
-		Storage: map[string]int64{"Receive": 5, "GetEntity": 2}, StorageErrors: 1}
+		Storage: map[string]int64{"Receive": 5, "GetEntity": 2}, StorageErrors: 1, StorageExpected: 2}
 	attrs := tot.Attrs()
 	got := map[string]any{}
 	for i := 0; i < len(attrs); i += 2 {
@@ -500,7 +523,7 @@ func TestTotalsAttrs(t *testing.T) {
 	}
 	b, _ := json.Marshal(got)
 	for _, want := range []string{`"messages_received":4`, `"finished_succeeded":3`, `"finished_poisoned":1`, `"finished_lease_lost":0`,
-		`"poisoned_by_reason":"permanent=1"`, `"storage_calls":7`, `"storage_errors":1`, `"storage_calls_by_op":"GetEntity=2 Receive=5"`} {
+		`"poisoned_by_reason":"permanent=1"`, `"storage_calls":7`, `"storage_errors":1`, `"storage_expected":2`, `"storage_calls_by_op":"GetEntity=2 Receive=5"`} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("summary %s lacks %s", b, want)
 		}
