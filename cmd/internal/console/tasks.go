@@ -27,8 +27,8 @@ type task struct {
 	mu     sync.Mutex
 	phases []poison.Progress // each phase's last report, in order
 	ended  time.Time
-	lines []string
-	err   string
+	lines  []string
+	err    string
 }
 
 // taskKind says how many tasks of a kind may run at once.
