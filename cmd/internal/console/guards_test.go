@@ -96,7 +96,7 @@ func TestChangingActionsRunOneAtATime(t *testing.T) {
 		c.AllowActions = true
 		c.Store = instrument.Wrap(c.Store, instrument.Options{Fault: g2.fault})
 	})
-	ids = f2.workload(t)
+	f2.workload(t)
 	resp, _ = f2.post(t, "/actions/run", url.Values{"csrf": {f2.con.csrf}, "action": {"requeue"}, "queue": {workQueue}, "group": {"archive/not-found"}})
 	if n := f2.con.Close(50 * time.Millisecond); n != 1 {
 		t.Errorf("Close cancelled %d tasks, want 1", n)
