@@ -72,17 +72,7 @@ func TestConsoleInABrowser(t *testing.T) {
 		return base != ""
 	})
 
-	// The workload.
-	for i := range 3 {
-		e.sendJob(qa, fmt.Sprintf("op-con-ok-%d-%s", i, e.suffix), archive.Args{Table: src, To: arc, PK: &es[i].PartitionKey, RK: &es[i].RowKey})
-	}
-	for i := range 2 {
-		e.sendJob(qa, fmt.Sprintf("op-con-gone-%d-%s", i, e.suffix), purge.Args{Table: missing})
-	}
-	if _, err := store.Queue(qa).Send(e.ctx, "not an envelope {", storeadapter.SendOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	e.sendJob(qb, "op-con-down-"+e.suffix, archive.Args{Table: src, ToBlob: down + "/x", PK: &es[5].PartitionKey, RK: &es[5].RowKey})
+	// The exports, before any job moves a row of the table.
 	ex := func(op string, stop func() bool) tableexport.Manifest {
 		m, err := tableexport.Export(e.ctx, store.Tables(), storeadapter.Range{Table: src}, tableexport.Options{
 			Blobs: store.Container(exports), Prefix: "nightly", OpID: op, MaxPartBytes: 2048, CreateContainer: true, Stop: stop,
@@ -94,10 +84,23 @@ func TestConsoleInABrowser(t *testing.T) {
 	}
 	done := ex("op-con-export-"+e.suffix, nil)
 	ex("op-con-running-"+e.suffix, func() bool { return true })
-	e.poll(90*time.Second, 200*time.Millisecond, "3 poisoned on A and 1 on B", func() bool {
+
+	// The workload.
+	for i := range 3 {
+		e.sendJob(qa, fmt.Sprintf("op-con-ok-%d-%s", i, e.suffix), archive.Args{Table: src, To: arc, PK: &es[i].PartitionKey, RK: &es[i].RowKey})
+	}
+	for i := range 2 {
+		e.sendJob(qa, fmt.Sprintf("op-con-gone-%d-%s", i, e.suffix), purge.Args{Table: missing})
+	}
+	if _, err := store.Queue(qa).Send(e.ctx, "not an envelope {", storeadapter.SendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.sendJob(qb, "op-con-down-"+e.suffix, archive.Args{Table: src, ToBlob: down + "/x", PK: &es[5].PartitionKey, RK: &es[5].RowKey})
+	e.poll(90*time.Second, 200*time.Millisecond, "3 archives done, 3 poisoned on A and 1 on B", func() bool {
 		a, err1 := mover(qa).List(e.ctx, "")
 		b, err2 := mover(qb).List(e.ctx, "")
-		return err1 == nil && err2 == nil && len(a) == 3 && len(b) == 1
+		return err1 == nil && err2 == nil && len(a) == 3 && len(b) == 1 &&
+			metricValue(t, metricsURL, `tablekeeper_jobs_finished_total{kind="archive",outcome="succeeded"}`) == 3
 	})
 
 	// Overview: the queues, and the charts once the console has read both
