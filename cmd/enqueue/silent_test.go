@@ -7,6 +7,7 @@ import (
 
 	"github.com/tablekeeper/tablekeeper/cmd/internal/cli"
 	"github.com/tablekeeper/tablekeeper/cmd/internal/cli/clitest"
+	"github.com/tablekeeper/tablekeeper/test/netfault"
 )
 
 // TestSilentStorage points commands at an endpoint that accepts
@@ -15,7 +16,7 @@ import (
 // -storage-timeout with status 1 and an error naming the call, and prints
 // no secret.
 func TestSilentStorage(t *testing.T) {
-	host := clitest.Silent(t)
+	host := netfault.Silent(t)
 	f := clitest.Form{Name: "silent", Env: map[string]string{cli.EnvConnectionString: clitest.SilentConnectionString(host)}}
 	for _, args := range [][]string{{"poison", "list"}, {"stats"}, {"purgeday", "-prefix", "Logins", "-keep-days", "3"}} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {

@@ -22,6 +22,7 @@ import (
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/storeadapter/azstore"
 	"github.com/tablekeeper/tablekeeper/test/azurite"
+	"github.com/tablekeeper/tablekeeper/test/netfault"
 )
 
 // TestConnectionStringErrors checks that malformed connection strings are
@@ -110,32 +111,7 @@ func TestOptionsPassThrough(t *testing.T) {
 // connection string whose three services point there.
 func hangingEndpoints(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		l.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return endpointsAt(l.Addr().String())
+	return endpointsAt(netfault.Silent(t))
 }
 
 // endpointsAt returns a connection string for the well-known development

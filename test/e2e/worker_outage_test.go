@@ -3,12 +3,12 @@ package e2e
 import (
 	"net"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/tablekeeper/tablekeeper/test/azurite"
+	"github.com/tablekeeper/tablekeeper/test/netfault"
 )
 
 // deadEndpoints returns cs with every service endpoint on a loopback port
@@ -37,32 +37,7 @@ func deadEndpoints(t *testing.T, cs string) string {
 // network, a broken proxy), and the listener's host:port.
 func silentEndpoints(t *testing.T, cs string) (string, string) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		l.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	host := l.Addr().String()
+	host := netfault.Silent(t)
 	parts := strings.Split(cs, ";")
 	for i, p := range parts {
 		for _, svc := range []string{"BlobEndpoint=", "QueueEndpoint=", "TableEndpoint="} {

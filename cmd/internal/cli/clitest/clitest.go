@@ -2,13 +2,11 @@ package clitest
 
 import (
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -262,42 +260,8 @@ func RefusingForms(t *testing.T) []Form {
 	return forms
 }
 
-// Silent returns the address (host:port) of a loopback listener that
-// accepts every connection and never answers, as a storage endpoint behind
-// a broken proxy or a black-holed network does; it closes when the test
-// ends.
-func Silent(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		l.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return l.Addr().String()
-}
-
 // SilentConnectionString returns a connection string (account key form)
-// whose three endpoints are host (see Silent).
+// whose three endpoints are host (see netfault.Silent).
 func SilentConnectionString(host string) string {
 	ep := "http://" + host + "/acct"
 	return "DefaultEndpointsProtocol=http;AccountName=acct;AccountKey=" + fakeKey + ";BlobEndpoint=" + ep + ";QueueEndpoint=" + ep + ";TableEndpoint=" + ep + ";"
