@@ -190,6 +190,21 @@ func slugify(s string) string {
 	return b.String()
 }
 
+// generatedPaths are where the tests write what they make (git-ignored, so
+// missing from a fresh clone until a test runs): the pages may name them.
+var generatedPaths = []string{"test/artifacts"}
+
+// generated reports whether path is one of generatedPaths or below one.
+func generated(path string) bool {
+	path = strings.TrimSuffix(path, "/")
+	for _, g := range generatedPaths {
+		if path == g || strings.HasPrefix(path, g+"/") {
+			return true
+		}
+	}
+	return false
+}
+
 // TestLinks checks every relative link and anchor, every go doc
 // reference, every Go identifier of the module's packages and every
 // repository path written in the pages.
@@ -274,7 +289,7 @@ func TestLinks(t *testing.T) {
 		for _, s := range p.spans {
 			if repoPath.MatchString(s.text) {
 				checked++
-				if _, err := os.Stat(filepath.Join(root, strings.TrimSuffix(s.text, "/"))); err != nil {
+				if _, err := os.Stat(filepath.Join(root, strings.TrimSuffix(s.text, "/"))); err != nil && !generated(s.text) {
 					t.Errorf("%s: `%s` does not exist in the repository", p.at(s.offset), s.text)
 				}
 				continue
@@ -461,4 +476,19 @@ func resolveGoDoc(pkgs map[string]*goPackage, ref string) error {
 		return fmt.Errorf("%s is not exported: go doc shows it only with -u", m[2])
 	}
 	return p.resolve(name, member)
+}
+
+// TestGeneratedPathsAreIgnored: the paths the pages may name without their
+// being in the repository are the tests' outputs, which .gitignore keeps
+// out of it.
+func TestGeneratedPathsAreIgnored(t *testing.T) {
+	ignore, err := os.ReadFile(filepath.Join(root, ".gitignore"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range generatedPaths {
+		if !slices.Contains(strings.Split(string(ignore), "\n"), "/"+g+"/") {
+			t.Errorf("%s is allowed as a generated path but .gitignore does not list /%s/", g, g)
+		}
+	}
 }
