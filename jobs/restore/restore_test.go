@@ -31,7 +31,6 @@ type env struct {
 	store *instrument.Store
 	mu    sync.Mutex
 	fault func(c instrument.Call) error
-	txOps int // operations in the transactions that reached the store
 }
 
 func newEnv(t *testing.T) *env {
