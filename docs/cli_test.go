@@ -22,6 +22,7 @@ var helps = [][]string{
 	{"enqueue", "export", "-h"},
 	{"enqueue", "export", "verify", "-h"},
 	{"enqueue", "export", "clean", "-h"},
+	{"enqueue", "restore", "-h"},
 	{"enqueue", "checkpoints", "prune", "-h"},
 	{"enqueue", "purgeday", "-h"},
 	{"enqueue", "purge", "-h"},

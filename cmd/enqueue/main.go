@@ -124,6 +124,8 @@ commands:
                     -manifest container/path/manifest-<op>.json | -to container/prefix -table T -id OP
   export clean    delete a finished export's stray parts (of its operation, not in its manifest);
                     a dry run unless -yes: -manifest M | -to container/prefix -table T -id OP [-yes]
+  restore         enqueue a restore of an export (or a chain of them) into a table, parts checked first:
+                    -manifest M [-manifest M2 ...] [-table T] [-mode insert|replace|mirror] [-dry-run] [-id ID]
   checkpoints prune  delete checkpoints last written before a cut-off (done exports and purges,
                     abandoned operations); a dry run unless -yes: [-table T] [-older-than 8d] [-yes]
   purgeday        enqueue the purge of the day tables <prefix>YYYYMMDD older than a cut-off (-dry-run:
@@ -213,6 +215,8 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 		err = m.runArchive(ctx, rest)
 	case "export":
 		name, err = m.runExport(ctx, rest)
+	case "restore":
+		err = m.runRestore(ctx, rest)
 	case "purgeday":
 		err = m.runPurgeday(ctx, rest)
 	case "purge":
@@ -241,7 +245,7 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 }
 
 // commands are the commands Run knows, for a did-you-mean.
-var commands = []string{"archive", "export", "purgeday", "purge", "raw", "poison", "index", "blobsync", "stats", "checkpoints", "outbox", "help"}
+var commands = []string{"archive", "export", "purgeday", "purge", "restore", "raw", "poison", "index", "blobsync", "stats", "checkpoints", "outbox", "help"}
 
 // commonFlags are the flags every command takes (and -config, which the
 // index commands take), which may come before the command too.

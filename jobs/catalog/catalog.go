@@ -14,6 +14,7 @@ import (
 	"github.com/tablekeeper/tablekeeper/jobs/kit"
 	"github.com/tablekeeper/tablekeeper/jobs/purge"
 	"github.com/tablekeeper/tablekeeper/jobs/purgeday"
+	"github.com/tablekeeper/tablekeeper/jobs/restore"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/tablepatterns/indexes"
 )
@@ -27,6 +28,7 @@ var kinds = []kind{
 	define[blobsync.Args](func(c *Config) *blobsync.Config { return &c.Blobsync }, blobsync.New),
 	define[purge.Args](func(c *Config) *purge.Config { return &c.Purge }, purge.New),
 	define[purgeday.Args](func(c *Config) *purgeday.Config { return &c.Purgeday }, purgeday.New),
+	define[restore.Args](func(c *Config) *restore.Config { return &c.Restore }, restore.New),
 }
 
 // Config holds one section per kind of the worker's config file; each
@@ -46,6 +48,8 @@ type Config struct {
 	Purgeday purgeday.Config `json:"purgeday"`
 	// Purge configures the "purge" kind.
 	Purge purge.Config `json:"purge"`
+	// Restore configures the "restore" kind.
+	Restore restore.Config `json:"restore"`
 }
 
 // Validate fills every section's defaults and checks it; each error names
@@ -135,7 +139,8 @@ func define[T jobs.Args, C any, PC interface {
 // the progress of long jobs (the console's operations page).
 func (c *Config) CheckpointTables() []string {
 	names := []string{c.Archive.CheckpointTable, c.Index.CheckpointTable, c.Export.CheckpointTable,
-		c.Blobsync.CheckpointTable, c.Purgeday.CheckpointTable, c.Purge.CheckpointTable}
+		c.Blobsync.CheckpointTable, c.Purgeday.CheckpointTable, c.Purge.CheckpointTable,
+		c.Restore.CheckpointTable}
 	for i, n := range names {
 		if n == "" {
 			names[i] = jobs.DefaultCheckpointTable
