@@ -61,9 +61,9 @@ func (c *Config) Validate() error {
 // NewRegistry returns the registry of every kind's worker, each built on
 // store and clk (nil: the wall clock) with its section of cfg and the
 // libraries the kinds share (the declared indexes, the offload layout: see
-// kit.Deps); argsRef blobs are read from store.
-func NewRegistry(store storeadapter.Store, clk clock.Clock, cfg Config) (*jobs.Registry, error) {
-	deps, err := Deps(store, clk, cfg)
+// kit.Deps) and opts; argsRef blobs are read from store.
+func NewRegistry(store storeadapter.Store, clk clock.Clock, cfg Config, opts ...Option) (*jobs.Registry, error) {
+	deps, err := Deps(store, clk, cfg, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -79,8 +79,9 @@ func NewRegistry(store storeadapter.Store, clk clock.Clock, cfg Config) (*jobs.R
 // Deps opens the libraries the kinds share from cfg, on store and clk
 // (nil: the wall clock): the indexes of the "index" section and the
 // offload layout of the "blobsync" section. cfg is validated first. This
-// is the one place a worker's clock comes from.
-func Deps(store storeadapter.Store, clk clock.Clock, cfg Config) (kit.Deps, error) {
+// is the one place a worker's clock comes from. opts add what the
+// commands provide (WithAccounts).
+func Deps(store storeadapter.Store, clk clock.Clock, cfg Config, opts ...Option) (kit.Deps, error) {
 	if err := cfg.Validate(); err != nil {
 		return kit.Deps{}, err
 	}
@@ -88,7 +89,22 @@ func Deps(store storeadapter.Store, clk clock.Clock, cfg Config) (kit.Deps, erro
 	if err != nil {
 		return kit.Deps{}, err
 	}
-	return kit.Deps{Store: store, Clock: clock.Or(clk), Indexes: set, Layout: cfg.Blobsync.Tables}, nil
+	d := kit.Deps{Store: store, Clock: clock.Or(clk), Indexes: set, Layout: cfg.Blobsync.Tables}
+	for _, o := range opts {
+		o(&d)
+	}
+	return d, nil
+}
+
+// Option adds to the dependencies the catalog hands every kind what only
+// the commands can provide.
+type Option func(*kit.Deps)
+
+// WithAccounts gives the kinds the other storage accounts of the config's
+// "accounts" section (kit.Deps.Accounts): accounts returns the store of a
+// declared name, connected on first use.
+func WithAccounts(accounts func(name string) (storeadapter.Store, error)) Option {
+	return func(d *kit.Deps) { d.Accounts = accounts }
 }
 
 // ArgsRegistry returns a registry that decodes and validates the messages
