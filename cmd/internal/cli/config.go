@@ -33,13 +33,11 @@ func ReadConfigFile(path string, v any) error {
 		var de *jobs.DecodeError
 		if errors.As(err, &de) {
 			line, col := LineColumn(data, de.Offset)
-			if hint := secretKeyHint(err.Error(), de.Key); hint != "" {
-				return fmt.Errorf("-config %s:%d:%d: %w%s", path, line, col, err, hint)
+			hint := DidYouMean(de.Key, de.Known)
+			if strings.Contains(err.Error(), "did you mean") {
+				hint = ""
 			}
-			if hint := DidYouMean(de.Key, de.Known); hint != "" && !strings.Contains(err.Error(), "did you mean") {
-				return fmt.Errorf("-config %s:%d:%d: %w%s", path, line, col, err, hint)
-			}
-			return fmt.Errorf("-config %s:%d:%d: %w", path, line, col, err)
+			return fmt.Errorf("-config %s:%d:%d: %w%s%s", path, line, col, err, hint, secretKeyHint(err.Error(), de.Key))
 		}
 		return fmt.Errorf("-config %s: %w", path, err)
 	}
