@@ -37,13 +37,13 @@ func TestAccountsSection(t *testing.T) {
 	}
 	const sas = "sv=2020-08-04&ss=bqt&sig=FILESECRET0123456789"
 	for body, want := range map[string]string{
-		`{"accounts": {"dr": {"account": "drstore", "credential": "sas", "sasToken": "` + sas + `"}}}`: `worker.json:1:65: accounts.dr.sasToken: unknown field (did you mean "sasTokenEnv"?): secrets are never read from the config file`,
-		"{\"accounts\": {\"dr\": {\n \"accountKey\": \"FILESECRET0123456789\"}}}":                     `worker.json:2:2: accounts.dr.accountKey: unknown field`,
+		`{"accounts": {"dr": {"account": "drstore", "credential": "sas", "sasToken": "` + sas + `"}}}`:    `worker.json:1:65: accounts.dr.sasToken: unknown field (did you mean "sasTokenEnv"?): secrets are never read from the config file`,
+		"{\"accounts\": {\"dr\": {\n \"accountKey\": \"FILESECRET0123456789\"}}}":                         `worker.json:2:2: accounts.dr.accountKey: unknown field`,
 		`{"accounts": {"dr": {"account": "drstore", "credential": "sas", "sasTokenEnv": "` + sas + `"}}}`: `worker.json: accounts.dr.sasTokenEnv: holds what looks like the secret itself (the value is not repeated here)`,
-		`{"accounts": {"DR": {"account": "drstore", "credential": "default"}}}`:                       `worker.json: accounts: the name must be 1-32 lower-case letters, digits and hyphens`,
-		`{"accounts": {"dr": {"account": "drstore", "credential": "default", "region": "x"}}}`:         `worker.json:1:69: accounts.dr.region: unknown field`,
-		`{"accounts": {"dr": {"account": "drstore"}}}`:                                                `accounts.dr.credential: is required`,
-		`{"accounts": ["dr"]}`:                                                                        `accounts: must be an object, got array`,
+		`{"accounts": {"DR": {"account": "drstore", "credential": "default"}}}`:                           `worker.json: accounts: the name must be 1-32 lower-case letters, digits and hyphens`,
+		`{"accounts": {"dr": {"account": "drstore", "credential": "default", "region": "x"}}}`:            `worker.json:1:69: accounts.dr.region: unknown field`,
+		`{"accounts": {"dr": {"account": "drstore"}}}`:                                                    `accounts.dr.credential: is required`,
+		`{"accounts": ["dr"]}`: `accounts: must be an object, got array`,
 	} {
 		write(body)
 		m := &Main{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}}

@@ -135,7 +135,7 @@ func (m *Main) printConfig(w io.Writer) error {
 		catalog.Config
 	}{
 		Accounts: m.Accounts,
-		Account: m.Account.DisplayName(),
+		Account:  m.Account.DisplayName(),
 		Runner: runnerSection{Queue: m.Queue, Concurrency: r.Concurrency, Batch: r.BatchSize, Visibility: jobs.Duration(r.Visibility),
 			MaxDequeueCount: r.MaxDequeueCount, RetryBase: jobs.Duration(r.RetryBase), RetryMax: jobs.Duration(r.RetryMax),
 			IdleMax: jobs.Duration(r.IdleMax), Drain: r.Drain, DrainQuiet: jobs.Duration(cmp.Or(r.DrainQuiet, 2*r.Visibility)),
