@@ -9,6 +9,7 @@ import (
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/archive"
 	"github.com/tablekeeper/tablekeeper/jobs/blobsync"
+	copykind "github.com/tablekeeper/tablekeeper/jobs/copy"
 	"github.com/tablekeeper/tablekeeper/jobs/export"
 	"github.com/tablekeeper/tablekeeper/jobs/index"
 	"github.com/tablekeeper/tablekeeper/jobs/kit"
@@ -27,6 +28,7 @@ var kinds = []kind{
 	define[blobsync.Args](func(c *Config) *blobsync.Config { return &c.Blobsync }, blobsync.New),
 	define[purge.Args](func(c *Config) *purge.Config { return &c.Purge }, purge.New),
 	define[purgeday.Args](func(c *Config) *purgeday.Config { return &c.Purgeday }, purgeday.New),
+	define[copykind.Args](func(c *Config) *copykind.Config { return &c.Copy }, copykind.New),
 }
 
 // Config holds one section per kind of the worker's config file; each
@@ -46,6 +48,9 @@ type Config struct {
 	Purgeday purgeday.Config `json:"purgeday"`
 	// Purge configures the "purge" kind.
 	Purge purge.Config `json:"purge"`
+	// Copy configures the "copy" kind: its checkpoint table, time budget,
+	// maximum run time, page size and partitions written at once.
+	Copy copykind.Config `json:"copy"`
 }
 
 // Validate fills every section's defaults and checks it; each error names
@@ -151,7 +156,7 @@ func define[T jobs.Args, C any, PC interface {
 // the progress of long jobs (the console's operations page).
 func (c *Config) CheckpointTables() []string {
 	names := []string{c.Archive.CheckpointTable, c.Index.CheckpointTable, c.Export.CheckpointTable,
-		c.Blobsync.CheckpointTable, c.Purgeday.CheckpointTable, c.Purge.CheckpointTable}
+		c.Blobsync.CheckpointTable, c.Purgeday.CheckpointTable, c.Purge.CheckpointTable, c.Copy.CheckpointTable}
 	for i, n := range names {
 		if n == "" {
 			names[i] = jobs.DefaultCheckpointTable
