@@ -115,11 +115,11 @@ func (w *Worker) Work(ctx context.Context, job *jobs.Job[Args]) error {
 	}
 	src, err := w.Account(a.From)
 	if err != nil {
-		return jobs.Permanentf("copy: args.from: %v", err)
+		return jobs.Permanent(fmt.Errorf("copy: args.from: %w", err))
 	}
 	dst, err := w.Account(a.To)
 	if err != nil {
-		return jobs.Permanentf("copy: args.to: %v", err)
+		return jobs.Permanent(fmt.Errorf("copy: args.to: %w", err))
 	}
 	mode, _ := a.mode() // validated
 	c := &copier{w: w, args: a, opID: job.ID, src: src, budget: w.Budget(w.cfg.TimeBudget)}
