@@ -78,10 +78,10 @@ func TestCopyConfig(t *testing.T) {
 // bundle is two accounts: the worker's own ("") and "dr", each a
 // localstore behind an instrument (faults, counts).
 type bundle struct {
-	home, dr   storeadapter.Store
-	homeFault  atomic.Pointer[func(instrument.Call) error]
-	drFault    atomic.Pointer[func(instrument.Call) error]
-	deps       kit.Deps
+	home, dr  storeadapter.Store
+	homeFault atomic.Pointer[func(instrument.Call) error]
+	drFault   atomic.Pointer[func(instrument.Call) error]
+	deps      kit.Deps
 	// queries counts the queries of the worker's own account's Orders.
 	queries atomic.Int64
 }
