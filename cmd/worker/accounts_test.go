@@ -3,13 +3,18 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tablekeeper/tablekeeper/cmd/internal/cli"
+	"github.com/tablekeeper/tablekeeper/jobs"
+	"github.com/tablekeeper/tablekeeper/localstore"
+	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
 // TestAccountsSection reads the "accounts" section of the config file:
@@ -102,5 +107,71 @@ func TestAccountsSecretsRedacted(t *testing.T) {
 		if !strings.Contains(out.String(), `"sasTokenEnv": "DR_SAS"`) || !strings.Contains(out.String(), `"connectionStringEnv": "UNSET_CS"`) {
 			t.Errorf("-print-config does not show the accounts:\n%s", out.String())
 		}
+	}
+}
+
+// TestCopyThroughTheWorker runs copies through the worker in-process on
+// two localstore accounts: the kind reaches the "dr" account through the
+// catalog's hook, and a copy to an account whose variable is not set is
+// poisoned, permanently, with the key and the variable named (and the
+// worker goes on and drains).
+func TestCopyThroughTheWorker(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	t.Setenv(cli.EnvQueue, "")
+	t.Setenv("LATER_CS", "")
+	home, dr := localstore.New(localstore.Options{}), localstore.New(localstore.Options{})
+	if err := home.Tables().CreateTable(ctx, "Orders"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 30 {
+		if _, err := home.Tables().InsertEntity(ctx, "Orders", storeadapter.Entity{PartitionKey: "p", RowKey: fmt.Sprintf("r%02d", i), Properties: map[string]any{"N": int64(i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q := home.Queue("copies")
+	if err := q.Create(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for id, args := range map[string]string{"op-dr": `{"table":"Orders","to":"dr"}`, "op-later": `{"table":"Orders","to":"later"}`} {
+		text, err := jobs.Encode(jobs.Envelope{V: 1, ID: id, Kind: "copy", Args: json.RawMessage(args)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.Send(ctx, text, storeadapter.SendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "worker.json")
+	if err := os.WriteFile(path, []byte(`{"accounts": {
+  "dr": {"account": "drstore", "credential": "default"},
+  "later": {"credential": "connection-string", "connectionStringEnv": "LATER_CS"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	m := &Main{Stdout: &out, Stderr: &errOut, Connect: func() (storeadapter.Store, error) { return home, nil }}
+	if err := m.ParseFlags([]string{"-config", path, "-queue", "copies", "-drain", "-drain-quiet", "1s", "-idle-max", "100ms", "-log-format", "json"}); err != nil {
+		t.Fatal(err)
+	}
+	opener := m.Accounts.Opener(&cli.Account{}, nil) // the real one for every name but dr
+	m.ConnectAccount = func(name string) (storeadapter.Store, error) {
+		if name == "dr" {
+			return dr, nil
+		}
+		return opener(name)
+	}
+	if err := m.Run(ctx); err != nil {
+		t.Fatalf("worker: %v\n%s", err, errOut.String())
+	}
+	page, err := dr.Tables().Query(ctx, "Orders", storeadapter.Query{})
+	if err != nil || len(page.Entities) != 30 {
+		t.Fatalf("dr/Orders holds %d rows (%v), want 30\n%s", len(page.Entities), err, errOut.String())
+	}
+	if !strings.Contains(errOut.String(), `copied 30 rows of Orders (the worker's own account) to Orders (account \"dr\"): 30 written, 0 skipped`) {
+		t.Errorf("the log lacks the copy's result:\n%s", errOut.String())
+	}
+	if !strings.Contains(errOut.String(), `"msg":"job poisoned"`) ||
+		!strings.Contains(errOut.String(), `"reason":"permanent: copy: args.to: accounts.later.connectionStringEnv: $LATER_CS is empty or not set on this worker"`) {
+		t.Errorf("the log lacks the permanent failure naming the key and the variable:\n%s", errOut.String())
 	}
 }
