@@ -246,7 +246,7 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 }
 
 // commands are the commands Run knows, for a did-you-mean.
-var commands = []string{"archive", "export", "purgeday", "purge", "raw", "poison", "index", "blobsync", "stats", "checkpoints", "outbox", "help"}
+var commands = []string{"archive", "export", "purgeday", "purge", "copy", "raw", "poison", "index", "blobsync", "stats", "checkpoints", "outbox", "help"}
 
 // commonFlags are the flags every command takes (and -config, which the
 // index commands take), which may come before the command too.
