@@ -26,6 +26,7 @@ var helps = [][]string{
 	{"enqueue", "checkpoints", "prune", "-h"},
 	{"enqueue", "purgeday", "-h"},
 	{"enqueue", "purge", "-h"},
+	{"enqueue", "copy", "-h"},
 	{"enqueue", "raw", "-h"},
 	{"enqueue", "blobsync", "-h"},
 	{"enqueue", "blobsync", "offload", "-h"},

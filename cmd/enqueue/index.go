@@ -57,10 +57,12 @@ func (m *Main) runIndex(ctx context.Context, args []string) (string, error) {
 
 // configFile is what enqueue reads of the worker's config file: every
 // kind's section, strictly as the worker does (catalog.Config, so the
-// index declarations are checked key by key), and the runner section,
-// which is the worker's and only accepted here.
+// index declarations are checked key by key), the runner section,
+// which is the worker's and only accepted here, and the other accounts
+// (copy checks its -from and -to against them).
 type configFile struct {
-	Runner json.RawMessage `json:"runner"`
+	Runner   json.RawMessage `json:"runner"`
+	Accounts cli.Accounts    `json:"accounts"`
 	catalog.Config
 }
 

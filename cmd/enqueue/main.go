@@ -133,6 +133,9 @@ commands:
                     [-export-to container/prefix] [-dry-run] [-id ID]
   purge           enqueue the purge of a table's entities (all, or older than a duration) in batches:
                     -table T [-pk P [-rk-from A] [-rk-to B]] [-older-than 720h] [-id ID]
+  copy            enqueue the copy of a table, partition or range to a table of this or another account:
+                    -table T [-pk P [-rk-from A] [-rk-to B]] [-from NAME] [-to NAME] [-target T2]
+                    [-mode insert|replace] [-id ID] [-config FILE]
   raw             enqueue envelopes read as JSON lines from stdin or -file [-concurrency N]
   blobsync offload   enqueue the offload of an entity's large properties to blobs:
                     -table T -pk P -rk R [-property NAME] [-container C] [-id ID]
@@ -221,6 +224,8 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 		err = m.runPurgeday(ctx, rest)
 	case "purge":
 		err = m.runPurge(ctx, rest)
+	case "copy":
+		err = m.runCopy(ctx, rest)
 	case "raw":
 		err = m.runRaw(ctx, rest)
 	case "poison":
@@ -245,7 +250,7 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 }
 
 // commands are the commands Run knows, for a did-you-mean.
-var commands = []string{"archive", "export", "purgeday", "purge", "restore", "raw", "poison", "index", "blobsync", "stats", "checkpoints", "outbox", "help"}
+var commands = []string{"archive", "export", "purgeday", "purge", "restore", "copy", "raw", "poison", "index", "blobsync", "stats", "checkpoints", "outbox", "help"}
 
 // commonFlags are the flags every command takes (and -config, which the
 // index commands take), which may come before the command too.

@@ -338,7 +338,7 @@ func TestRawSendsValidLinesAndReportsBadOnes(t *testing.T) {
 	for _, want := range []string{
 		"line 4: args.rk: give rk for one entity or rkFrom/rkTo for a range, not both",
 		"line 5: envelope: the message is neither JSON nor base64",
-		`line 7: envelope: kind: "reindex" is not one of [archive blobsync export index purge purgeday restore]`,
+		`line 7: envelope: kind: "reindex" is not one of [archive blobsync copy export index purge purgeday restore]`,
 	} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)

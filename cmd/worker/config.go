@@ -16,9 +16,12 @@ import (
 // fileConfig is the -config file: a runner section and one section per
 // job kind (the catalog's). Keys are exact and case-sensitive; an unknown
 // key is an error naming it and its line:column. Secrets are not settings:
-// the connection string stays in the environment.
+// the connection string stays in the environment, and so do those of the
+// other accounts, whose entries name the variables.
 type fileConfig struct {
 	Runner runnerSection `json:"runner"`
+	// Accounts are the other storage accounts jobs may name.
+	Accounts cli.Accounts `json:"accounts"`
 	catalog.Config
 }
 
@@ -84,7 +87,7 @@ func (m *Main) applyConfig() error {
 	fill(m, set, "console", "runner.console", &m.Console, s.Console)
 	fill(m, set, "console-token-env", "runner.consoleTokenEnv", &m.ConsoleTokenEnv, s.ConsoleTokenEnv)
 	checkpoints := m.Kinds.Archive.CheckpointTable // the flag's value or default
-	m.Kinds = f.Config
+	m.Kinds, m.Accounts = f.Config, f.Accounts
 	if set["checkpoint-table"] || m.Kinds.Archive.CheckpointTable == "" {
 		m.Kinds.Archive.CheckpointTable = checkpoints
 	}
@@ -128,9 +131,11 @@ func (m *Main) printConfig(w io.Writer) error {
 		Account          string        `json:"account,omitempty"`
 		SASToken         string        `json:"sasToken,omitempty"`
 		Runner           runnerSection `json:"runner"`
+		Accounts         cli.Accounts  `json:"accounts,omitempty"`
 		catalog.Config
 	}{
-		Account: m.Account.DisplayName(),
+		Accounts: m.Accounts,
+		Account:  m.Account.DisplayName(),
 		Runner: runnerSection{Queue: m.Queue, Concurrency: r.Concurrency, Batch: r.BatchSize, Visibility: jobs.Duration(r.Visibility),
 			MaxDequeueCount: r.MaxDequeueCount, RetryBase: jobs.Duration(r.RetryBase), RetryMax: jobs.Duration(r.RetryMax),
 			IdleMax: jobs.Duration(r.IdleMax), Drain: r.Drain, DrainQuiet: jobs.Duration(cmp.Or(r.DrainQuiet, 2*r.Visibility)),

@@ -86,6 +86,9 @@ type Main struct {
 	Runner       runner.Config
 	// Kinds holds each job kind's settings (the config file's sections).
 	Kinds catalog.Config
+	// Accounts are the other storage accounts jobs may name (the config
+	// file's "accounts" section), connected on first use.
+	Accounts cli.Accounts
 
 	Stdout, Stderr io.Writer
 	// Signals delivers stop requests (SIGINT, SIGTERM): the first stops
@@ -97,6 +100,9 @@ type Main struct {
 	// Connect returns the store to work on; nil connects to the storage
 	// account the flags and environment describe.
 	Connect func() (storeadapter.Store, error)
+	// ConnectAccount returns the store of another account by its name;
+	// nil connects the Accounts section's entries on first use.
+	ConnectAccount func(name string) (storeadapter.Store, error)
 
 	fs *flag.FlagSet
 	// redactor scrubs the account's credentials from everything written
@@ -197,6 +203,9 @@ func (m *Main) ParseFlags(args []string) error {
 	}
 	if err := m.checkFlags(); err != nil {
 		return err
+	}
+	if err := m.Accounts.Validate(); err != nil {
+		return fmt.Errorf("-config %s: %w", m.ConfigPath, err)
 	}
 	return m.Kinds.Validate()
 }
@@ -299,7 +308,14 @@ func (m *Main) run(ctx context.Context, log *slog.Logger) (err error) {
 	store = instrument.Wrap(store, instrument.Options{Observers: []instrument.Observer{calls, met.Storage()}})
 	cfg := m.Runner
 	cfg.Observers = append(slices.Clip(cfg.Observers), met)
-	r, err := cli.NewRunner(store, m.Queue, cfg, m.Kinds, log)
+	accounts := m.ConnectAccount
+	if accounts == nil && len(m.Accounts) > 0 {
+		// Another account's calls are this worker's calls: counted alike.
+		accounts = m.Accounts.Opener(&m.Account, func(s storeadapter.Store) storeadapter.Store {
+			return instrument.Wrap(s, instrument.Options{Observers: []instrument.Observer{calls, met.Storage()}})
+		})
+	}
+	r, err := cli.NewRunner(store, m.Queue, cfg, m.Kinds, log, catalog.WithAccounts(accounts))
 	if err != nil {
 		return err
 	}
@@ -370,6 +386,7 @@ func (m *Main) redact() {
 		m.redactor = &cli.Redactor{}
 	}
 	m.redactor.Add(m.Account.Secrets()...)
+	m.redactor.Add(m.Accounts.Secrets()...) // the other accounts' variables, read now
 	if m.Stdout != nil {
 		m.Stdout = m.redactor.Writer(m.Stdout)
 	}

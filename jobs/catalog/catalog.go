@@ -9,6 +9,7 @@ import (
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/archive"
 	"github.com/tablekeeper/tablekeeper/jobs/blobsync"
+	copykind "github.com/tablekeeper/tablekeeper/jobs/copy"
 	"github.com/tablekeeper/tablekeeper/jobs/export"
 	"github.com/tablekeeper/tablekeeper/jobs/index"
 	"github.com/tablekeeper/tablekeeper/jobs/kit"
@@ -29,6 +30,7 @@ var kinds = []kind{
 	define[purge.Args](func(c *Config) *purge.Config { return &c.Purge }, purge.New),
 	define[purgeday.Args](func(c *Config) *purgeday.Config { return &c.Purgeday }, purgeday.New),
 	define[restore.Args](func(c *Config) *restore.Config { return &c.Restore }, restore.New),
+	define[copykind.Args](func(c *Config) *copykind.Config { return &c.Copy }, copykind.New),
 }
 
 // Config holds one section per kind of the worker's config file; each
@@ -50,6 +52,9 @@ type Config struct {
 	Purge purge.Config `json:"purge"`
 	// Restore configures the "restore" kind.
 	Restore restore.Config `json:"restore"`
+	// Copy configures the "copy" kind: its checkpoint table, time budget,
+	// maximum run time, page size and partitions written at once.
+	Copy copykind.Config `json:"copy"`
 }
 
 // Validate fills every section's defaults and checks it; each error names
@@ -65,9 +70,9 @@ func (c *Config) Validate() error {
 // NewRegistry returns the registry of every kind's worker, each built on
 // store and clk (nil: the wall clock) with its section of cfg and the
 // libraries the kinds share (the declared indexes, the offload layout: see
-// kit.Deps); argsRef blobs are read from store.
-func NewRegistry(store storeadapter.Store, clk clock.Clock, cfg Config) (*jobs.Registry, error) {
-	deps, err := Deps(store, clk, cfg)
+// kit.Deps) and opts; argsRef blobs are read from store.
+func NewRegistry(store storeadapter.Store, clk clock.Clock, cfg Config, opts ...Option) (*jobs.Registry, error) {
+	deps, err := Deps(store, clk, cfg, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -83,8 +88,9 @@ func NewRegistry(store storeadapter.Store, clk clock.Clock, cfg Config) (*jobs.R
 // Deps opens the libraries the kinds share from cfg, on store and clk
 // (nil: the wall clock): the indexes of the "index" section and the
 // offload layout of the "blobsync" section. cfg is validated first. This
-// is the one place a worker's clock comes from.
-func Deps(store storeadapter.Store, clk clock.Clock, cfg Config) (kit.Deps, error) {
+// is the one place a worker's clock comes from. opts add what the
+// commands provide (WithAccounts).
+func Deps(store storeadapter.Store, clk clock.Clock, cfg Config, opts ...Option) (kit.Deps, error) {
 	if err := cfg.Validate(); err != nil {
 		return kit.Deps{}, err
 	}
@@ -92,7 +98,22 @@ func Deps(store storeadapter.Store, clk clock.Clock, cfg Config) (kit.Deps, erro
 	if err != nil {
 		return kit.Deps{}, err
 	}
-	return kit.Deps{Store: store, Clock: clock.Or(clk), Indexes: set, Layout: cfg.Blobsync.Tables}, nil
+	d := kit.Deps{Store: store, Clock: clock.Or(clk), Indexes: set, Layout: cfg.Blobsync.Tables}
+	for _, o := range opts {
+		o(&d)
+	}
+	return d, nil
+}
+
+// Option adds to the dependencies the catalog hands every kind what only
+// the commands can provide.
+type Option func(*kit.Deps)
+
+// WithAccounts gives the kinds the other storage accounts of the config's
+// "accounts" section (kit.Deps.Accounts): accounts returns the store of a
+// declared name, connected on first use.
+func WithAccounts(accounts func(name string) (storeadapter.Store, error)) Option {
+	return func(d *kit.Deps) { d.Accounts = accounts }
 }
 
 // ArgsRegistry returns a registry that decodes and validates the messages
@@ -140,7 +161,7 @@ func define[T jobs.Args, C any, PC interface {
 func (c *Config) CheckpointTables() []string {
 	names := []string{c.Archive.CheckpointTable, c.Index.CheckpointTable, c.Export.CheckpointTable,
 		c.Blobsync.CheckpointTable, c.Purgeday.CheckpointTable, c.Purge.CheckpointTable,
-		c.Restore.CheckpointTable}
+		c.Restore.CheckpointTable, c.Copy.CheckpointTable}
 	for i, n := range names {
 		if n == "" {
 			names[i] = jobs.DefaultCheckpointTable

@@ -23,8 +23,8 @@ func TestCatalog(t *testing.T) {
 		t.Fatal(err)
 	}
 	args := catalog.ArgsRegistry(nil)
-	if w, a := strings.Join(workers.Kinds(), ","), strings.Join(args.Kinds(), ","); w != a || w != "archive,blobsync,export,index,purge,purgeday,restore" {
-		t.Fatalf("worker kinds %q, producer kinds %q; want both \"archive,blobsync,export,index,purge,purgeday,restore\"", w, a)
+	if w, a := strings.Join(workers.Kinds(), ","), strings.Join(args.Kinds(), ","); w != a || w != "archive,blobsync,copy,export,index,purge,purgeday,restore" {
+		t.Fatalf("worker kinds %q, producer kinds %q; want both \"archive,blobsync,copy,export,index,purge,purgeday,restore\"", w, a)
 	}
 	if h, _ := workers.Handler("archive"); h == nil {
 		t.Error("the worker registry has no archive handler")

@@ -21,6 +21,13 @@ type Deps struct {
 	// Layout is where each table's offloaded properties live: the
 	// "blobsync" section's table declarations.
 	Layout largeentity.Layout
+	// Accounts returns the store of another storage account by its name
+	// in the config's "accounts" section (see ValidateAccountName),
+	// connected on first use, through the same credential code as the
+	// worker's own account; an undeclared name is an error. nil: no other
+	// account is declared. Kinds reach it through Account, where "" is
+	// Store. The commands fill it; kinds never see a credential.
+	Accounts func(name string) (storeadapter.Store, error)
 }
 
 // Plain returns the dependencies of a worker on store that knows of no

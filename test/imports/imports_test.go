@@ -21,7 +21,7 @@ var (
 	// leaves import the standard library only.
 	leaves = []string{"internal/clock", "internal/text", "internal/version", "cmd/internal/stopsignal"}
 	// kinds are the job kinds: each is its worker and its args.
-	kinds = []string{"jobs/archive", "jobs/blobsync", "jobs/export", "jobs/index", "jobs/purge", "jobs/purgeday", "jobs/restore"}
+	kinds = []string{"jobs/archive", "jobs/blobsync", "jobs/export", "jobs/index", "jobs/purge", "jobs/purgeday", "jobs/restore", "jobs/copy"}
 	// libraries are what the kinds are built from and applications may
 	// use directly.
 	libraries = []string{"storeadapter", "idempotent", "jobs", "tablepatterns/...", "poison", "localstore", "storeadapter/instrument"}

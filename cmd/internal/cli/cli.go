@@ -159,6 +159,15 @@ func (a *Account) DisplayName() string {
 // AZURE_CLIENT_CERTIFICATE_PASSWORD, and AZURE_PASSWORD of its
 // username-and-password environment credential).
 func (a *Account) Secrets() []string {
+	out := credentialSecrets([]string{a.ConnectionString, os.Getenv(EnvConnectionString)}, []string{a.SASToken, os.Getenv(EnvSASToken)})
+	return append(out, os.Getenv("AZURE_CLIENT_SECRET"), os.Getenv("AZURE_CLIENT_CERTIFICATE_PASSWORD"), os.Getenv("AZURE_PASSWORD"))
+}
+
+// credentialSecrets returns the values a Redactor must replace for the
+// connection strings conns (each whole, its AccountKey, its
+// SharedAccessSignature and that SAS's signature) and the SAS tokens sases
+// (each whole and its signature).
+func credentialSecrets(conns, sases []string) []string {
 	var out []string
 	addSAS := func(sas string) {
 		out = append(out, sas)
@@ -166,7 +175,7 @@ func (a *Account) Secrets() []string {
 			out = append(out, q["sig"]...)
 		}
 	}
-	for _, conn := range []string{a.ConnectionString, os.Getenv(EnvConnectionString)} {
+	for _, conn := range conns {
 		out = append(out, conn)
 		for part := range strings.SplitSeq(conn, ";") {
 			k, v, _ := strings.Cut(part, "=")
@@ -178,10 +187,10 @@ func (a *Account) Secrets() []string {
 			}
 		}
 	}
-	for _, sas := range []string{a.SASToken, os.Getenv(EnvSASToken)} {
+	for _, sas := range sases {
 		addSAS(strings.TrimSpace(sas))
 	}
-	return append(out, os.Getenv("AZURE_CLIENT_SECRET"), os.Getenv("AZURE_CLIENT_CERTIFICATE_PASSWORD"), os.Getenv("AZURE_PASSWORD"))
+	return out
 }
 
 // Limits of -storage-timeout.
@@ -286,17 +295,24 @@ func StorageWatch(log *slog.Logger) (onTry func(error), onWait func(azstore.Wait
 // Auth and client.Account.Store). Its errors name the flags and never
 // quote a credential.
 func (a *Account) Connect() (*azstore.Store, error) {
-	opts, err := a.options()
-	if err != nil {
-		return nil, err
-	}
-	acct := a.account()
-	acct.Options = opts
-	s, err := acct.Store()
+	s, err := a.connect(a.account())
 	if err != nil {
 		return nil, flagError{err}
 	}
 	return s, nil
+}
+
+// connect returns the store of acct with a's SDK options (retries, call
+// timeout, the storage watch), endpoints and credential options: the one
+// way both the account of the flags and the config's other accounts are
+// reached.
+func (a *Account) connect(acct client.Account) (*azstore.Store, error) {
+	opts, err := a.options()
+	if err != nil {
+		return nil, err
+	}
+	acct.Options, acct.CredentialOptions, acct.Endpoints = opts, a.Credential, a.Endpoints
+	return acct.Store()
 }
 
 // flagError is an error of client.Account with the fields it names put
@@ -432,12 +448,12 @@ func Host() string {
 
 // NewRunner wires the job kinds of the catalog, the poison recorder and the
 // runner to a store, all on the runner's clock (cfg.Clock, nil: the wall
-// clock).
-func NewRunner(store storeadapter.Store, queue string, cfg runner.Config, kinds catalog.Config, log *slog.Logger) (*runner.Runner, error) {
+// clock); opts go to the catalog (catalog.WithAccounts).
+func NewRunner(store storeadapter.Store, queue string, cfg runner.Config, kinds catalog.Config, log *slog.Logger, opts ...catalog.Option) (*runner.Runner, error) {
 	if err := storeadapter.ValidateQueueName(queue); err != nil {
 		return nil, fmt.Errorf("-queue: %w", err)
 	}
-	reg, err := catalog.NewRegistry(store, cfg.Clock, kinds)
+	reg, err := catalog.NewRegistry(store, cfg.Clock, kinds, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -33,10 +33,11 @@ func ReadConfigFile(path string, v any) error {
 		var de *jobs.DecodeError
 		if errors.As(err, &de) {
 			line, col := LineColumn(data, de.Offset)
-			if hint := DidYouMean(de.Key, de.Known); hint != "" && !strings.Contains(err.Error(), "did you mean") {
-				return fmt.Errorf("-config %s:%d:%d: %w%s", path, line, col, err, hint)
+			hint := DidYouMean(de.Key, de.Known)
+			if strings.Contains(err.Error(), "did you mean") {
+				hint = ""
 			}
-			return fmt.Errorf("-config %s:%d:%d: %w", path, line, col, err)
+			return fmt.Errorf("-config %s:%d:%d: %w%s%s", path, line, col, err, hint, secretKeyHint(err.Error(), de.Key))
 		}
 		return fmt.Errorf("-config %s: %w", path, err)
 	}
@@ -49,4 +50,21 @@ func LineColumn(data []byte, offset int64) (line, col int) {
 	before := data[:min(max(offset, 0), int64(len(data)))]
 	line = bytes.Count(before, []byte("\n")) + 1
 	return line, utf8.RuneCount(before[bytes.LastIndexByte(before, '\n')+1:]) + 1
+}
+
+// secretKeyHint explains the refusal of an unknown key of the "accounts"
+// section that names a secret (sasToken, accountKey, connectionString,
+// …): the file holds no secret, only the name of the variable that does.
+// msg is the decoder's error, which starts with the key's path.
+func secretKeyHint(msg, key string) string {
+	k := strings.ToLower(key)
+	if !strings.HasPrefix(msg, "accounts.") || k == "" || strings.HasSuffix(k, "env") {
+		return ""
+	}
+	for _, s := range []string{"key", "sas", "secret", "password", "token", "sig", "connection"} {
+		if strings.Contains(k, s) {
+			return ": secrets are never read from the config file; put it in an environment variable and name that variable in sasTokenEnv or connectionStringEnv"
+		}
+	}
+	return ""
 }

@@ -1,0 +1,336 @@
+package copykind
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/tablekeeper/tablekeeper/idempotent"
+	"github.com/tablekeeper/tablekeeper/jobs"
+	"github.com/tablekeeper/tablekeeper/jobs/kit"
+	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/tablewrite"
+)
+
+// checkpointStep names a copy's checkpoint.
+const checkpointStep = "copy"
+
+// stateVersion is the "v" of the checkpoints this package writes.
+const stateVersion = 1
+
+// state is a copy's checkpoint, stored as JSON in its token.
+type state struct {
+	V int `json:"v"`
+	// Args is Args.digest of the arguments that began the copy.
+	Args string `json:"args"`
+	// Last is the key of the last row written and flushed (nil before
+	// the first page): the next delivery reads the rows after it.
+	Last *storeadapter.Key `json:"last,omitempty"`
+	// Written, Skipped and Transactions are the writer's counts of the
+	// saved pages; Pages counts the pages saved.
+	Written      int64 `json:"written"`
+	Skipped      int64 `json:"skipped"`
+	Transactions int64 `json:"transactions"`
+	Pages        int64 `json:"pages"`
+	// Done is set with the last page: a later delivery writes nothing.
+	Done bool `json:"done,omitempty"`
+}
+
+// Worker copies a table, a partition or a RowKey range to a table of the
+// same or another storage account: the handler of the "copy" kind. Its
+// steps:
+//
+//  1. Look up the source and target accounts (kit.Deps.Account: "" is the
+//     worker's own, another name is connected on its first use). An
+//     account the config does not declare, or whose credential variable
+//     is not set, is a permanent error before anything is read.
+//  2. Load the checkpoint (operation id, "copy"; in the worker's own
+//     account). One of other arguments (the id reused) is permanent.
+//     Done: report "already done" and return. None: read the first source
+//     page (a missing source table is permanent before anything is
+//     written), then create the checkpoint with an insert; a delivery that
+//     loses the insert takes the winner's checkpoint and reads from its
+//     position.
+//  3. Read the next source page, at most PageSize rows in key order, of
+//     the application's rows only (storeadapter.Range.Filter, which
+//     leaves out tablekeeper's reserved "~tk." rows), after the
+//     checkpoint's last key.
+//  4. Add each row to the writer (tablepatterns/tablewrite: entity group
+//     transactions of up to 100 rows of one partition, Partitions of them
+//     at once, the target table created when missing; insert: rows the
+//     target holds are left and counted skipped; replace: upserts), then
+//     Flush: every row of the page is durable in the target.
+//  5. Save the checkpoint If-Match its ETag: the page's last key, the
+//     counts, done when the source has no next page. A save that loses
+//     (another delivery of the operation saved first) writes nothing; the
+//     run reloads the checkpoint and goes on from the winner's position.
+//  6. Done: report "copied N rows: W written, S skipped …". Budget spent:
+//     return jobs.ContinueLater(0, …); the continuation resumes at step 3
+//     from the checkpoint. Else go to step 3.
+//
+// Nothing goes through a blob: memory holds one source page and the
+// writer's batches in flight, whatever the table's size.
+//
+// Crash positions: before the create nothing is written. A crash during
+// steps 3-5 leaves the checkpoint at the previous page: the redelivery
+// reads that page again and writes it again, which ends the same (insert:
+// the rows the crashed run wrote are there and are skipped, and counted
+// skipped; replace: the same rows are upserted again). Since the
+// checkpoint is saved only after a Flush returned, every row at or before
+// its last key is in the target. After the done save a redelivery only
+// reports. A continuation stops only after a save, so it is the crash
+// position "after a save" without the crash.
+//
+// Two deliveries of one operation (a redelivery after a lost lease, or a
+// continuation and the redelivery of the message it came from): both may
+// write the same rows, which the writer's idempotent writes tolerate
+// (insert: the second transaction finds a row present and goes row by
+// row, skipping it). Every save is a compare-and-swap from the state the
+// writer read, so the position only moves forward; the loser reloads and
+// continues from the winner's. Writers of the application: a row changed
+// in the source while the copy runs is copied in the version the page
+// read; with two deliveries at once, replace may leave the older of two
+// versions read. A row added behind the copy's position is not copied.
+// Copy again (replace) once the source is quiet to catch both.
+type Worker struct {
+	kit.Base
+	cfg Config
+}
+
+// New returns the copy worker on d, configured by cfg (its defaults
+// filled in); an invalid cfg is an error naming the field.
+func New(d kit.Deps, cfg Config) (*Worker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Worker{Base: kit.NewBase(d, cfg.CheckpointTable, cfg.MaxRunTime), cfg: cfg}, nil
+}
+
+// Work runs the copy job.Args names (see Worker).
+func (w *Worker) Work(ctx context.Context, job *jobs.Job[Args]) error {
+	a := job.Args
+	if err := w.checkArgs(a); err != nil {
+		return err
+	}
+	src, err := w.Account(a.From)
+	if err != nil {
+		return jobs.Permanent(fmt.Errorf("copy: args.from: %w", err))
+	}
+	dst, err := w.Account(a.To)
+	if err != nil {
+		return jobs.Permanent(fmt.Errorf("copy: args.to: %w", err))
+	}
+	mode, _ := a.mode() // validated
+	c := &copier{w: w, args: a, opID: job.ID, src: src, budget: w.Budget(w.cfg.TimeBudget)}
+	c.writer, err = tablewrite.New(tablewrite.Options{Tables: dst.Tables(), Table: a.target(), Mode: mode,
+		Partitions: w.cfg.Partitions, CreateTable: true})
+	if err != nil {
+		return jobs.Permanent(fmt.Errorf("copy: %w", err))
+	}
+	err = c.run(ctx)
+	var failed *sideError
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, errOtherArgs):
+		return jobs.Permanentf("copy: envelope id: %s was used by a copy of other arguments, whose checkpoint it holds: give this copy a new operation id", job.ID)
+	case errors.As(err, &failed) && failed.account != "" && errors.Is(err, storeadapter.ErrAuthentication):
+		// Another account's credential is that account's problem: the
+		// job fails, the worker (whose own credential is good) goes on.
+		return jobs.Permanent(fmt.Errorf("copy: %w (check accounts.%s in the worker's config and the variable it names)", err, failed.account))
+	case errors.As(err, &failed) && failed.side == "args.table" && errors.Is(err, storeadapter.ErrTableNotFound):
+		return jobs.Permanentf("copy: args.table: table %s does not exist in %s", a.Table, account(a.From))
+	case errors.Is(err, storeadapter.ErrInvalidInput) || errors.Is(err, storeadapter.ErrTooLarge):
+		return jobs.Permanent(fmt.Errorf("copy: %w", err))
+	}
+	if _, ok := jobs.AsContinue(err); ok {
+		return err
+	}
+	return fmt.Errorf("copy: %w", err)
+}
+
+// sideError is the error of a call on the source or the target: which
+// (side, the arg naming the table) and on which account ("" the worker's).
+type sideError struct {
+	side, account string
+	err           error
+}
+
+func (e *sideError) Error() string {
+	return fmt.Sprintf("%s %s: %v", e.side, account(e.account), e.err)
+}
+func (e *sideError) Unwrap() error { return e.err }
+
+// Result is the summary of a finished copy, as the worker logs it.
+func Result(a Args, st state) string {
+	return fmt.Sprintf("copied %d rows of %s (%s) to %s (%s): %d written, %d skipped, in %d transactions over %d pages",
+		st.Written+st.Skipped, a.Table, account(a.From), a.target(), account(a.To), st.Written, st.Skipped, st.Transactions, st.Pages)
+}
+
+// copier carries one delivery of a copy.
+type copier struct {
+	w      *Worker
+	args   Args
+	opID   string
+	src    storeadapter.Store
+	writer *tablewrite.Writer
+	budget jobs.Budget
+	st     state
+	// etag is the checkpoint's ETag as this run last read or wrote it.
+	etag string
+	// token continues the source query from st.Last within this
+	// delivery; "" starts it again from st.Last.
+	token string
+	// counted is the writer's counts already added to st.
+	counted tablewrite.Counts
+}
+
+func (c *copier) run(ctx context.Context) error {
+	tok, etag, err := c.w.Checkpoints.LoadETag(ctx, c.opID, checkpointStep)
+	if err != nil {
+		return err
+	}
+	var first *storeadapter.Page
+	if tok != "" {
+		if err := c.adopt(tok, etag); err != nil {
+			return err
+		}
+	} else {
+		c.st = state{V: stateVersion, Args: c.args.digest()}
+		page, err := c.page(ctx) // a missing source table fails here, before anything is written
+		if err != nil {
+			return err
+		}
+		if err := c.create(ctx); err != nil {
+			return err
+		}
+		if c.st.Last == nil && !c.st.Done { // else another delivery created it and went on
+			first = &page
+		}
+	}
+	for !c.st.Done {
+		var page storeadapter.Page
+		if first != nil {
+			page, first = *first, nil
+		} else if page, err = c.page(ctx); err != nil {
+			return err
+		}
+		if err := c.write(ctx, page); err != nil {
+			return err
+		}
+		if !c.st.Done && c.budget.Spent() {
+			return jobs.ContinueLater(0, fmt.Sprintf("copied %d rows so far: %d written, %d skipped", c.st.Written+c.st.Skipped, c.st.Written, c.st.Skipped))
+		}
+	}
+	text := Result(c.args, c.st)
+	if tok != "" && c.etag == etag {
+		text = "already done: " + text // this delivery changed nothing
+	}
+	jobs.SetResult(ctx, text)
+	return nil
+}
+
+// page reads the next source page: from the query's token, or after the
+// checkpoint's last key.
+func (c *copier) page(ctx context.Context) (storeadapter.Page, error) {
+	page, err := c.src.Tables().Query(ctx, c.args.Table, storeadapter.Query{
+		Filter: c.args.source().Filter(c.st.Last), Top: c.w.cfg.PageSize, Continuation: c.token})
+	if err != nil {
+		return page, &sideError{side: "args.table", account: c.args.From, err: fmt.Errorf("read %s: %w", c.args.Table, err)}
+	}
+	c.token = page.Next
+	return page, nil
+}
+
+// write writes a page to the target, flushes, and saves the checkpoint
+// after it (steps 4 and 5 of Worker).
+func (c *copier) write(ctx context.Context, page storeadapter.Page) error {
+	for _, e := range page.Entities {
+		if err := c.writer.Add(ctx, e); err != nil {
+			return c.targetErr(err)
+		}
+	}
+	if err := c.writer.Flush(ctx); err != nil {
+		return c.targetErr(err)
+	}
+	now := c.writer.Counts()
+	next := c.st
+	next.Written += now.Written - c.counted.Written
+	next.Skipped += now.Skipped - c.counted.Skipped
+	next.Transactions += now.Transactions - c.counted.Transactions
+	c.counted = now
+	next.Pages++
+	next.Done = page.Next == ""
+	if n := len(page.Entities); n > 0 {
+		next.Last = &storeadapter.Key{PK: page.Entities[n-1].PartitionKey, RK: page.Entities[n-1].RowKey}
+	} else if !next.Done {
+		return nil // an empty page with a token: nothing to save yet
+	}
+	return c.save(ctx, next)
+}
+
+func (c *copier) targetErr(err error) error {
+	return &sideError{side: "args.target", account: c.args.To, err: fmt.Errorf("write %s: %w", c.args.target(), err)}
+}
+
+// errOtherArgs marks a checkpoint of the operation id written by a copy
+// of other arguments.
+var errOtherArgs = errors.New("the operation id belongs to a copy of other arguments")
+
+// adopt takes a checkpoint as read (tok, etag); one written for other
+// arguments is errOtherArgs. The source query starts again from its
+// position.
+func (c *copier) adopt(tok, etag string) error {
+	var st state
+	if err := json.Unmarshal([]byte(tok), &st); err != nil || st.V != stateVersion {
+		return fmt.Errorf("checkpoint %s/%s: not a copy checkpoint of version %d (%v)", c.opID, checkpointStep, stateVersion, err)
+	}
+	if st.Args != c.args.digest() {
+		return errOtherArgs
+	}
+	c.st, c.etag, c.token = st, etag, ""
+	return nil
+}
+
+// create inserts the first checkpoint, c.st; when another delivery
+// created it first, that one is taken.
+func (c *copier) create(ctx context.Context) error {
+	return c.put(ctx, c.st, func(tok string) (string, error) {
+		return c.w.Checkpoints.Create(ctx, c.opID, checkpointStep, tok)
+	})
+}
+
+// save writes next If-Match the checkpoint's ETag; when another delivery
+// saved first, nothing is written and its checkpoint is taken.
+func (c *copier) save(ctx context.Context, next state) error {
+	return c.put(ctx, next, func(tok string) (string, error) {
+		return c.w.Checkpoints.SaveIfMatch(ctx, c.opID, checkpointStep, tok, c.etag)
+	})
+}
+
+// put writes st with write and takes it, or, when the write lost to
+// another delivery's (the insert found one, the If-Match failed), reads
+// the checkpoint again and takes that.
+func (c *copier) put(ctx context.Context, st state, write func(tok string) (string, error)) error {
+	b, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	etag, err := write(string(b))
+	switch {
+	case err == nil:
+		c.st, c.etag = st, etag
+		return nil
+	case !idempotent.Lost(err): // Lost includes the insert's ErrAlreadyExists
+		return err
+	}
+	tok, etag, err := c.w.Checkpoints.LoadETag(ctx, c.opID, checkpointStep)
+	switch {
+	case err != nil:
+		return err
+	case tok == "":
+		return fmt.Errorf("checkpoint %s/%s vanished while the copy ran (cleared by another process); the redelivery starts again", c.opID, checkpointStep)
+	}
+	return c.adopt(tok, etag)
+}
