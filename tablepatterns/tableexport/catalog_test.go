@@ -95,7 +95,7 @@ func TestListAndPrune(t *testing.T) {
 		cut  float64
 		want []string
 	}{
-		{1.5, nil},                       // i2 is kept, and it starts from f1
+		{1.5, nil},                        // i2 is kept, and it starts from f1
 		{7.5, []string{"f1", "i1", "i2"}}, // i3 is kept: f2 and the chain after it stay
 		{30, []string{"f1", "i1", "i2"}},  // nothing finished after the cut: the newest full export and its chain stay
 	} {
