@@ -22,6 +22,8 @@ var helps = [][]string{
 	{"enqueue", "export", "-h"},
 	{"enqueue", "export", "verify", "-h"},
 	{"enqueue", "export", "clean", "-h"},
+	{"enqueue", "export", "list", "-h"},
+	{"enqueue", "export", "prune", "-h"},
 	{"enqueue", "checkpoints", "prune", "-h"},
 	{"enqueue", "purgeday", "-h"},
 	{"enqueue", "purge", "-h"},

@@ -85,6 +85,26 @@ func (m Manifest) Scope() string {
 	return s
 }
 
+// ScopeOf returns the Scope of the exports of src.
+func ScopeOf(src storeadapter.Range) string {
+	return Manifest{Table: src.Table, Source: sourceOf(src)}.Scope()
+}
+
+// sourceOf returns the manifest's source of src: the bounds given and
+// not empty.
+func sourceOf(s storeadapter.Range) ManifestSource {
+	src := ManifestSource{PK: s.PK}
+	if from, to := s.Bounds(); s.PK != nil {
+		if from != "" {
+			src.RKFrom = &from
+		}
+		if to != "" {
+			src.RKTo = &to
+		}
+	}
+	return src
+}
+
 // MarkTime returns the parsed Mark, zero when the manifest has none.
 func (m Manifest) MarkTime() (time.Time, error) { return parseTime(m.Mark) }
 
@@ -174,16 +194,7 @@ func (e *exporter) manifest(ctx context.Context) (Manifest, error) {
 
 // header returns the manifest without its parts (and so with no totals).
 func (e *exporter) header() Manifest {
-	src := ManifestSource{PK: e.src.PK}
-	if from, to := e.src.Bounds(); e.src.PK != nil {
-		if from != "" {
-			src.RKFrom = &from
-		}
-		if to != "" {
-			src.RKTo = &to
-		}
-	}
-	m := Manifest{Version: ManifestVersion, Op: e.o.OpID, Table: e.src.Table, Source: src, Gzip: e.o.Gzip,
+	m := Manifest{Version: ManifestVersion, Op: e.o.OpID, Table: e.src.Table, Source: sourceOf(e.src), Gzip: e.o.Gzip,
 		Container: e.o.Blobs.Name(), Folder: e.folder(),
 		Started: storeadapter.FormatDateTime(e.st.Started), Finished: storeadapter.FormatDateTime(e.st.Finished), After: e.st.After}
 	if !e.st.Since.IsZero() {
