@@ -52,12 +52,12 @@ func (m *Main) runExport(ctx context.Context, args []string) (string, error) {
 // set, and nothing is sent when they are invalid.
 func (m *Main) exportEnqueue(ctx context.Context, args []string) error {
 	var (
-		c           common
-		src         sourceFlags
-		table, to   string
-		id, maxPart string
+		c            common
+		src          sourceFlags
+		table, to    string
+		id, maxPart  string
 		since, after string
-		gzip        bool
+		gzip         bool
 	)
 	fs := m.newFlagSet("export",
 		"export -table T [-pk P [-rk-from A] [-rk-to B]] -to container/prefix [-since T | -after M] [-gzip] [-max-part-bytes N] [-id ID] [flags]",
