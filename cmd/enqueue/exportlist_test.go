@@ -60,11 +60,12 @@ func TestExportIncrementFlags(t *testing.T) {
 	after := "exports/" + ms[0].Name
 	r := b.mustRun("", "export", "-table", "Logins", "-to", "exports/daily", "-since", "2026-11-20T00:00:00Z", "-id", "op-s")
 	r = b.mustRun("", "export", "-table", "Logins", "-to", "exports/daily", "-after", after, "-id", "op-a")
+	r = b.mustRun("", "export", "-table", "Logins", "-to", "exports/daily", "-after-latest", "-id", "op-l")
 	msgs := b.receiveAll(b.queue)
-	if len(msgs) != 2 {
+	if len(msgs) != 3 {
 		t.Fatalf("%d messages, want 2; stdout %s", len(msgs), r.stdout)
 	}
-	for i, want := range []string{`"since":"2026-11-20T00:00:00Z"`, `"after":"` + after + `"`} {
+	for i, want := range []string{`"since":"2026-11-20T00:00:00Z"`, `"after":"` + after + `"`, `"afterLatest":true`} {
 		a, err := parseExportArgs(mustEnvelope(t, msgs[i].Text).Args)
 		if err != nil || !strings.Contains(string(mustEnvelope(t, msgs[i].Text).Args), want) {
 			t.Errorf("message %d args %s (%+v, %v), want %s", i, mustEnvelope(t, msgs[i].Text).Args, a, err, want)
@@ -85,6 +86,7 @@ func TestExportIncrementFlags(t *testing.T) {
 	}{
 		{[]string{"-since", "yesterday"}, 2, `-since: "yesterday" is not an RFC 3339 time`},
 		{[]string{"-since", "2026-11-20T00:00:00Z", "-after", after}, 2, "-since: give since or after, not both"},
+		{[]string{"-after-latest", "-since", "2026-11-20T00:00:00Z"}, 2, "-after-latest: give one of since, after and afterLatest"},
 		{[]string{"-after", "exports/daily/x.json"}, 2, "-after: \"exports/daily/x.json\" does not name a manifest"},
 		{[]string{"-after", "exports/daily/manifest-nosuch.json"}, 1, "-after: manifest exports/daily/manifest-nosuch.json does not exist (nothing was sent)"},
 		{[]string{"-after", after, "-pk", "Day1"}, 1, `is an export of table Logins, not of table Logins pk "Day1" (nothing was sent)`},

@@ -119,8 +119,8 @@ commands:
   archive         enqueue one archive move:
                     -table T (-to A | -to-blob container/prefix) -pk P (-rk R | -rk-from A [-rk-to B]) [-id ID]
   export          enqueue an export to JSON-lines blobs and a manifest:
-                    -table T [-pk P [-rk-from A] [-rk-to B]] -to container/prefix [-since T | -after M] [-gzip]
-                    [-max-part-bytes N] [-id ID]
+                    -table T [-pk P [-rk-from A] [-rk-to B]] -to container/prefix [-since T | -after M | -after-latest]
+                    [-gzip] [-max-part-bytes N] [-id ID]
   export verify   check an export's parts against its manifest, read-only (exit 1 on problems):
                     -manifest container/path/manifest-<op>.json | -to container/prefix -table T -id OP
   export clean    delete a finished export's stray parts (of its operation, not in its manifest);

@@ -41,6 +41,10 @@ type Args struct {
 	// export of the same scope: its manifest,
 	// "container/path/manifest-<op>.json". At most one of Since and After.
 	After string `json:"after,omitempty"`
+	// AfterLatest is After with the newest export of the same scope under
+	// To that records a mark, found at the first delivery: what a schedule
+	// sends, not knowing the last manifest. At most one of the three.
+	AfterLatest bool `json:"afterLatest,omitempty"`
 }
 
 // Kind returns "export".
@@ -68,6 +72,9 @@ func (a Args) Validate() error {
 	}
 	if _, err := a.SinceTime(); err != nil {
 		return fmt.Errorf("args.since: %w", err)
+	}
+	if a.AfterLatest && (a.Since != nil || a.After != "") {
+		return errors.New("args.afterLatest: give one of since, after and afterLatest")
 	}
 	if a.After != "" {
 		if a.Since != nil {
@@ -127,7 +134,7 @@ func (a Args) source() storeadapter.Range {
 //     If-None-Match *, built from the done checkpoint's chain of parts.
 //  4. (The runner) delete the message.
 //
-// Increments (Args.Since or Args.After): the lower bound is fixed at the
+// Increments (Args.Since, After or AfterLatest): the lower bound is fixed at the
 // first delivery (After's manifest is read then, and a missing one, one of
 // another scope or one without a mark is permanent, naming args.after) and
 // kept in the checkpoint, so continuations and redeliveries export the
@@ -195,6 +202,7 @@ func (w *Worker) Work(ctx context.Context, job *jobs.Job[Args]) error {
 	}
 	o.Mark, o.MarkMargin = true, time.Duration(w.cfg.MarkMargin)
 	o.Since, _ = a.SinceTime() // validated
+	o.AfterLatest = a.AfterLatest
 	if a.After != "" {
 		ac, an, _ := tableexport.ParseManifestRef(a.After) // validated
 		o.After = &tableexport.ManifestRef{Blobs: w.Store.Container(ac), Name: an}

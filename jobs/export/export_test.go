@@ -38,6 +38,7 @@ func TestExportArgs(t *testing.T) {
 		{`{"table":"Logs","to":"ccc","since":"2026-11-21T00:00:00"}`, `args.since: "2026-11-21T00:00:00" is not an RFC 3339 time`},
 		{`{"table":"Logs","to":"ccc","since":"1500-01-01T00:00:00Z"}`, `args.since: "1500-01-01T00:00:00Z":`},
 		{`{"table":"Logs","to":"ccc","since":"2026-11-21T00:00:00Z","after":"ccc/m/manifest-x.json"}`, "args.since: give since or after, not both"},
+		{`{"table":"Logs","to":"ccc","afterLatest":true,"since":"2026-11-21T00:00:00Z"}`, "args.afterLatest: give one of since, after and afterLatest"},
 		{`{"table":"Logs","to":"ccc","after":"ccc"}`, `args.after: "ccc" is not container/path/manifest-<op>.json`},
 		{`{"table":"Logs","to":"ccc","after":"ccc/a/000001.jsonl"}`, `args.after: "ccc/a/000001.jsonl" does not name a manifest`},
 		{`{"table":"Logs","to":"ccc","after":"Bad_C/manifest-x.json"}`, "args.after:"},
@@ -257,20 +258,33 @@ func TestExportIncrement(t *testing.T) {
 	clk.Advance(time.Hour)
 	put("r03", 1)
 	put("r10", 1)
+	clk.Advance(10 * time.Minute) // out of the increment's margin
 	res, err = run(t, w, "op-inc", `{"table":"Logs","to":"exports/nightly","after":"`+full+`"}`)
 	if err != nil || !strings.HasPrefix(res, "exported 2 entities in 1 parts") {
 		t.Fatalf("increment: %q, %v; want the 2 rows written since", res, err)
 	}
 	name := res[strings.Index(res, "exports/")+len("exports/"):]
 	rep, err := tableexport.Verify(ctx, store.Container("exports"), name)
-	if err != nil || !rep.OK() || !rep.Manifest.Incremental() || rep.Manifest.After != full || rep.Manifest.Since != "2026-11-21T01:09:00.0000000Z" || rep.Manifest.Mark != "2026-11-21T02:09:00.0000000Z" {
+	if err != nil || !rep.OK() || !rep.Manifest.Incremental() || rep.Manifest.After != full || rep.Manifest.Since != "2026-11-21T01:09:00.0000000Z" || rep.Manifest.Mark != "2026-11-21T02:19:00.0000000Z" {
 		t.Fatalf("increment's manifest: %+v, %v; want since the full export's start less 1m, after it, a mark an hour later", rep, err)
+	}
+
+	put("r04", 2)
+	clk.Advance(time.Hour)
+	res, err = run(t, w, "op-latest", `{"table":"Logs","to":"exports/nightly","afterLatest":true}`)
+	if err != nil || !strings.HasPrefix(res, "exported 1 entities in 1 parts") {
+		t.Fatalf("afterLatest: %q, %v; want the 1 row written since the increment", res, err)
+	}
+	latest := res[strings.Index(res, "exports/")+len("exports/"):]
+	if m, err := tableexport.ReadManifest(ctx, store.Container("exports"), latest); err != nil || m.After != "exports/"+name {
+		t.Errorf("afterLatest's manifest: after %q, %v; want the increment %s", m.After, err, name)
 	}
 
 	pk := `"pk":"p",`
 	for _, c := range []struct{ id, args, want string }{
 		{"op-scope", `{"table":"Logs",` + pk + `"to":"exports","after":"` + full + `"}`, "export: args.after: manifest " + full + ` is an export of table Logs, not of table Logs pk "p"`},
 		{"op-missing", `{"table":"Logs","to":"exports","after":"exports/nightly/manifest-nosuch.json"}`, "export: args.after: manifest exports/nightly/manifest-nosuch.json does not exist"},
+		{"op-nolatest", `{"table":"Logs",` + pk + `"to":"exports/nightly","afterLatest":true}`, `export: args.after: manifest (the latest under exports/nightly/Logs) does not exist: no export of table Logs pk "p" there records a mark; run a full export first`},
 		{"op-nocontainer", `{"table":"Logs","to":"exports","after":"nosuch/manifest-x.json"}`, "export: args.after: manifest nosuch/manifest-x.json does not exist"},
 	} {
 		_, err := run(t, w, c.id, c.args)

@@ -96,6 +96,10 @@ type Options struct {
 	// read at the first delivery only. A manifest that is missing, of
 	// another source or without a mark is an *AfterError.
 	After *ManifestRef
+	// AfterLatest is After with the newest export (by start) of the same
+	// source under Blobs and Prefix that records a mark; none is an
+	// *AfterError. For schedules, which do not know the last manifest.
+	AfterLatest bool
 	// Mark records in the checkpoint and the manifest the lower bound the
 	// next increment must use (Manifest.Mark; see "The mark" in Export).
 	// It costs one read of the checkpoint and one more query of the first
@@ -167,8 +171,8 @@ func (o *Options) validate() error {
 		return fmt.Errorf("tableexport: Options.Passes: must be at least 1, got %d", o.Passes)
 	case o.MarkMargin > MaxMarkMargin:
 		return fmt.Errorf("tableexport: Options.MarkMargin: must be at most %v, got %v", MaxMarkMargin, o.MarkMargin)
-	case !o.Since.IsZero() && o.After != nil:
-		return errors.New("tableexport: Options.Since and Options.After: give one, not both")
+	case btoi(!o.Since.IsZero())+btoi(o.After != nil)+btoi(o.AfterLatest) > 1:
+		return errors.New("tableexport: Options.Since, After and AfterLatest: give one at most")
 	case o.After != nil && (o.After.Blobs == nil || o.After.Name == ""):
 		return errors.New("tableexport: Options.After: needs Blobs and Name")
 	case o.PageSize < 0 || o.PageSize > 1000:

@@ -120,6 +120,11 @@ func ParseManifestRef(s string) (container, name string, err error) {
 // lowerBound sets the state's lower bound from the options, at the first
 // delivery: Since as given, or the mark of the manifest After names.
 func (e *exporter) lowerBound(ctx context.Context) error {
+	if e.o.AfterLatest {
+		if err := e.latest(ctx); err != nil {
+			return err
+		}
+	}
 	if e.o.After == nil {
 		if !e.o.Since.IsZero() {
 			e.st.Since = storeadapter.DateTime(e.o.Since)
@@ -183,4 +188,34 @@ func (e *exporter) ensureMark(ctx context.Context) error {
 		e.st.MarkPending = false
 	}
 	return nil
+}
+
+// latest sets Options.After to the newest export of the source under the
+// prefix that records a mark.
+func (e *exporter) latest(ctx context.Context) error {
+	under := path.Join(e.o.Prefix, e.src.Table)
+	entries, err := List(ctx, e.o.Blobs, under)
+	if err != nil {
+		return err
+	}
+	scope := e.header().Scope()
+	var newest *Entry
+	for i, en := range entries {
+		if en.Problem == "" && en.Manifest.Mark != "" && en.Manifest.Scope() == scope && (newest == nil || en.started().After(newest.started())) {
+			newest = &entries[i]
+		}
+	}
+	if newest == nil {
+		return &AfterError{Manifest: "(the latest under " + e.o.Blobs.Name() + "/" + under + ")",
+			Reason: "does not exist: no export of " + scope + " there records a mark; run a full export first", err: storeadapter.ErrNotFound}
+	}
+	e.o.After = &ManifestRef{Blobs: e.o.Blobs, Name: newest.Name}
+	return nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
