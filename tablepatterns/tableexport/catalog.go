@@ -188,36 +188,15 @@ func DeleteExport(ctx context.Context, b storeadapter.Blobs, m Manifest) (Delete
 			d.Parts++
 		}
 	}
-	for marker := ""; ; {
-		page, err := b.List(ctx, m.Folder+"/", marker)
-		if err != nil {
-			return d, fmt.Errorf("tableexport: list %s: %w", m.Folder, err)
+	err := opParts(ctx, b, m, nil, func(name string) error {
+		ok, err := del(name)
+		if ok {
+			d.Parts++
 		}
-		for _, bp := range page.Blobs {
-			if !partFile.MatchString(path.Base(bp.Name)) || path.Dir(bp.Name) != m.Folder {
-				continue
-			}
-			props, err := b.Properties(ctx, bp.Name)
-			if errors.Is(err, storeadapter.ErrNotFound) {
-				continue
-			}
-			if err != nil {
-				return d, fmt.Errorf("tableexport: %s: %w", bp.Name, err)
-			}
-			if props.Metadata[MetaOp] != m.Op {
-				continue // another export's part in the same minute folder
-			}
-			ok, err := del(bp.Name)
-			if err != nil {
-				return d, err
-			}
-			if ok {
-				d.Parts++
-			}
-		}
-		if marker = page.Next; marker == "" {
-			break
-		}
+		return err
+	})
+	if err != nil {
+		return d, fmt.Errorf("tableexport: delete export %s: %w", m.Name, err)
 	}
 	ok, err := del(m.Name)
 	d.Manifest = ok

@@ -320,13 +320,28 @@ func Verify(ctx context.Context, b storeadapter.Blobs, name string) (Report, err
 	if entities != m.Entities || bytes != m.Bytes {
 		problem("manifest totals %d entities and %d bytes, but its parts add up to %d and %d", m.Entities, m.Bytes, entities, bytes)
 	}
+	err = opParts(ctx, b, m, listed, func(name string) error {
+		r.Strays = append(r.Strays, name)
+		problem("part %s: of this export (op %s) but not in the manifest (a stray of a superseded run, whose rows it did not delete, or a part the manifest lost)", name, m.Op)
+		return nil
+	})
+	if err != nil {
+		return r, fmt.Errorf("tableexport: verify: %w", err)
+	}
+	return r, nil
+}
+
+// opParts calls fn for each part in the manifest's folder that belongs to
+// its operation (its op metadata) and is not in skip, listing the folder
+// page by page and reading the properties of each part file there.
+func opParts(ctx context.Context, b storeadapter.Blobs, m Manifest, skip map[string]bool, fn func(name string) error) error {
 	for marker := ""; ; {
 		page, err := b.List(ctx, m.Folder+"/", marker)
 		if err != nil {
-			return r, fmt.Errorf("tableexport: verify: list %s: %w", m.Folder, err)
+			return fmt.Errorf("list %s: %w", m.Folder, err)
 		}
 		for _, bp := range page.Blobs {
-			if listed[bp.Name] || !partFile.MatchString(path.Base(bp.Name)) || path.Dir(bp.Name) != m.Folder {
+			if skip[bp.Name] || !partFile.MatchString(path.Base(bp.Name)) || path.Dir(bp.Name) != m.Folder {
 				continue
 			}
 			props, err := b.Properties(ctx, bp.Name)
@@ -334,18 +349,18 @@ func Verify(ctx context.Context, b storeadapter.Blobs, name string) (Report, err
 				continue
 			}
 			if err != nil {
-				return r, fmt.Errorf("tableexport: verify: %s: %w", bp.Name, err)
+				return fmt.Errorf("%s: %w", bp.Name, err)
 			}
 			if props.Metadata[MetaOp] == m.Op {
-				r.Strays = append(r.Strays, bp.Name)
-				problem("part %s: of this export (op %s) but not in the manifest (a stray of a superseded run, whose rows it did not delete, or a part the manifest lost)", bp.Name, m.Op)
+				if err := fn(bp.Name); err != nil {
+					return err
+				}
 			}
 		}
 		if marker = page.Next; marker == "" {
-			break
+			return nil
 		}
 	}
-	return r, nil
 }
 
 // verifyPart checks one part against its manifest entry and metadata,
