@@ -23,6 +23,8 @@ var helps = [][]string{
 	{"enqueue", "export", "verify", "-h"},
 	{"enqueue", "export", "clean", "-h"},
 	{"enqueue", "restore", "-h"},
+	{"enqueue", "export", "list", "-h"},
+	{"enqueue", "export", "prune", "-h"},
 	{"enqueue", "checkpoints", "prune", "-h"},
 	{"enqueue", "purgeday", "-h"},
 	{"enqueue", "purge", "-h"},

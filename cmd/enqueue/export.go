@@ -24,6 +24,9 @@ var exportArgsFlags = strings.NewReplacer(
 	"args.gzip", "-gzip",
 	"args.pk", "-pk",
 	"args.to", "-to",
+	"args.since", "-since",
+	"args.afterLatest", "-after-latest",
+	"args.after", "-after",
 )
 
 // runExport is "enqueue export": "verify" checks a manifest, "clean"
@@ -36,6 +39,12 @@ func (m *Main) runExport(ctx context.Context, args []string) (string, error) {
 	if len(args) > 0 && args[0] == "clean" {
 		return "export clean", m.exportClean(ctx, args[1:])
 	}
+	if len(args) > 0 && args[0] == "list" {
+		return "export list", m.exportList(ctx, args[1:])
+	}
+	if len(args) > 0 && args[0] == "prune" {
+		return "export prune", m.exportPrune(ctx, args[1:])
+	}
 	return "export", m.exportEnqueue(ctx, args)
 }
 
@@ -44,20 +53,27 @@ func (m *Main) runExport(ctx context.Context, args []string) (string, error) {
 // set, and nothing is sent when they are invalid.
 func (m *Main) exportEnqueue(ctx context.Context, args []string) error {
 	var (
-		c           common
-		src         sourceFlags
-		table, to   string
-		id, maxPart string
-		gzip        bool
+		c            common
+		src          sourceFlags
+		table, to    string
+		id, maxPart  string
+		since, after string
+		gzip, latest bool
 	)
 	fs := m.newFlagSet("export",
-		"export -table T [-pk P [-rk-from A] [-rk-to B]] -to container/prefix [-gzip] [-max-part-bytes N] [-id ID] [flags]",
+		"export -table T [-pk P [-rk-from A] [-rk-to B]] -to container/prefix [-since T | -after M | -after-latest] [-gzip] [-max-part-bytes N] [-id ID] [flags]",
 		"Enqueues an export of a table, a partition (-pk) or the RowKey range [-rk-from, -rk-to) of one to\n"+
 			"JSON-lines blobs <prefix>/<table>/YYYY/MM/DD/HHMM/NNNNNN.jsonl and a manifest\n"+
-			"manifest-<op>.json beside them (see 'enqueue export verify'). It prints the op id and the message id.", &c)
+			"manifest-<op>.json beside them (see 'enqueue export verify'). With -since, -after or -after-latest it is an\n"+
+			"increment: only the rows written (inserted or updated) since then. Every manifest records the mark\n"+
+			"the next increment starts from (-after it). Deletions are not seen by increments. It prints the op\n"+
+			"id and the message id. Subcommands: verify, clean, list, prune.", &c)
 	fs.StringVar(&table, "table", "", "table to export (required)")
 	src.register(fs, "export")
 	fs.StringVar(&to, "to", "", "target blobs: \"container\" or \"container/prefix\", no . or .. segments (required; the container must exist: checked before sending)")
+	fs.StringVar(&since, "since", "", "export only the rows whose Timestamp is at or after this RFC 3339 time (2026-11-21T00:00:00Z)")
+	fs.StringVar(&after, "after", "", "export only the rows written since the mark of this earlier export of the same scope: its manifest, container/path/manifest-<op>.json (checked before sending)")
+	fs.BoolVar(&latest, "after-latest", false, "as -after, with the newest export of the same scope under -to that records a mark, found by the worker (for schedules)")
 	fs.BoolVar(&gzip, "gzip", false, "gzip each part (.jsonl.gz)")
 	fs.StringVar(&maxPart, "max-part-bytes", "", "size cap of a part in uncompressed bytes, 1024-4294967296 (default: the worker's export.maxPartBytes, 64 MiB)")
 	fs.StringVar(&id, "id", "", "operation id, 1-128 characters of A-Za-z0-9._:- (default: generated op-<UTC time>-<random>)")
@@ -65,8 +81,11 @@ func (m *Main) exportEnqueue(ctx context.Context, args []string) error {
 		return err
 	}
 	set := visited(fs)
-	a := export.Args{Table: table, To: to, Gzip: gzip}
+	a := export.Args{Table: table, To: to, Gzip: gzip, After: after, AfterLatest: latest}
 	a.PK, a.RKFrom, a.RKTo = src.given(set)
+	if set["since"] {
+		a.Since = &since
+	}
 	if set["max-part-bytes"] {
 		n, err := strconv.ParseInt(maxPart, 10, 64)
 		if err != nil {
@@ -74,7 +93,7 @@ func (m *Main) exportEnqueue(ctx context.Context, args []string) error {
 		}
 		a.MaxPartBytes = &n
 	}
-	return m.sendKind(ctx, &c, set["id"], id, a, exportArgsFlags, containerExists("to", to))
+	return m.sendKind(ctx, &c, set["id"], id, a, exportArgsFlags, containerExists("to", to), afterUsable(a))
 }
 
 // exportVerify reads a manifest and checks every part it lists against

@@ -119,13 +119,17 @@ commands:
   archive         enqueue one archive move:
                     -table T (-to A | -to-blob container/prefix) -pk P (-rk R | -rk-from A [-rk-to B]) [-id ID]
   export          enqueue an export to JSON-lines blobs and a manifest:
-                    -table T [-pk P [-rk-from A] [-rk-to B]] -to container/prefix [-gzip] [-max-part-bytes N] [-id ID]
+                    -table T [-pk P [-rk-from A] [-rk-to B]] -to container/prefix [-since T | -after M | -after-latest]
+                    [-gzip] [-max-part-bytes N] [-id ID]
   export verify   check an export's parts against its manifest, read-only (exit 1 on problems):
                     -manifest container/path/manifest-<op>.json | -to container/prefix -table T -id OP
   export clean    delete a finished export's stray parts (of its operation, not in its manifest);
                     a dry run unless -yes: -manifest M | -to container/prefix -table T -id OP [-yes]
   restore         enqueue a restore of an export (or a chain of them) into a table, parts checked first:
                     -manifest M [-manifest M2 ...] [-table T] [-mode insert|replace|mirror] [-dry-run] [-id ID]
+  export list     list the exports under a prefix (scope, time, rows, size, mark): -to container/prefix [-verify]
+  export prune    delete the exports finished more than N days ago that no kept export needs;
+                    a dry run unless -yes: -to container/prefix -keep-days N [-yes]
   checkpoints prune  delete checkpoints last written before a cut-off (done exports and purges,
                     abandoned operations); a dry run unless -yes: [-table T] [-older-than 8d] [-yes]
   purgeday        enqueue the purge of the day tables <prefix>YYYYMMDD older than a cut-off (-dry-run:

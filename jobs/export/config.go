@@ -3,6 +3,7 @@ package export
 import (
 	"cmp"
 	"fmt"
+	"time"
 
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/tablepatterns/tableexport"
@@ -30,6 +31,12 @@ type Config struct {
 	// is cancelled and it is retried (resuming after its last part).
 	// Default jobs.DefaultMaxRunTime (30 min), 1s-24h.
 	MaxRunTime jobs.Duration `json:"maxRunTime,omitempty"`
+	// MarkMargin is how far before an export's start, as the service saw
+	// it, the mark its manifest records for the next increment lies: the
+	// allowance for the service's clocks and writes in flight (see
+	// docs/export.md, "Incremental exports"). Rows written in the margin
+	// are exported twice. Default 5 min, at most 24h.
+	MarkMargin jobs.Duration `json:"markMargin,omitempty"`
 }
 
 // Validate fills the defaults and checks each field, naming it and its
@@ -41,6 +48,10 @@ func (c *Config) Validate() error {
 	}
 	if err := tableexport.CheckPartBytes(c.MaxPartBytes); err != nil {
 		return fmt.Errorf("export.maxPartBytes: %w", err)
+	}
+	c.MarkMargin = cmp.Or(c.MarkMargin, jobs.Duration(tableexport.DefaultMarkMargin))
+	if d := time.Duration(c.MarkMargin); d < 0 || d > tableexport.MaxMarkMargin {
+		return fmt.Errorf("export.markMargin: must be 0-%v, got %v", tableexport.MaxMarkMargin, d)
 	}
 	return jobs.CheckTimeBudget("export", &c.TimeBudget, c.MaxRunTime, jobs.DefaultTimeBudget)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/kit"
@@ -33,6 +34,17 @@ type Args struct {
 	// MaxPartBytes caps a part's uncompressed line bytes, 1 KiB-4 GiB;
 	// absent: the config's export.maxPartBytes.
 	MaxPartBytes *int64 `json:"maxPartBytes,omitempty"`
+	// Since makes the export an increment: only rows whose Timestamp is
+	// at or after this RFC 3339 time are exported.
+	Since *string `json:"since,omitempty"`
+	// After makes the export an increment from the mark of an earlier
+	// export of the same scope: its manifest,
+	// "container/path/manifest-<op>.json". At most one of Since and After.
+	After string `json:"after,omitempty"`
+	// AfterLatest is After with the newest export of the same scope under
+	// To that records a mark, found at the first delivery: what a schedule
+	// sends, not knowing the last manifest. At most one of the three.
+	AfterLatest bool `json:"afterLatest,omitempty"`
 }
 
 // Kind returns "export".
@@ -58,7 +70,37 @@ func (a Args) Validate() error {
 	if err := tableexport.ValidateNames(prefix, a.Table); err != nil {
 		return fmt.Errorf("args.to: %w", err)
 	}
+	if _, err := a.SinceTime(); err != nil {
+		return fmt.Errorf("args.since: %w", err)
+	}
+	if a.AfterLatest && (a.Since != nil || a.After != "") {
+		return errors.New("args.afterLatest: give one of since, after and afterLatest")
+	}
+	if a.After != "" {
+		if a.Since != nil {
+			return errors.New("args.since: give since or after, not both")
+		}
+		if _, _, err := tableexport.ParseManifestRef(a.After); err != nil {
+			return fmt.Errorf("args.after: %w", err)
+		}
+	}
 	return nil
+}
+
+// SinceTime returns Since parsed (zero when absent); an error names the
+// rule: RFC 3339 with a zone, in Edm.DateTime's range.
+func (a Args) SinceTime() (time.Time, error) {
+	if a.Since == nil {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, *a.Since)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%q is not an RFC 3339 time such as 2026-11-21T00:00:00Z", *a.Since)
+	}
+	if _, err := storeadapter.Literal(t); err != nil {
+		return time.Time{}, fmt.Errorf("%q: %w", *a.Since, err)
+	}
+	return t, nil
 }
 
 func (a Args) source() storeadapter.Range {
@@ -91,6 +133,17 @@ func (a Args) source() storeadapter.Range {
 //  3. Mark the checkpoint done (If-Match), then write the manifest
 //     If-None-Match *, built from the done checkpoint's chain of parts.
 //  4. (The runner) delete the message.
+//
+// Increments (Args.Since, After or AfterLatest): the lower bound is fixed at the
+// first delivery (After's manifest is read then, and a missing one, one of
+// another scope or one without a mark is permanent, naming args.after) and
+// kept in the checkpoint, so continuations and redeliveries export the
+// same rows whatever happens to that manifest meanwhile. Every export,
+// full or not, records in its manifest the mark of the next increment:
+// the checkpoint's creation Timestamp (the service's clock at the scan's
+// start) less Config.MarkMargin, so a row written while the export runs
+// is in this export or the next increment (tableexport's incremental.go
+// has the argument).
 //
 // Crash positions: before the first checkpoint nothing is written. A
 // continuation stops only after a registration, so it is the crash
@@ -147,9 +200,19 @@ func (w *Worker) Work(ctx context.Context, job *jobs.Job[Args]) error {
 	if a.MaxPartBytes != nil {
 		o.MaxPartBytes = *a.MaxPartBytes
 	}
+	o.Mark, o.MarkMargin = true, time.Duration(w.cfg.MarkMargin)
+	o.Since, _ = a.SinceTime() // validated
+	o.AfterLatest = a.AfterLatest
+	if a.After != "" {
+		ac, an, _ := tableexport.ParseManifestRef(a.After) // validated
+		o.After = &tableexport.ManifestRef{Blobs: w.Store.Container(ac), Name: an}
+	}
 	m, err := tableexport.Export(ctx, w.Store.Tables(), a.source(), o)
 	var stopped *tableexport.Stopped
+	var after *tableexport.AfterError
 	switch {
+	case errors.As(err, &after):
+		return jobs.Permanentf("export: args.after: manifest %s %s", after.Manifest, after.Reason)
 	case errors.As(err, &stopped):
 		return jobs.ContinueLater(0, fmt.Sprintf("exported %d entities in %d parts so far", stopped.Entities, stopped.Parts))
 	case errors.Is(err, storeadapter.ErrContainerNotFound):

@@ -3,6 +3,7 @@ package export_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -33,6 +34,14 @@ func TestExportArgs(t *testing.T) {
 		{`{"table":"Logs","to":"ccc","maxPartBytes":10}`, "args.maxPartBytes: must be 1024-4294967296 bytes (1 KiB-4 GiB), got 10"},
 		{`{"table":"Logs","to":"ccc","gzip":"yes"}`, "args.gzip"},
 		{`{"table":"Logs","to":"ccc","extra":1}`, "extra"},
+		{`{"table":"Logs","to":"ccc","since":"yesterday"}`, `args.since: "yesterday" is not an RFC 3339 time`},
+		{`{"table":"Logs","to":"ccc","since":"2026-11-21T00:00:00"}`, `args.since: "2026-11-21T00:00:00" is not an RFC 3339 time`},
+		{`{"table":"Logs","to":"ccc","since":"1500-01-01T00:00:00Z"}`, `args.since: "1500-01-01T00:00:00Z":`},
+		{`{"table":"Logs","to":"ccc","since":"2026-11-21T00:00:00Z","after":"ccc/m/manifest-x.json"}`, "args.since: give since or after, not both"},
+		{`{"table":"Logs","to":"ccc","afterLatest":true,"since":"2026-11-21T00:00:00Z"}`, "args.afterLatest: give one of since, after and afterLatest"},
+		{`{"table":"Logs","to":"ccc","after":"ccc"}`, `args.after: "ccc" is not container/path/manifest-<op>.json`},
+		{`{"table":"Logs","to":"ccc","after":"ccc/a/000001.jsonl"}`, `args.after: "ccc/a/000001.jsonl" does not name a manifest`},
+		{`{"table":"Logs","to":"ccc","after":"Bad_C/manifest-x.json"}`, "args.after:"},
 	} {
 		_, err := jobs.ParseArgs[export.Args](json.RawMessage(c.args))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -42,6 +51,8 @@ func TestExportArgs(t *testing.T) {
 	for _, ok := range []string{
 		`{"table":"Logs","to":"ccc"}`,
 		`{"table":"Logs","to":"ccc/a/b","pk":"p","rkFrom":"","rkTo":"z","gzip":true,"maxPartBytes":1024}`,
+		`{"table":"Logs","to":"ccc","since":"2026-11-21T10:30:00.1234567+01:00"}`,
+		`{"table":"Logs","to":"ccc","after":"ccc/Logs/2026/11/21/1030/manifest-op-1.json"}`,
 	} {
 		if _, err := jobs.ParseArgs[export.Args](json.RawMessage(ok)); err != nil {
 			t.Errorf("ParseArgs(%s) = %v, want nil", ok, err)
@@ -208,5 +219,84 @@ func TestExportTimeBudgetConfig(t *testing.T) {
 		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "export.timeBudget: must be at least 1s and less than export.maxRunTime") {
 			t.Errorf("Validate(%+v) = %v; want the export.timeBudget rule", c, err)
 		}
+	}
+}
+
+// TestExportIncrement: a full export records a mark; an export after it
+// exports only the rows written since (a row updated, a row inserted),
+// says so in its manifest, and verifies; an after of another scope or a
+// missing one is permanent, naming args.after, and writes nothing.
+func TestExportIncrement(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 11, 21, 1, 0, 0, 0, time.UTC))
+	store := localstore.New(localstore.Options{Clock: clk})
+	if err := store.Tables().CreateTable(ctx, "Logs"); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Container("exports").Create(ctx); err != nil {
+		t.Fatal(err)
+	}
+	put := func(rk string, n int64) {
+		e := storeadapter.Entity{PartitionKey: "p", RowKey: rk, Properties: map[string]any{"N": n}}
+		if _, err := store.Tables().UpsertEntity(ctx, "Logs", e, storeadapter.Replace); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 10 {
+		put(fmt.Sprintf("r%02d", i), 0)
+	}
+	clk.Advance(10 * time.Minute) // the rows lie before the full export's margin
+	w, err := export.New(kit.Deps{Store: store, Clock: clk}, export.Config{CheckpointTable: "Checkpoints", MarkMargin: jobs.Duration(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := run(t, w, "op-full", `{"table":"Logs","to":"exports/nightly"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := "exports/" + res[strings.Index(res, "exports/")+len("exports/"):]
+	clk.Advance(time.Hour)
+	put("r03", 1)
+	put("r10", 1)
+	clk.Advance(10 * time.Minute) // out of the increment's margin
+	res, err = run(t, w, "op-inc", `{"table":"Logs","to":"exports/nightly","after":"`+full+`"}`)
+	if err != nil || !strings.HasPrefix(res, "exported 2 entities in 1 parts") {
+		t.Fatalf("increment: %q, %v; want the 2 rows written since", res, err)
+	}
+	name := res[strings.Index(res, "exports/")+len("exports/"):]
+	rep, err := tableexport.Verify(ctx, store.Container("exports"), name)
+	if err != nil || !rep.OK() || !rep.Manifest.Incremental() || rep.Manifest.After != full || rep.Manifest.Since != "2026-11-21T01:09:00.0000000Z" || rep.Manifest.Mark != "2026-11-21T02:19:00.0000000Z" {
+		t.Fatalf("increment's manifest: %+v, %v; want since the full export's start less 1m, after it, a mark an hour later", rep, err)
+	}
+
+	put("r04", 2)
+	clk.Advance(time.Hour)
+	res, err = run(t, w, "op-latest", `{"table":"Logs","to":"exports/nightly","afterLatest":true}`)
+	if err != nil || !strings.HasPrefix(res, "exported 1 entities in 1 parts") {
+		t.Fatalf("afterLatest: %q, %v; want the 1 row written since the increment", res, err)
+	}
+	latest := res[strings.Index(res, "exports/")+len("exports/"):]
+	if m, err := tableexport.ReadManifest(ctx, store.Container("exports"), latest); err != nil || m.After != "exports/"+name {
+		t.Errorf("afterLatest's manifest: after %q, %v; want the increment %s", m.After, err, name)
+	}
+
+	pk := `"pk":"p",`
+	for _, c := range []struct{ id, args, want string }{
+		{"op-scope", `{"table":"Logs",` + pk + `"to":"exports","after":"` + full + `"}`, "export: args.after: manifest " + full + ` is an export of table Logs, not of table Logs pk "p"`},
+		{"op-missing", `{"table":"Logs","to":"exports","after":"exports/nightly/manifest-nosuch.json"}`, "export: args.after: manifest exports/nightly/manifest-nosuch.json does not exist"},
+		{"op-nolatest", `{"table":"Logs",` + pk + `"to":"exports/nightly","afterLatest":true}`, `export: args.after: manifest (the latest under exports/nightly/Logs) does not exist: no export of table Logs pk "p" there records a mark; run a full export first`},
+		{"op-nocontainer", `{"table":"Logs","to":"exports","after":"nosuch/manifest-x.json"}`, "export: args.after: manifest nosuch/manifest-x.json does not exist"},
+	} {
+		_, err := run(t, w, c.id, c.args)
+		if !jobs.IsPermanent(err) || err.Error() != c.want {
+			t.Errorf("export %s = %v, want permanent %q", c.args, err, c.want)
+		}
+		if _, err := store.Tables().GetEntity(ctx, "Checkpoints", c.id, "export"); !errors.Is(err, storeadapter.ErrNotFound) {
+			t.Errorf("export %s left a checkpoint (%v)", c.args, err)
+		}
+	}
+	c := export.Config{MarkMargin: jobs.Duration(25 * time.Hour)}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "export.markMargin: must be 0-24h0m0s, got 25h0m0s") {
+		t.Errorf("Validate(markMargin 25h) = %v", err)
 	}
 }

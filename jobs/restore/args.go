@@ -128,6 +128,9 @@ func open(ctx context.Context, store storeadapter.Store, a Args) (source, error)
 		case err != nil:
 			return s, jobs.Permanent(fmt.Errorf("restore: args.manifests[%d]: %w", i, err))
 		}
+		if a.Mode == ModeMirror && m.Incremental() {
+			return s, jobs.Permanentf("restore: args.manifests[%d]: %s is an incremental export (the rows written since %s): a mirror deletes every row the export lacks, so it needs a full export", i, ref, m.Since)
+		}
 		if i > 0 && m.Table != s.manifests[0].Table {
 			return s, jobs.Permanentf("restore: args.manifests[%d]: %s exported table %s, but the chain starts with table %s: a chain is one table's exports", i, ref, m.Table, s.manifests[0].Table)
 		}

@@ -477,3 +477,27 @@ func TestRestoreContinuesLater(t *testing.T) {
 	}
 	same(t, appRows(rows(t, e.raw.Tables(), "Dst")), seed())
 }
+
+// TestRestoreMirrorRefusesAnIncrement: an increment holds only the rows
+// changed since its mark; mirroring it would delete every other row, so it
+// is refused (permanent, naming the manifest) with nothing written.
+func TestRestoreMirrorRefusesAnIncrement(t *testing.T) {
+	e := newEnv(t)
+	m, err := tableexport.Export(context.Background(), e.raw.Tables(), storeadapter.Range{Table: "Src"}, tableexport.Options{
+		Blobs: e.raw.Container("exports"), Prefix: "bk", OpID: "op-inc", Since: t0.Add(-time.Hour),
+		Checkpoints: idempotent.Checkpoints{Tables: e.raw.Tables(), Table: "ExportCheckpoints"}, Clock: clock.NewFake(t0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.Incremental() {
+		t.Fatal("the export is no increment")
+	}
+	w := e.worker(t, restore.Config{}, clock.NewFake(t0))
+	_, err = run(t, w, "op-mirror-inc", restore.Args{Manifests: []string{"exports/" + m.Name}, Table: "Target", Mode: restore.ModeMirror})
+	if !jobs.IsPermanent(err) || !strings.Contains(err.Error(), "is an incremental export") {
+		t.Fatalf("mirror of an increment: %v, want a permanent refusal", err)
+	}
+	if _, err := e.raw.Tables().Query(context.Background(), "Target", storeadapter.Query{}); !errors.Is(err, storeadapter.ErrNotFound) {
+		t.Errorf("the target was touched: %v", err)
+	}
+}

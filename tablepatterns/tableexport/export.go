@@ -86,6 +86,30 @@ type Options struct {
 	// BlockSize is the BlobWriter's block size (the memory a part
 	// holds); 0 means storeadapter.DefaultBlockSize.
 	BlockSize int
+	// Since, when not zero, makes the export an increment: only rows
+	// whose Timestamp is at or after it are exported (a filter on
+	// Timestamp the service applies). Recorded in the checkpoint at the
+	// first delivery and in the manifest. At most one of Since and After.
+	Since time.Time
+	// After, when set, makes the export an increment whose lower bound is
+	// the Mark of that manifest (an earlier export of the same source),
+	// read at the first delivery only. A manifest that is missing, of
+	// another source or without a mark is an *AfterError.
+	After *ManifestRef
+	// AfterLatest is After with the newest export (by start) of the same
+	// source under Blobs and Prefix that records a mark; none is an
+	// *AfterError. For schedules, which do not know the last manifest.
+	AfterLatest bool
+	// Mark records in the checkpoint and the manifest the lower bound the
+	// next increment must use (Manifest.Mark; see "The mark" in Export).
+	// It costs one read of the checkpoint and one more query of the first
+	// page. The export kind sets it; the archive does not.
+	Mark bool
+	// MarkMargin is how far before the export's start, as the service
+	// saw it, the mark lies: the allowance for the clocks of the service's
+	// servers and for writes in flight. 0 means DefaultMarkMargin (5 min),
+	// at most MaxMarkMargin; negative means none (tests on one clock).
+	MarkMargin time.Duration
 	// Stop, when set, is asked after each part is registered in the
 	// checkpoint and its AfterPart has run — only then, when the progress
 	// is saved. When it returns true, Export stops and returns a *Stopped
@@ -130,6 +154,7 @@ func (o *Options) validate() error {
 	o.MaxPartBytes = cmp.Or(o.MaxPartBytes, DefaultMaxPartBytes)
 	o.Step = cmp.Or(o.Step, DefaultStep)
 	o.Passes = cmp.Or(o.Passes, 1)
+	o.MarkMargin = max(cmp.Or(o.MarkMargin, DefaultMarkMargin), 0)
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
 	}
@@ -144,6 +169,12 @@ func (o *Options) validate() error {
 		return fmt.Errorf("tableexport: maxPartBytes: must be %d-%d, got %d", MinMaxPartBytes, MaxMaxPartBytes, o.MaxPartBytes)
 	case o.Passes < 1:
 		return fmt.Errorf("tableexport: Options.Passes: must be at least 1, got %d", o.Passes)
+	case o.MarkMargin > MaxMarkMargin:
+		return fmt.Errorf("tableexport: Options.MarkMargin: must be at most %v, got %v", MaxMarkMargin, o.MarkMargin)
+	case btoi(!o.Since.IsZero())+btoi(o.After != nil)+btoi(o.AfterLatest) > 1:
+		return errors.New("tableexport: Options.Since, After and AfterLatest: give one at most")
+	case o.After != nil && (o.After.Blobs == nil || o.After.Name == ""):
+		return errors.New("tableexport: Options.After: needs Blobs and Name")
 	case o.PageSize < 0 || o.PageSize > 1000:
 		return fmt.Errorf("tableexport: Options.PageSize: must be 0-1000, got %d", o.PageSize)
 	}
@@ -151,45 +182,6 @@ func (o *Options) validate() error {
 		return fmt.Errorf("tableexport: prefix: %w", err)
 	}
 	o.Prefix = strings.Trim(o.Prefix, "/")
-	return nil
-}
-
-// ParseTarget splits a target "container" or "container/prefix" and
-// checks it: a valid container name, and no "." or ".." segments in the
-// prefix (Azure treats \ as /), which would name blobs outside it. The
-// prefix comes back without leading or trailing slashes. Errors name the
-// rule, not the field: the caller prefixes its field's name.
-func ParseTarget(target string) (container, prefix string, err error) {
-	container, prefix, _ = strings.Cut(target, "/")
-	if err := storeadapter.ValidateContainerName(container); err != nil {
-		return "", "", err
-	}
-	if err := checkPrefix(prefix); err != nil {
-		return "", "", fmt.Errorf("%q: %w", target, err)
-	}
-	return container, strings.Trim(prefix, "/"), nil
-}
-
-// ValidateNames checks that the blobs an export of table under prefix
-// writes have valid names whatever its operation id: the longest, the
-// manifest's with an id of 128 characters, must fit Azure's limits.
-func ValidateNames(prefix, table string) error {
-	name := table + "/2026/11/21/1030/manifest-" + strings.Repeat("o", 128) + ".json"
-	if prefix = strings.Trim(prefix, "/"); prefix != "" {
-		name = prefix + "/" + name
-	}
-	if err := storeadapter.ValidateBlobName(name); err != nil {
-		return fmt.Errorf("the prefix is too long for the names of the parts and the manifest (%w)", err)
-	}
-	return nil
-}
-
-func checkPrefix(prefix string) error {
-	for _, seg := range strings.FieldsFunc(prefix, func(r rune) bool { return r == '/' || r == '\\' }) {
-		if seg == "." || seg == ".." {
-			return errors.New(`the prefix must not hold "." or ".." path segments`)
-		}
-	}
 	return nil
 }
 
@@ -248,6 +240,16 @@ type state struct {
 	// Done is set before the manifest is written: a redelivery then only
 	// makes sure the manifest exists.
 	Done bool `json:"done,omitempty"`
+	// Since is an increment's lower bound, After the manifest it came
+	// from ("container/name"), fixed at the first delivery.
+	Since time.Time `json:"since,omitzero"`
+	After string    `json:"after,omitempty"`
+	// Mark is the next increment's lower bound (Options.Mark). MarkPending
+	// says it is still to be derived from this checkpoint's creation
+	// Timestamp: no save has happened since the create, since every run
+	// derives it before its first save (see ensureMark).
+	Mark        time.Time `json:"mark,omitzero"`
+	MarkPending bool      `json:"markPending,omitempty"`
 }
 
 // exporter carries one Export call.
@@ -281,7 +283,10 @@ type exporter struct {
 //     current minute, UTC), check the container with one call, read the
 //     first page (a missing table fails here, before any write) and create
 //     the checkpoint. When another delivery created it first, take its
-//     checkpoint (its minute, its progress) instead.
+//     checkpoint (its minute, its progress) instead. An increment reads
+//     its lower bound first (After's manifest); with Options.Mark the mark
+//     is then derived from the checkpoint's creation Timestamp and the
+//     scan starts again after it (see incremental.go and ensureMark).
 //  2. When the checkpoint names a pending part, call AfterPart for it.
 //  3. Scan the source in key order from just after the last exported key,
 //     a page at a time. For part n (from the checkpoint's next number):
@@ -375,7 +380,10 @@ func Export(ctx context.Context, tables storeadapter.Tables, src storeadapter.Ra
 		}
 	} else {
 		now := storeadapter.DateTime(o.Clock.Now())
-		e.st = state{V: stateVersion, Minute: now.Truncate(time.Minute), Started: now, Pass: 1, Next: 1}
+		e.st = state{V: stateVersion, Minute: now.Truncate(time.Minute), Started: now, Pass: 1, Next: 1, MarkPending: o.Mark}
+		if err := e.lowerBound(ctx); err != nil {
+			return Manifest{}, err
+		}
 		if err := e.checkContainer(ctx); err != nil {
 			return Manifest{}, err
 		}
@@ -429,7 +437,7 @@ func (e *exporter) checkContainer(ctx context.Context) error {
 // run exports pass after pass until the checkpoint is done (see Export's
 // steps).
 func (e *exporter) run(ctx context.Context) error {
-	cur := newCursor(e.t, e.src, e.st.Last, e.o.PageSize, e.o.Transform)
+	cur := newCursor(e.t, e.src.Table, e.filter, e.st.Last, e.o.PageSize, e.o.Transform)
 	if e.etag == "" {
 		// The first page, read before the create, finds a missing table
 		// before anything is written.
@@ -443,6 +451,14 @@ func (e *exporter) run(ctx context.Context) error {
 		if adopted {
 			cur.reset(e.st.Last)
 		}
+	}
+	if e.st.MarkPending {
+		if err := e.ensureMark(ctx); err != nil {
+			return err
+		}
+		// The scan starts after the mark's instant: a page read before it
+		// (the first one, above) is read again.
+		cur.reset(e.st.Last)
 	}
 	if err := e.pending(ctx); err != nil {
 		return err

@@ -18,7 +18,13 @@ import (
 )
 
 // ManifestVersion is the "version" of the manifests this package writes.
-const ManifestVersion = 1
+// Version 2 added the optional since, after and mark of incremental
+// exports; version 1 manifests are read as they are (full exports, no
+// mark). The rule: a field a reader must understand to use a manifest
+// correctly (since: the parts hold only the changed rows) comes with a new
+// version, so an older reader refuses the manifest by its version instead
+// of misreading it; a reader reads every version up to its own.
+const ManifestVersion = 2
 
 // Manifest lists an export's parts. It is stored as JSON (indented, keys
 // in the order of the fields) at <folder>/manifest-<op>.json.
@@ -36,6 +42,18 @@ type Manifest struct {
 	// seven fractional digits, UTC).
 	Started  string `json:"started"`
 	Finished string `json:"finished"`
+	// Since is an incremental export's lower bound: only rows whose
+	// Timestamp is at or after it were exported (RFC 3339, seven
+	// fractional digits, UTC). Absent: a full export. After is the
+	// manifest ("container/name") whose mark gave it, when the export was
+	// asked with after.
+	Since string `json:"since,omitempty"`
+	After string `json:"after,omitempty"`
+	// Mark is the lower bound the next increment must use: the export's
+	// start as the service saw it, less a margin (see "Incremental exports
+	// and the mark" in the package's incremental.go, and Export). Absent
+	// in manifests written without Options.Mark or before version 2.
+	Mark string `json:"mark,omitempty"`
 	// Entities and Bytes total the parts (Bytes as stored).
 	Entities int64          `json:"entities"`
 	Bytes    int64          `json:"bytes"`
@@ -44,6 +62,60 @@ type Manifest struct {
 	// Name is the manifest's blob name in Container; "" when no manifest
 	// was written (Options.SkipEmptyManifest). Not part of the JSON.
 	Name string `json:"-"`
+}
+
+// Incremental reports whether the export holds only the rows changed
+// since a lower bound (Since): restoring it alone does not give the
+// source; a restore that deletes what an export lacks must refuse it.
+func (m Manifest) Incremental() bool { return m.Since != "" }
+
+// Scope names what the export covers: "table T", with "pk P" and the
+// RowKey bounds when given. Two exports of one scope form a chain.
+func (m Manifest) Scope() string {
+	s := "table " + m.Table
+	if m.Source.PK != nil {
+		s += fmt.Sprintf(" pk %q", *m.Source.PK)
+	}
+	if m.Source.RKFrom != nil {
+		s += fmt.Sprintf(" rkFrom %q", *m.Source.RKFrom)
+	}
+	if m.Source.RKTo != nil {
+		s += fmt.Sprintf(" rkTo %q", *m.Source.RKTo)
+	}
+	return s
+}
+
+// ScopeOf returns the Scope of the exports of src.
+func ScopeOf(src storeadapter.Range) string {
+	return Manifest{Table: src.Table, Source: sourceOf(src)}.Scope()
+}
+
+// sourceOf returns the manifest's source of src: the bounds given and
+// not empty.
+func sourceOf(s storeadapter.Range) ManifestSource {
+	src := ManifestSource{PK: s.PK}
+	if from, to := s.Bounds(); s.PK != nil {
+		if from != "" {
+			src.RKFrom = &from
+		}
+		if to != "" {
+			src.RKTo = &to
+		}
+	}
+	return src
+}
+
+// MarkTime returns the parsed Mark, zero when the manifest has none.
+func (m Manifest) MarkTime() (time.Time, error) { return parseTime(m.Mark) }
+
+// SinceTime returns the parsed Since, zero for a full export.
+func (m Manifest) SinceTime() (time.Time, error) { return parseTime(m.Since) }
+
+func parseTime(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	return time.Parse(time.RFC3339Nano, s)
 }
 
 // ManifestSource is the source range of a manifest.
@@ -122,18 +194,16 @@ func (e *exporter) manifest(ctx context.Context) (Manifest, error) {
 
 // header returns the manifest without its parts (and so with no totals).
 func (e *exporter) header() Manifest {
-	src := ManifestSource{PK: e.src.PK}
-	if from, to := e.src.Bounds(); e.src.PK != nil {
-		if from != "" {
-			src.RKFrom = &from
-		}
-		if to != "" {
-			src.RKTo = &to
-		}
-	}
-	return Manifest{Version: ManifestVersion, Op: e.o.OpID, Table: e.src.Table, Source: src, Gzip: e.o.Gzip,
+	m := Manifest{Version: ManifestVersion, Op: e.o.OpID, Table: e.src.Table, Source: sourceOf(e.src), Gzip: e.o.Gzip,
 		Container: e.o.Blobs.Name(), Folder: e.folder(),
-		Started: storeadapter.FormatDateTime(e.st.Started), Finished: storeadapter.FormatDateTime(e.st.Finished)}
+		Started: storeadapter.FormatDateTime(e.st.Started), Finished: storeadapter.FormatDateTime(e.st.Finished), After: e.st.After}
+	if !e.st.Since.IsZero() {
+		m.Since = storeadapter.FormatDateTime(e.st.Since)
+	}
+	if !e.st.Mark.IsZero() {
+		m.Mark = storeadapter.FormatDateTime(e.st.Mark)
+	}
+	return m
 }
 
 // manifestPart reads a part's manifest entry from its properties.
@@ -159,14 +229,25 @@ func getManifest(ctx context.Context, b storeadapter.Blobs, name string) (Manife
 	if err != nil {
 		return Manifest{}, fmt.Errorf("tableexport: read manifest %s: %w", name, err)
 	}
+	return parseManifest(data, name)
+}
+
+// parseManifest parses a manifest's bytes strictly (no unknown field) and
+// checks its version and its times.
+func parseManifest(data []byte, name string) (Manifest, error) {
 	var m Manifest
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&m); err != nil {
 		return Manifest{}, fmt.Errorf("tableexport: manifest %s: %w", name, err)
 	}
-	if m.Version != ManifestVersion {
-		return Manifest{}, fmt.Errorf("tableexport: manifest %s: version %d, want %d", name, m.Version, ManifestVersion)
+	if m.Version < 1 || m.Version > ManifestVersion {
+		return Manifest{}, fmt.Errorf("tableexport: manifest %s: version %d, this build reads versions 1-%d", name, m.Version, ManifestVersion)
+	}
+	for _, f := range []struct{ field, v string }{{"since", m.Since}, {"mark", m.Mark}} {
+		if _, err := parseTime(f.v); err != nil {
+			return Manifest{}, fmt.Errorf("tableexport: manifest %s: %s: %w", name, f.field, err)
+		}
 	}
 	m.Name = name
 	return m, nil
@@ -239,13 +320,28 @@ func Verify(ctx context.Context, b storeadapter.Blobs, name string) (Report, err
 	if entities != m.Entities || bytes != m.Bytes {
 		problem("manifest totals %d entities and %d bytes, but its parts add up to %d and %d", m.Entities, m.Bytes, entities, bytes)
 	}
+	err = opParts(ctx, b, m, listed, func(name string) error {
+		r.Strays = append(r.Strays, name)
+		problem("part %s: of this export (op %s) but not in the manifest (a stray of a superseded run, whose rows it did not delete, or a part the manifest lost)", name, m.Op)
+		return nil
+	})
+	if err != nil {
+		return r, fmt.Errorf("tableexport: verify: %w", err)
+	}
+	return r, nil
+}
+
+// opParts calls fn for each part in the manifest's folder that belongs to
+// its operation (its op metadata) and is not in skip, listing the folder
+// page by page and reading the properties of each part file there.
+func opParts(ctx context.Context, b storeadapter.Blobs, m Manifest, skip map[string]bool, fn func(name string) error) error {
 	for marker := ""; ; {
 		page, err := b.List(ctx, m.Folder+"/", marker)
 		if err != nil {
-			return r, fmt.Errorf("tableexport: verify: list %s: %w", m.Folder, err)
+			return fmt.Errorf("list %s: %w", m.Folder, err)
 		}
 		for _, bp := range page.Blobs {
-			if listed[bp.Name] || !partFile.MatchString(path.Base(bp.Name)) || path.Dir(bp.Name) != m.Folder {
+			if skip[bp.Name] || !partFile.MatchString(path.Base(bp.Name)) || path.Dir(bp.Name) != m.Folder {
 				continue
 			}
 			props, err := b.Properties(ctx, bp.Name)
@@ -253,18 +349,18 @@ func Verify(ctx context.Context, b storeadapter.Blobs, name string) (Report, err
 				continue
 			}
 			if err != nil {
-				return r, fmt.Errorf("tableexport: verify: %s: %w", bp.Name, err)
+				return fmt.Errorf("%s: %w", bp.Name, err)
 			}
 			if props.Metadata[MetaOp] == m.Op {
-				r.Strays = append(r.Strays, bp.Name)
-				problem("part %s: of this export (op %s) but not in the manifest (a stray of a superseded run, whose rows it did not delete, or a part the manifest lost)", bp.Name, m.Op)
+				if err := fn(bp.Name); err != nil {
+					return err
+				}
 			}
 		}
 		if marker = page.Next; marker == "" {
-			break
+			return nil
 		}
 	}
-	return r, nil
 }
 
 // verifyPart checks one part against its manifest entry and metadata,
@@ -329,6 +425,9 @@ func verifyPart(ctx context.Context, b storeadapter.Blobs, m Manifest, mp Manife
 	}
 	if lines != mp.Entities {
 		problem("part %s: %d lines, the manifest says %d entities", mp.Name, lines, mp.Entities)
+	}
+	if since, _ := m.SinceTime(); lines > 0 && first.Before(since) {
+		problem("part %s: holds a row of Timestamp %s, before the increment's since %s", mp.Name, storeadapter.FormatDateTime(first), m.Since)
 	}
 	if lines > 0 {
 		if s := storeadapter.FormatDateTime(first); s != mp.StartTime {

@@ -46,8 +46,10 @@ const (
 // cursor streams the source in key order, one page in memory, and can
 // start again after any key.
 type cursor struct {
-	t        storeadapter.Tables
-	src      storeadapter.Range
+	t storeadapter.Tables
+	// filter selects the rows after a key (exporter.filter).
+	filter   func(after *storeadapter.Key) storeadapter.Filter
+	table    string
 	top      int
 	q        storeadapter.Query
 	page     []storeadapter.Entity
@@ -60,8 +62,8 @@ type cursor struct {
 	transform func(context.Context, storeadapter.Entity) (storeadapter.Entity, error)
 }
 
-func newCursor(t storeadapter.Tables, src storeadapter.Range, after *storeadapter.Key, top int, transform func(context.Context, storeadapter.Entity) (storeadapter.Entity, error)) *cursor {
-	c := &cursor{t: t, src: src, top: top, transform: transform}
+func newCursor(t storeadapter.Tables, table string, filter func(*storeadapter.Key) storeadapter.Filter, after *storeadapter.Key, top int, transform func(context.Context, storeadapter.Entity) (storeadapter.Entity, error)) *cursor {
+	c := &cursor{t: t, table: table, filter: filter, top: top, transform: transform}
 	c.reset(after)
 	return c
 }
@@ -69,7 +71,7 @@ func newCursor(t storeadapter.Tables, src storeadapter.Range, after *storeadapte
 // reset makes the cursor start again just after the key after (nil: at
 // the source's start).
 func (c *cursor) reset(after *storeadapter.Key) {
-	c.q = storeadapter.Query{Filter: c.src.Filter(after), Top: c.top}
+	c.q = storeadapter.Query{Filter: c.filter(after), Top: c.top}
 	c.page, c.i, c.started, c.finished, c.lineOf = nil, 0, false, false, -1
 }
 
@@ -81,9 +83,9 @@ func (c *cursor) peek(ctx context.Context) (e storeadapter.Entity, line []byte, 
 			return e, nil, false, nil
 		}
 		c.page = nil // the memory goes before the next page comes
-		page, err := c.t.Query(ctx, c.src.Table, c.q)
+		page, err := c.t.Query(ctx, c.table, c.q)
 		if err != nil {
-			return e, nil, false, fmt.Errorf("tableexport: query %s: %w", c.src.Table, err)
+			return e, nil, false, fmt.Errorf("tableexport: query %s: %w", c.table, err)
 		}
 		c.started = true
 		c.page, c.i, c.lineOf, c.q.Continuation = page.Entities, 0, -1, page.Next
@@ -95,7 +97,7 @@ func (c *cursor) peek(ctx context.Context) (e storeadapter.Entity, line []byte, 
 			}
 		}
 		if c.line, err = storeadapter.MarshalEntityLine(c.page[c.i]); err != nil {
-			return e, nil, false, fmt.Errorf("tableexport: %s %s/%s: %w", c.src.Table, c.page[c.i].PartitionKey, c.page[c.i].RowKey, err)
+			return e, nil, false, fmt.Errorf("tableexport: %s %s/%s: %w", c.table, c.page[c.i].PartitionKey, c.page[c.i].RowKey, err)
 		}
 		c.lineOf = c.i
 	}
