@@ -46,6 +46,15 @@
 // and prints their storage calls and wall time side by side, with the
 // purge's peak live heap (purge.go):
 //
+// With -job restore it measures the restore kind (restore.go): a day of
+// 10,000 and of 100,000 login attempts (or -n) is exported, then restored
+// by the kind's handler in replace and in insert mode, beside a loop of
+// single upserts of up to 10,000 of the same rows (-concurrency at once);
+// it prints rows/s, calls per 1,000 rows, each loop's ratio to its
+// latency limit and the restore's peak live heap:
+//
+//	go run ./test/bench -job restore
+//
 //	go run ./test/bench -job export -latency 0
 //	go run ./test/bench -job blobsync -n 200
 //	go run ./test/bench -job purge

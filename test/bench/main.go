@@ -34,7 +34,7 @@ import (
 )
 
 func main() {
-	job := flag.String("job", "archive", "what to measure: archive (moves through the runner), index (reconciles of each kind of index), rebuild (an index rebuild from scratch, and archive and purge of indexed entities), export (the table-to-blob exporter), blobsync (calls per offload, attach and reconcile), purge (deleting a day: DeleteTable, EGT batches, one by one), client (the producer: send rates of EnqueueMany and enqueue raw, the outbox's calls) or poison (poisoning by the worker, poison requeue and purge)")
+	job := flag.String("job", "archive", "what to measure: archive (moves through the runner), index (reconciles of each kind of index), rebuild (an index rebuild from scratch, and archive and purge of indexed entities), export (the table-to-blob exporter), restore (the restore kind beside single upserts), blobsync (calls per offload, attach and reconcile), purge (deleting a day: DeleteTable, EGT batches, one by one), client (the producer: send rates of EnqueueMany and enqueue raw, the outbox's calls) or poison (poisoning by the worker, poison requeue and purge)")
 	n := flag.Int("n", 0, "archive moves per run, entities per index, or jobs sent by -job client or poisoned by -job poison (default 1000 moves, 500 entities, 1000 jobs; keep to a few thousand on Azurite)")
 	conc := flag.Int("concurrency", 16, "concurrent moves or reconciles, the same for every run")
 	latency := flag.Duration("latency", 10*time.Millisecond, "round trip injected into every localstore call")
@@ -42,8 +42,8 @@ func main() {
 	verbose := flag.Bool("v", false, "print each run's calls by operation")
 	flag.Parse()
 	b := bench{n: *n, conc: *conc, verbose: *verbose}
-	if !slices.Contains([]string{"archive", "index", "rebuild", "export", "blobsync", "purge", "client", "poison"}, *job) {
-		log.Fatalf("-job: must be archive, index, rebuild, export, blobsync, purge, client or poison, got %q", *job)
+	if !slices.Contains([]string{"archive", "index", "rebuild", "export", "restore", "blobsync", "purge", "client", "poison"}, *job) {
+		log.Fatalf("-job: must be archive, index, rebuild, export, restore, blobsync, purge, client or poison, got %q", *job)
 	}
 	if b.n == 0 && (*job == "archive" || *job == "index" || *job == "client" || *job == "poison") {
 		b.n = map[string]int{"archive": 1000, "index": 500, "client": 1000, "poison": 1000}[*job]
@@ -56,6 +56,12 @@ func main() {
 		case r == "azurite" && *job == "export":
 			err = onAzurite(context.Background(), func(store storeadapter.Store, _ string) error {
 				return b.exportRuns(context.Background(), "export on Azurite (azstore)", store, 0, false)
+			})
+		case r == "local" && *job == "restore":
+			err = b.restoreRuns(context.Background(), fmt.Sprintf("restore on localstore, %v per call", *latency), localstore.New(localstore.Options{}), *latency)
+		case r == "azurite" && *job == "restore":
+			err = onAzurite(context.Background(), func(store storeadapter.Store, _ string) error {
+				return b.restoreRuns(context.Background(), "restore on Azurite (azstore)", store, 0)
 			})
 		case r == "local" && *job == "purge":
 			err = b.purgeRuns(context.Background(), fmt.Sprintf("purge on localstore, %v per call", *latency), localstore.New(localstore.Options{}), *latency)
