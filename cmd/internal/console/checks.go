@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"path"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -108,22 +107,16 @@ type exportsData struct {
 	To      string
 	Targets []string
 	Rows    []exportRow
-	// Older counts the manifests found but not read (the newest are).
+	// Older counts the manifests found but not shown (the newest are).
 	Older int
-	// Stopped, when not 0, is how many blobs the listing read before it
-	// stopped (maxListedBlobs): a narrower prefix lists the rest.
-	Stopped int
 }
 
-// maxListedBlobs bounds the blobs the exports page lists (ten pages):
-// the parts are listed with the manifests.
-const maxListedBlobs = 50_000
-
-// shownExports bounds the manifests the page reads: the newest (their
-// folders are time-named, so the last listed).
+// shownExports bounds the manifests the page shows: the newest.
 const shownExports = 50
 
-// exportsPage lists the export manifests under ?to=container/prefix.
+// exportsPage lists the export manifests under ?to=container/prefix
+// (tableexport.List: the whole listing, every manifest read once, within
+// the page's time bound), newest first.
 func (c *Console) exportsPage(w http.ResponseWriter, r *http.Request) {
 	d := exportsData{To: r.FormValue("to"), Targets: c.cfg.Exports}
 	if d.To == "" && len(c.cfg.Exports) > 0 {
@@ -140,45 +133,22 @@ func (c *Console) exportsPage(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := c.ctx(r)
 	defer cancel()
-	b := c.cfg.Store.Container(container)
-	var names []string
-	listed := 0
-	for marker := ""; ; {
-		p, err := b.List(ctx, prefix, marker)
-		if errors.Is(err, storeadapter.ErrNotFound) {
-			c.fail(w, r, http.StatusNotFound, fmt.Errorf("container %s does not exist", container))
-			return
-		}
-		if err != nil {
-			c.fail(w, r, http.StatusBadGateway, err)
-			return
-		}
-		for _, bl := range p.Blobs {
-			if base := path.Base(bl.Name); strings.HasPrefix(base, "manifest-") && strings.HasSuffix(base, ".json") {
-				names = append(names, bl.Name)
-			}
-		}
-		listed += len(p.Blobs)
-		if marker = p.Next; marker == "" {
-			break
-		}
-		if listed >= maxListedBlobs {
-			d.Stopped = listed
-			break
-		}
+	entries, err := tableexport.List(ctx, c.cfg.Store.Container(container), prefix)
+	if errors.Is(err, storeadapter.ErrNotFound) {
+		c.fail(w, r, http.StatusNotFound, fmt.Errorf("container %s does not exist", container))
+		return
 	}
-	if len(names) > shownExports {
-		d.Older, names = len(names)-shownExports, names[len(names)-shownExports:]
+	if err != nil {
+		c.fail(w, r, http.StatusBadGateway, err)
+		return
 	}
-	slices.Reverse(names)
-	for _, n := range names {
-		row := exportRow{Name: container + "/" + n}
-		m, err := tableexport.ReadManifest(ctx, b, n)
-		if err != nil {
-			row.Err = c.cfg.Redact(err.Error())
-		}
-		row.Manifest = m
-		d.Rows = append(d.Rows, row)
+	// Newest first: List orders by scope, then start.
+	slices.SortStableFunc(entries, func(a, b tableexport.Entry) int { return strings.Compare(b.Manifest.Started, a.Manifest.Started) })
+	if len(entries) > shownExports {
+		d.Older, entries = len(entries)-shownExports, entries[:shownExports]
+	}
+	for _, e := range entries {
+		d.Rows = append(d.Rows, exportRow{Name: container + "/" + e.Name, Manifest: e.Manifest, Err: c.cfg.Redact(e.Problem)})
 	}
 	c.render(w, r, http.StatusOK, "exports", page{Title: "Exports", Nav: "indexes", Data: d})
 }
