@@ -18,16 +18,6 @@ import (
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
-// listFlag is a repeatable string flag.
-type listFlag []string
-
-func (l *listFlag) String() string { return strings.Join(*l, ",") }
-
-func (l *listFlag) Set(s string) error {
-	*l = append(*l, s)
-	return nil
-}
-
 // runConsole serves the operators' web console until interrupted.
 func (m *Main) runConsole(ctx context.Context, args []string) error {
 	var (

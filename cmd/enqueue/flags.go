@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/tablekeeper/tablekeeper/cmd/internal/cli"
@@ -27,5 +28,16 @@ func (d *durationValue) Set(s string) error {
 		return fmt.Errorf("must not be negative, got %q", s)
 	}
 	*d = durationValue(v)
+	return nil
+}
+
+// listFlag is a repeatable string flag (-manifest, -metrics, -exports):
+// each use adds one value.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *listFlag) Set(s string) error {
+	*l = append(*l, s)
 	return nil
 }

@@ -20,20 +20,13 @@ var restoreArgsFlags = strings.NewReplacer(
 	"args.mode", "-mode",
 )
 
-// manifestList is a repeatable -manifest.
-type manifestList []string
-
-func (l *manifestList) String() string { return strings.Join(*l, ",") }
-
-func (l *manifestList) Set(s string) error { *l = append(*l, s); return nil }
-
 // runRestore is "enqueue restore": it enqueues a restore of one export, or
 // of a chain, built from flags; with -dry-run it sends nothing and prints
 // what the restore would write, skip and delete.
 func (m *Main) runRestore(ctx context.Context, args []string) error {
 	var (
 		c               common
-		manifests       manifestList
+		manifests       listFlag
 		table, mode, id string
 		dryRun          bool
 	)
