@@ -162,15 +162,7 @@ func TestKindsComposeWithKilledWorkers(t *testing.T) {
 	idle("rebuilt")
 	close(stop)
 	<-stopped
-	for _, p := range workers {
-		// A worker restarted just before the stop may not have installed
-		// its signal handler yet: SIGTERM would kill it outright.
-		e.poll(30*time.Second, 20*time.Millisecond, p.String()+" to start", func() bool { return len(p.logLines("worker starting")) > 0 })
-		p.signal(syscall.SIGTERM)
-		if code := p.wait(e.ctx, 30*time.Second); code != 0 {
-			t.Errorf("%s exited with %d after SIGTERM, want 0", p, code)
-		}
-	}
+	e.stopWorkers(workers...)
 	t.Logf("%d workers killed", kills)
 	checkNoPoison(t, e, q)
 

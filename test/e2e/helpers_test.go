@@ -233,6 +233,23 @@ func (p *proc) signal(sig syscall.Signal) {
 	}
 }
 
+// stopWorkers stops running workers as a rollout does, with SIGTERM, and
+// fails the test unless each exits 0 within 30 s. It waits first for each
+// to log its start: a worker started a moment ago (a restart after a kill)
+// may not catch signals yet, and SIGTERM would end it as SIGKILL does.
+func (e *env) stopWorkers(ws ...*proc) {
+	e.t.Helper()
+	for _, p := range ws {
+		e.poll(30*time.Second, 20*time.Millisecond, p.String()+" to start", func() bool {
+			return len(p.logLines("worker starting")) > 0
+		})
+		p.signal(syscall.SIGTERM)
+		if code := p.wait(e.ctx, 30*time.Second); code != 0 {
+			e.t.Errorf("%s exited with %d after SIGTERM, want 0", p, code)
+		}
+	}
+}
+
 // workerArgs are the flags every worker in these tests gets, before the
 // test's own: quick polling of an empty queue and JSON logs.
 func workerArgs(q string, extra ...string) []string {

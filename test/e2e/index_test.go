@@ -88,12 +88,7 @@ func TestIndexConvergesWithKilledWorkers(t *testing.T) {
 		workers[i].wait(e.ctx, 10*time.Second)
 		workers[i] = e.startWorker(q, "-config", cfgPath)
 	})
-	for _, p := range workers {
-		p.signal(syscall.SIGTERM)
-		if code := p.wait(e.ctx, 30*time.Second); code != 0 {
-			t.Errorf("%s exited with %d after SIGTERM, want 0", p, code)
-		}
-	}
+	e.stopWorkers(workers...)
 	checkNoPoison(t, e, q)
 	t.Logf("converged in %v", time.Since(start).Round(time.Millisecond))
 	if !compareIndexes(e.ctx, t, store.Tables(), x, names.Source) {
@@ -192,11 +187,6 @@ func (e *env) killWhileBusy(q string, n int, timeout time.Duration, extra ...str
 		}
 		return quiet >= 4
 	})
-	for _, p := range workers {
-		p.signal(syscall.SIGTERM)
-		if code := p.wait(e.ctx, 30*time.Second); code != 0 {
-			e.t.Errorf("%s exited with %d after SIGTERM, want 0", p, code)
-		}
-	}
+	e.stopWorkers(workers...)
 	return kills
 }

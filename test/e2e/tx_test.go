@@ -160,17 +160,7 @@ func TestTxWithKilledProducersAndWorkers(t *testing.T) {
 
 	// Stop the workers and drain with one: it waits out the windows of
 	// the last Txs and the hold of the fences.
-	for _, p := range workers {
-		// A worker started a moment ago may not catch signals yet: SIGTERM
-		// would end it as SIGKILL does.
-		e.poll(20*time.Second, 20*time.Millisecond, p.String()+" to start", func() bool {
-			return len(p.logLines("worker starting")) > 0
-		})
-		p.signal(syscall.SIGTERM)
-		if code := p.wait(e.ctx, 30*time.Second); code != 0 {
-			t.Errorf("%s exited with %d after SIGTERM, want 0", p, code)
-		}
-	}
+	e.stopWorkers(workers...)
 	drained := time.Now()
 	d := e.drainProc(q, 60*time.Second, append(workerFlags, "-drain-quiet", "10s")...)
 	all = append(all, d)
