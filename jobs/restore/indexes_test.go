@@ -368,3 +368,24 @@ func TestRestoreIndexesTwoDeliveries(t *testing.T) {
 		})
 	}
 }
+
+// TestRestoreUndeclaredTableSyncsNothing: a restore into a table without
+// declared indexes, by a worker that has some for another table, makes
+// no call beside its own: the target's writes, its checkpoint, the parts.
+func TestRestoreUndeclaredTableSyncsNothing(t *testing.T) {
+	x := newIndexed(t)
+	var other atomic.Int64
+	x.setHook(func(c instrument.Call) error {
+		if c.Name != "Plain" && c.Name != jobs.DefaultCheckpointTable && c.Name != "exports" {
+			other.Add(1)
+		}
+		return nil
+	})
+	res, err := run(t, x.worker(t), "op-plain", restore.Args{Manifests: []string{x.ref}, Table: "Plain", Mode: restore.ModeReplace})
+	if err != nil || res != "restore: Plain: 360 rows written, 0 skipped (exist), 0 deleted" {
+		t.Fatalf("restore = %q, %v", res, err)
+	}
+	if n := other.Load(); n != 0 {
+		t.Errorf("%d calls beside the restore's own", n)
+	}
+}
