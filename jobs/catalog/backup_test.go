@@ -97,7 +97,7 @@ func TestBackupKeepsOffloadedBlobs(t *testing.T) {
 	}
 	a.fault = nil
 	res, err = a.runID("op-restore", "restore", args)
-	if err != nil || !strings.Contains(res, "4 rows written") || !strings.Contains(res, "3 offloaded values put in blobs") {
+	if err != nil || !strings.Contains(res, "4 rows written") || !strings.Contains(res, "offloaded blobs: 3 put, 0 missing") {
 		t.Fatalf("restore: %q, %v", res, err)
 	}
 	for _, rk := range rks {

@@ -172,13 +172,7 @@ func (e *sideError) Unwrap() error { return e.err }
 func Result(a Args, st state) string {
 	out := fmt.Sprintf("copied %d rows of %s (%s) to %s (%s): %d written, %d skipped, in %d transactions over %d pages",
 		st.Written+st.Skipped, a.Table, account(a.From), a.target(), account(a.To), st.Written, st.Skipped, st.Transactions, st.Pages)
-	if st.Blobs > 0 {
-		out += fmt.Sprintf("; %d offloaded values put in the target's blobs", st.Blobs)
-	}
-	if st.Dangling > 0 {
-		out += fmt.Sprintf("; %d references copied whose blob is gone", st.Dangling)
-	}
-	return out
+	return out + largeentity.Summary(st.Blobs, st.Dangling)
 }
 
 // copier carries one delivery of a copy.

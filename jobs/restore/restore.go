@@ -172,12 +172,7 @@ func (s state) summary(table string) string {
 	if s.Kept > 0 {
 		out += fmt.Sprintf(", %d kept (changed during the mirror)", s.Kept)
 	}
-	if s.Blobs > 0 {
-		out += fmt.Sprintf(", %d offloaded values put in blobs", s.Blobs)
-	}
-	if s.Dangling > 0 {
-		out += fmt.Sprintf(", %d references kept whose blob is gone", s.Dangling)
-	}
+	out += largeentity.Summary(s.Blobs, s.Dangling)
 	return out
 }
 

@@ -56,6 +56,16 @@ type Placed struct {
 	Dangling int
 }
 
+// Summary is the tail a kind's result gives its counts of Place:
+// ", offloaded blobs: B put, D missing" (D: the references kept whose blob
+// was gone), "" when both are 0.
+func Summary(blobs, dangling int64) string {
+	if blobs == 0 && dangling == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", offloaded blobs: %d put, %d missing", blobs, dangling)
+}
+
 // Add adds o to n.
 func (n *Placed) Add(o Placed) {
 	n.Blobs += o.Blobs
