@@ -10,6 +10,7 @@ import (
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/kit"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/largeentity"
 	"github.com/tablekeeper/tablekeeper/tablepatterns/tablewrite"
 )
 
@@ -33,6 +34,11 @@ type state struct {
 	Skipped      int64 `json:"skipped"`
 	Transactions int64 `json:"transactions"`
 	Pages        int64 `json:"pages"`
+	// Blobs counts offloaded values put in blobs of the target's rows,
+	// Dangling the references copied as they are because their blob was
+	// gone (see copier.write).
+	Blobs    int64 `json:"blobs,omitempty"`
+	Dangling int64 `json:"dangling,omitempty"`
 	// Done is set with the last page: a later delivery writes nothing.
 	Done bool `json:"done,omitempty"`
 }
@@ -122,7 +128,7 @@ func (w *Worker) Work(ctx context.Context, job *jobs.Job[Args]) error {
 		return jobs.Permanent(fmt.Errorf("copy: args.to: %w", err))
 	}
 	mode, _ := a.mode() // validated
-	c := &copier{w: w, args: a, opID: job.ID, src: src, budget: w.Budget(w.cfg.TimeBudget)}
+	c := &copier{w: w, args: a, opID: job.ID, src: src, dst: dst, budget: w.Budget(w.cfg.TimeBudget)}
 	c.writer, err = tablewrite.New(tablewrite.Options{Tables: dst.Tables(), Table: a.target(), Mode: mode,
 		Partitions: w.cfg.Partitions, CreateTable: true})
 	if err != nil {
@@ -164,8 +170,9 @@ func (e *sideError) Unwrap() error { return e.err }
 
 // Result is the summary of a finished copy, as the worker logs it.
 func Result(a Args, st state) string {
-	return fmt.Sprintf("copied %d rows of %s (%s) to %s (%s): %d written, %d skipped, in %d transactions over %d pages",
+	out := fmt.Sprintf("copied %d rows of %s (%s) to %s (%s): %d written, %d skipped, in %d transactions over %d pages",
 		st.Written+st.Skipped, a.Table, account(a.From), a.target(), account(a.To), st.Written, st.Skipped, st.Transactions, st.Pages)
+	return out + largeentity.Summary(st.Blobs, st.Dangling)
 }
 
 // copier carries one delivery of a copy.
@@ -174,6 +181,7 @@ type copier struct {
 	args   Args
 	opID   string
 	src    storeadapter.Store
+	dst    storeadapter.Store
 	writer *tablewrite.Writer
 	budget jobs.Budget
 	st     state
@@ -244,9 +252,24 @@ func (c *copier) page(ctx context.Context) (storeadapter.Page, error) {
 }
 
 // write writes a page to the target, flushes, and saves the checkpoint
-// after it (steps 4 and 5 of Worker).
+// after it (steps 4 and 5 of Worker). A row with offloaded properties
+// (blobsync) is written with blobs of its own under the target's key
+// (largeentity.Place, as archive carries them): each value is read from
+// the source account's blob, checked, and put in the target account —
+// in the container the worker's blobsync layout declares for the target
+// table's name, or else the reference's — before the row is handed to
+// the writer, so a reference never names a blob that is not there. The
+// puts are content-addressed and unconditional, so a page written again
+// puts the same bytes. A reference whose blob is gone is copied as it is
+// (counted Dangling).
 func (c *copier) write(ctx context.Context, page storeadapter.Page) error {
+	var placed largeentity.Placed
 	for _, e := range page.Entities {
+		e, n, err := largeentity.Place(ctx, c.src, c.dst, c.w.Layout, e, c.args.target())
+		if err != nil {
+			return c.targetErr(fmt.Errorf("row %s/%s: %w", e.PartitionKey, e.RowKey, err))
+		}
+		placed.Add(n)
 		if err := c.writer.Add(ctx, e); err != nil {
 			return c.targetErr(err)
 		}
@@ -260,6 +283,8 @@ func (c *copier) write(ctx context.Context, page storeadapter.Page) error {
 	next.Skipped += now.Skipped - c.counted.Skipped
 	next.Transactions += now.Transactions - c.counted.Transactions
 	c.counted = now
+	next.Blobs += int64(placed.Blobs)
+	next.Dangling += int64(placed.Dangling)
 	next.Pages++
 	next.Done = page.Next == ""
 	if n := len(page.Entities); n > 0 {

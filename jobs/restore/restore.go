@@ -10,6 +10,7 @@ import (
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/kit"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/largeentity"
 	"github.com/tablekeeper/tablekeeper/tablepatterns/tableexport"
 	"github.com/tablekeeper/tablekeeper/tablepatterns/tablewrite"
 )
@@ -136,6 +137,10 @@ type state struct {
 	Skipped int64             `json:"skipped,omitempty"`
 	Deleted int64             `json:"deleted,omitempty"`
 	Kept    int64             `json:"kept,omitempty"`
+	// Blobs counts offloaded values put back in blobs, Dangling the
+	// references kept whose blob was gone (see add).
+	Blobs    int64 `json:"blobs,omitempty"`
+	Dangling int64 `json:"dangling,omitempty"`
 }
 
 func (s state) rank() int {
@@ -167,6 +172,7 @@ func (s state) summary(table string) string {
 	if s.Kept > 0 {
 		out += fmt.Sprintf(", %d kept (changed during the mirror)", s.Kept)
 	}
+	out += largeentity.Summary(s.Blobs, s.Dangling)
 	return out
 }
 
@@ -194,6 +200,8 @@ type run struct {
 	base       state
 	mark       tablewrite.Counts
 	markDel    [2]int64
+	placed     largeentity.Placed // by add, in this delivery
+	markPlaced largeentity.Placed
 	checkpoint idempotent.Checkpoints
 }
 
@@ -236,7 +244,7 @@ func (r *run) adopt(token, etag string) error {
 		}
 	}
 	r.st, r.etag, r.base = st, etag, st
-	r.mark, r.markDel = r.wr.Counts(), [2]int64{r.del.deleted, r.del.kept}
+	r.mark, r.markDel, r.markPlaced = r.wr.Counts(), [2]int64{r.del.deleted, r.del.kept}, r.placed
 	return nil
 }
 
@@ -281,7 +289,7 @@ func (r *run) writePart(ctx context.Context) error {
 		if line <= from {
 			return nil
 		}
-		if err := r.wr.Add(ctx, e); err != nil {
+		if err := r.add(ctx, e); err != nil {
 			return err
 		}
 		if (line-from)%int64(r.w.cfg.CheckpointRows) == 0 {
@@ -355,6 +363,8 @@ func (r *run) save(ctx context.Context, pos state) error {
 	pos.Skipped = r.base.Skipped + c.Skipped - r.mark.Skipped
 	pos.Deleted = r.base.Deleted + r.del.deleted - r.markDel[0]
 	pos.Kept = r.base.Kept + r.del.kept - r.markDel[1]
+	pos.Blobs = r.base.Blobs + int64(r.placed.Blobs-r.markPlaced.Blobs)
+	pos.Dangling = r.base.Dangling + int64(r.placed.Dangling-r.markPlaced.Dangling)
 	token, _ := json.Marshal(pos) // plain fields
 	for tries := 0; ; tries++ {
 		var etag string
