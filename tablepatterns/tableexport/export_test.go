@@ -19,18 +19,21 @@ import (
 	"github.com/tablekeeper/tablekeeper/idempotent"
 	"github.com/tablekeeper/tablekeeper/localstore"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/storeadapter/azstore"
 	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
 	"github.com/tablekeeper/tablekeeper/tablepatterns/tableexport"
+	"github.com/tablekeeper/tablekeeper/test/azurite"
 )
 
 // exportTime is the Now of every export in these tests: the folder is
 // 2026/11/21/1030.
 var exportTime = time.Date(2026, 11, 21, 10, 30, 42, 0, time.UTC)
 
-// bundle is a localstore behind the instrument, with a clock that moves
-// 1 ms per reading so entities get distinct, reproducible Timestamps.
+// bundle is a store behind the instrument: a localstore with a clock that
+// moves 1 ms per reading so entities get distinct, reproducible
+// Timestamps (newBundle), or Azurite (newAzuriteBundle).
 type bundle struct {
-	raw   *localstore.Store
+	raw   storeadapter.Store
 	store *instrument.Store
 	calls int
 	// fault, when set, sees every call (numbered from 1 since the last
@@ -43,8 +46,24 @@ type bundle struct {
 func newBundle(t *testing.T) *bundle {
 	t.Helper()
 	now := time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
-	b := &bundle{}
-	b.raw = localstore.New(localstore.Options{Clock: clock.NewFake(now).AutoAdvance(time.Millisecond + 1234500*time.Nanosecond/10000)})
+	return wrapBundle(t, localstore.New(localstore.Options{Clock: clock.NewFake(now).AutoAdvance(time.Millisecond + 1234500*time.Nanosecond/10000)}))
+}
+
+// newAzuriteBundle is a bundle on an emulator of the test's own.
+func newAzuriteBundle(t *testing.T) *bundle {
+	t.Helper()
+	s, err := azstore.NewFromConnectionString(azurite.ForTest(t).ConnectionString, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wrapBundle(t, s)
+}
+
+// wrapBundle puts raw behind the instrument and creates the table Logs
+// and the container exports.
+func wrapBundle(t *testing.T, raw storeadapter.Store) *bundle {
+	t.Helper()
+	b := &bundle{raw: raw}
 	b.store = instrument.Wrap(b.raw, instrument.Options{Fault: func(_ context.Context, c instrument.Call) error {
 		b.calls++
 		if b.fault != nil {
