@@ -744,3 +744,44 @@ func TestExportPasses(t *testing.T) {
 	}
 	verifyOK(t, b.store.Container("exports"), m)
 }
+
+// TestReadCheckedPart: the read hands every entity over and passes on the
+// part as exported; on a part with other bytes it hands them over too and
+// says so at the end (ErrDamaged, naming the part); an error of fn stops
+// it and is returned as fn's, never as ErrDamaged.
+func TestReadCheckedPart(t *testing.T) {
+	b := newBundle(t)
+	b.seed(t, 20, 1, 10)
+	ctx := context.Background()
+	m, err := tableexport.Export(ctx, b.store.Tables(), storeadapter.Range{Table: "Logs"}, b.options("op-r"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, mp := b.raw.Container("exports"), m.Parts[0]
+	count := func() (int, error) {
+		n := 0
+		err := tableexport.ReadCheckedPart(ctx, c, mp, func(storeadapter.Entity) error { n++; return nil })
+		return n, err
+	}
+	if n, err := count(); err != nil || int64(n) != mp.Entities {
+		t.Fatalf("as exported: %d entities, %v; want %d, nil", n, err, mp.Entities)
+	}
+	stop := errors.New("stop")
+	if err := tableexport.ReadCheckedPart(ctx, c, mp, func(storeadapter.Entity) error { return stop }); !errors.Is(err, stop) || errors.Is(err, tableexport.ErrDamaged) {
+		t.Errorf("fn's error: %v; want it, not ErrDamaged", err)
+	}
+	data, _, err := c.Get(ctx, mp.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = bytes.Replace(data, []byte(`"N":"0"`), []byte(`"N":"9"`), 1) // the first line's Int64, as a string
+	if !strings.Contains(string(data), `"N":"9"`) {
+		t.Fatalf("no Int64 0 in %s", data)
+	}
+	if _, err := c.Put(ctx, mp.Name, data, storeadapter.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := count(); !errors.Is(err, tableexport.ErrDamaged) || !strings.Contains(err.Error(), mp.Name+": SHA-256") || int64(n) != mp.Entities {
+		t.Errorf("other bytes: %d entities handed over, %v; want all %d, then ErrDamaged naming the part's SHA-256", n, err, mp.Entities)
+	}
+}
