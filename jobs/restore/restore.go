@@ -32,12 +32,15 @@ const checkpointStep = "restore"
 //     SHA-256 and line count against the manifest
 //     (tableexport.CheckPart); a part missing or different is permanent,
 //     naming it, and nothing of it has been written. Then read it again
-//     and hand its lines, from the checkpoint's line on, to the batch
-//     writer (tablewrite: insert, or replace for the modes replace and
-//     mirror). Every Config.CheckpointRows lines and at the part's end:
-//     Flush (every row handed over is durable), then save the position
-//     (compare-and-swap on the checkpoint's ETag), then, when the
-//     delivery's time budget is spent, return jobs.ContinueLater.
+//     from its start, checked the same way as it goes
+//     (tableexport.ReadCheckedPart), and hand its lines, from the
+//     checkpoint's line on, to the batch writer (tablewrite: insert, or
+//     replace for the modes replace and mirror). Every
+//     Config.CheckpointRows lines, and at the part's end once that read's
+//     check has passed: Flush (every row handed over is durable), then
+//     save the position (compare-and-swap on the checkpoint's ETag), then,
+//     when the delivery's time budget is spent, return
+//     jobs.ContinueLater.
 //  4. Mirror only, second phase: check each part again and merge-join its
 //     keys, in key order, against a scan of the target in the manifest's
 //     scope (storeadapter.Range.Filter: reserved rows are never read), so
@@ -46,7 +49,7 @@ const checkpointStep = "restore"
 //     the scan read, in transactions of one partition; a row changed since
 //     is kept. The checkpoint, saved the same way, holds the part, the
 //     line and the last key reconciled: every target row up to it has
-//     been handled.
+//     been handled. This read is checked as it goes too.
 //  5. Save the done mark with the counts, and report them (jobs.SetResult).
 //
 // Crash positions: before the first save nothing is recorded and a
@@ -61,6 +64,26 @@ const checkpointStep = "restore"
 // it is, so the join is the one the lost run was doing; a delete done
 // twice finds the row gone, which is success. After the done mark a
 // redelivery writes nothing.
+//
+// A part that changes between its check and the read that uses it (an
+// export is never rewritten: someone replaced the blob) is found at that
+// read's end, by its length, SHA-256 or line count, or sooner by a line
+// that does not parse: a permanent error naming the part, and the
+// checkpoint never moves past it. The saves inside the part are kept:
+// checking before them would mean reading the part once more per save,
+// or holding it. So the rows of that part this delivery wrote, from the
+// checkpoint's line it started at on (up to the last save inside the part
+// and maybe beyond), may be from the changed bytes. The operator checks
+// the export (enqueue export verify) and restores it again as a new
+// operation in mode replace, which rewrites every row from checked parts,
+// or mirror, which also deletes rows only the changed bytes held; insert
+// would skip the rows as they are. In mirror's pass, target rows up to
+// the part's last key read may have been deleted for want of lines the
+// changed bytes lack; a new mirror restore writes them again. A delivery
+// that stops inside a part (time budget, another run ahead) has not
+// checked the bytes it wrote from; the next one checks the part before it
+// reads on, so a part that stays changed is caught, one changed and put
+// back between two deliveries is not.
 //
 // Two deliveries at once (a redelivery after a lost lease, or a
 // continuation sent twice): both write the same rows with the same values
@@ -284,7 +307,7 @@ func (r *run) writePart(ctx context.Context) error {
 		return err
 	}
 	var line int64
-	err := tableexport.ReadPart(ctx, r.src.blobs[m], parts[p].Name, func(e storeadapter.Entity) error {
+	err := tableexport.ReadCheckedPart(ctx, r.src.blobs[m], parts[p], func(e storeadapter.Entity) error {
 		line++
 		if line <= from {
 			return nil
@@ -298,7 +321,7 @@ func (r *run) writePart(ctx context.Context) error {
 		return nil
 	})
 	if err != nil {
-		return err
+		return r.src.changed(err, m, p, fmt.Sprintf("its rows from line %d on may have been written from the changed bytes", from+1))
 	}
 	return r.save(ctx, r.next(m, p))
 }
@@ -318,7 +341,7 @@ func (r *run) mirrorPass(ctx context.Context) error {
 		if p == startP {
 			from = startL
 		}
-		err := tableexport.ReadPart(ctx, r.src.blobs[0], parts[p].Name, func(e storeadapter.Entity) error {
+		err := tableexport.ReadCheckedPart(ctx, r.src.blobs[0], parts[p], func(e storeadapter.Entity) error {
 			line++
 			if line <= from {
 				return nil
@@ -334,7 +357,7 @@ func (r *run) mirrorPass(ctx context.Context) error {
 			return nil
 		})
 		if err != nil {
-			return err
+			return r.src.changed(err, 0, p, "target rows in the scope up to its last key read may have been deleted for want of lines the changed bytes lack")
 		}
 		if err := r.save(ctx, state{Phase: phaseMirror, P: p + 1, After: after}); err != nil {
 			return err
