@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -17,6 +19,7 @@ import (
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/storeadapter/azstore"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/largeentity"
 	"github.com/tablekeeper/tablekeeper/test/azurite"
 )
 
@@ -25,7 +28,8 @@ import (
 // declared in the config's accounts section (a connection string in
 // $DR_CS), and copies a table of every EDM type and awkward keys, in
 // small pages, to it: every application row arrives with its typed values,
-// no reserved row does, and no output shows the second account's key.
+// no reserved row does, a row with an offloaded property gets a blob of its
+// own in the second account, and no output shows the second account's key.
 func TestCopyBetweenAzuriteAccounts(t *testing.T) {
 	home, dr := azurite.ForTest(t), azurite.ForTest(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
@@ -59,6 +63,20 @@ func TestCopyBetweenAzuriteAccounts(t *testing.T) {
 	if _, err := homeStore.Tables().InsertEntity(ctx, "CopySrc", storeadapter.Entity{PartitionKey: "p0 a b", RowKey: storeadapter.ReservedPrefix + "m.x", Properties: map[string]any{"S": "reserved"}}); err != nil {
 		t.Fatal(err)
 	}
+	bio := strings.Repeat("ünicode text of a large property ", 2000)
+	sum := sha256.Sum256([]byte(bio))
+	ref := largeentity.Ref{V: largeentity.RefVersion, Container: "big", Name: largeentity.BlobName("", "CopySrc", "p9", "large", "Bio", hex.EncodeToString(sum[:])),
+		Length: int64(len(bio)), ContentType: largeentity.ContentTypeString, SHA256: hex.EncodeToString(sum[:]), Type: "Edm.String", Mode: largeentity.ModeOffload}
+	if err := homeStore.Container("big").Create(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ref.ETag, err = homeStore.Container("big").Put(ctx, ref.Name, []byte(bio), storeadapter.PutOptions{ContentType: ref.ContentType}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := homeStore.Tables().InsertEntity(ctx, "CopySrc", storeadapter.Entity{PartitionKey: "p9", RowKey: "large",
+		Properties: map[string]any{"S": "offloaded", largeentity.RefPrefix + "Bio": ref.String()}}); err != nil {
+		t.Fatal(err)
+	}
 	q := homeStore.Queue("copies")
 	if err := q.Create(ctx); err != nil {
 		t.Fatal(err)
@@ -84,7 +102,7 @@ func TestCopyBetweenAzuriteAccounts(t *testing.T) {
 	if err != nil {
 		t.Fatalf("worker: %v\n%s", err, errOut)
 	}
-	if !strings.Contains(errOut, `copied 40 rows of CopySrc (the worker's own account) to CopyDst (account \"dr\"): 40 written, 0 skipped`) {
+	if !strings.Contains(errOut, `copied 41 rows of CopySrc (the worker's own account) to CopyDst (account \"dr\"): 41 written, 0 skipped`) {
 		t.Errorf("the log lacks the copy's result:\n%s", errOut)
 	}
 	if strings.Contains(out+errOut, azurite.Key) || strings.Contains(out+errOut, dr.ConnectionString) {
@@ -96,7 +114,18 @@ func TestCopyBetweenAzuriteAccounts(t *testing.T) {
 		t.Fatalf("read CopyDst: %v (next %q)", err, page.Next)
 	}
 	for _, e := range page.Entities {
-		got[e.PartitionKey+"/"+e.RowKey] = e.Properties
+		if e.PartitionKey != "p9" {
+			got[e.PartitionKey+"/"+e.RowKey] = e.Properties
+		}
+	}
+	large, err := largeentity.Get(ctx, drStore, "CopyDst", "p9", "large")
+	if err != nil || large.Properties["Bio"] != bio {
+		t.Errorf("the offloaded row read in the second account: %v (Bio intact: %v)", err, large.Properties["Bio"] == bio)
+	}
+	if raw, err := drStore.Tables().GetEntity(ctx, "CopyDst", "p9", "large"); err != nil {
+		t.Error(err)
+	} else if r, _, _ := largeentity.RefOf(raw, "Bio"); !strings.HasPrefix(r.Name, "CopyDst/p9/large/Bio/") {
+		t.Errorf("the copied row names blob %s, want one of its own key", r.Name)
 	}
 	if len(got) != len(want) {
 		t.Errorf("CopyDst holds %d rows, want %d (no reserved row)", len(got), len(want))

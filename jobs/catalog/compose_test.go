@@ -374,7 +374,7 @@ func TestRestoreAndCopyKeepIndexes(t *testing.T) {
 	a.employee("Ops", "100", "Newcomer", nil)
 
 	res = a.mustRun("restore", fmt.Sprintf(`{"manifests":[%q],"mode":"mirror"}`, manifest))
-	if !strings.Contains(res, "24 rows written, 0 skipped (exist), 1 deleted; indexes: ") || !strings.HasSuffix(res, ", 1 removed") {
+	if !strings.Contains(res, "24 rows written, 0 skipped (exist), 1 deleted, indexes: ") || !strings.HasSuffix(res, ", 1 removed") {
 		t.Errorf("restore: %q, want 24 rows written, 1 deleted and removed from the indexes", res)
 	}
 	a.checkIndexes(staff)

@@ -2,6 +2,8 @@ package copykind_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +20,7 @@ import (
 	"github.com/tablekeeper/tablekeeper/localstore"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/largeentity"
 )
 
 // TestCopyArgs: every bad argument is refused naming its field and rule.
@@ -458,5 +461,55 @@ func TestCopyTwoDeliveries(t *testing.T) {
 	res, err := run(t, w, "op-2x", `{"table":"Orders","to":"dr"}`)
 	if err != nil || !strings.HasPrefix(res, "already done: copied ") {
 		t.Errorf("after both: %q, %v", res, err)
+	}
+}
+
+// TestCopyCarriesOffloadedBlobs: a row whose property blobsync offloaded
+// is copied to another account with a blob of its own there (the target
+// account holds none of the source's blobs), and a reference whose blob
+// is gone is copied as it is and counted.
+func TestCopyCarriesOffloadedBlobs(t *testing.T) {
+	b := setup(t)
+	ctx := context.Background()
+	bio := strings.Repeat("a long text ", 3000)
+	sum := sha256.Sum256([]byte(bio))
+	ref := largeentity.Ref{V: largeentity.RefVersion, Container: "big", Name: largeentity.BlobName("", "Orders", "p", "r1", "Bio", hex.EncodeToString(sum[:])),
+		Length: int64(len(bio)), ContentType: largeentity.ContentTypeString, SHA256: hex.EncodeToString(sum[:]), Type: "Edm.String", Mode: largeentity.ModeOffload}
+	if err := b.home.Container("big").Create(ctx); err != nil {
+		t.Fatal(err)
+	}
+	etag, err := b.home.Container("big").Put(ctx, ref.Name, []byte(bio), storeadapter.PutOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref.ETag = etag
+	if err := b.home.Tables().CreateTable(ctx, "Orders"); err != nil {
+		t.Fatal(err)
+	}
+	gone := ref
+	gone.Name = largeentity.BlobName("", "Orders", "p", "r2", "Bio", hex.EncodeToString(sum[:]))
+	transact(t, b.home, "Orders", []storeadapter.TableOp{
+		{Action: storeadapter.TxInsert, Entity: storeadapter.Entity{PartitionKey: "p", RowKey: "r1", Properties: map[string]any{largeentity.RefPrefix + "Bio": ref.String()}}},
+		{Action: storeadapter.TxInsert, Entity: storeadapter.Entity{PartitionKey: "p", RowKey: "r2", Properties: map[string]any{largeentity.RefPrefix + "Bio": gone.String()}}},
+	})
+	w := b.worker(t, copykind.Config{})
+	res, err := run(t, w, "op-b", `{"table":"Orders","to":"dr","target":"OrdersDR"}`)
+	if err != nil || !strings.HasSuffix(res, ", offloaded blobs: 1 put, 1 missing") {
+		t.Fatalf("copy: %q, %v", res, err)
+	}
+	got, err := largeentity.Get(ctx, b.dr, "OrdersDR", "p", "r1")
+	if err != nil || got.Properties["Bio"] != bio {
+		t.Fatalf("the copied row in the other account: %v (Bio intact: %v)", err, got.Properties["Bio"] == bio)
+	}
+	raw, err := b.dr.Tables().GetEntity(ctx, "OrdersDR", "p", "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _, _ := largeentity.RefOf(raw, "Bio"); !strings.HasPrefix(r.Name, "OrdersDR/p/r1/Bio/") {
+		t.Errorf("the copy names blob %s, want one of its own key", r.Name)
+	}
+	raw, err = b.dr.Tables().GetEntity(ctx, "OrdersDR", "p", "r2")
+	if err != nil || raw.Properties[largeentity.RefPrefix+"Bio"] != gone.String() {
+		t.Errorf("the row whose blob is gone: %v, %v; want its reference copied as it is", raw.Properties, err)
 	}
 }

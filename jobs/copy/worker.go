@@ -11,6 +11,7 @@ import (
 	"github.com/tablekeeper/tablekeeper/jobs/kit"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/tablepatterns/indexes"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/largeentity"
 	"github.com/tablekeeper/tablekeeper/tablepatterns/tablewrite"
 )
 
@@ -34,6 +35,11 @@ type state struct {
 	Skipped      int64 `json:"skipped"`
 	Transactions int64 `json:"transactions"`
 	Pages        int64 `json:"pages"`
+	// Blobs counts offloaded values put in blobs of the target's rows,
+	// Dangling the references copied as they are because their blob was
+	// gone (see copier.write).
+	Blobs    int64 `json:"blobs,omitempty"`
+	Dangling int64 `json:"dangling,omitempty"`
 	// Indexed counts the keys whose index entries the pages' Syncs added
 	// or changed, Unindexed the keys they removed from the indexes (rows
 	// gone from the target's scope).
@@ -97,8 +103,9 @@ type state struct {
 // checkpoint is saved only after a Flush and the Sync returned, every row
 // at or before its last key is in the target and indexed. The rows the
 // crashed run wrote after the saved position lie in the redelivery's
-// first span, which starts there; its pages can end elsewhere (the source
-// may have changed), so the span is of keys, not of the page's rows.
+// spans, which start there and follow each other to the range's end: they
+// are spans of keys, not of a page's rows, so they hold those rows even
+// when the redelivery's pages end elsewhere (the source changed).
 // After the done save a redelivery only reports. A continuation stops
 // only after a save, so it is the crash position "after a save" without
 // the crash.
@@ -147,7 +154,7 @@ func (w *Worker) Work(ctx context.Context, job *jobs.Job[Args]) error {
 		return jobs.Permanent(fmt.Errorf("copy: args.to: %w", err))
 	}
 	mode, _ := a.mode() // validated
-	c := &copier{w: w, args: a, opID: job.ID, src: src, budget: w.Budget(w.cfg.TimeBudget)}
+	c := &copier{w: w, args: a, opID: job.ID, src: src, dst: dst, budget: w.Budget(w.cfg.TimeBudget)}
 	c.writer, err = tablewrite.New(tablewrite.Options{Tables: dst.Tables(), Table: a.target(), Mode: mode,
 		Partitions: w.cfg.Partitions, CreateTable: true})
 	if err != nil {
@@ -192,9 +199,9 @@ func Result(a Args, st state) string {
 	out := fmt.Sprintf("copied %d rows of %s (%s) to %s (%s): %d written, %d skipped, in %d transactions over %d pages",
 		st.Written+st.Skipped, a.Table, account(a.From), a.target(), account(a.To), st.Written, st.Skipped, st.Transactions, st.Pages)
 	if st.Indexed > 0 || st.Unindexed > 0 {
-		out += fmt.Sprintf("; indexes: %d keys added or changed, %d removed", st.Indexed, st.Unindexed)
+		out += fmt.Sprintf(", indexes: %d updated, %d removed", st.Indexed, st.Unindexed)
 	}
-	return out
+	return out + largeentity.Summary(st.Blobs, st.Dangling)
 }
 
 // copier carries one delivery of a copy.
@@ -203,6 +210,7 @@ type copier struct {
 	args   Args
 	opID   string
 	src    storeadapter.Store
+	dst    storeadapter.Store
 	writer *tablewrite.Writer
 	budget jobs.Budget
 	st     state
@@ -273,9 +281,24 @@ func (c *copier) page(ctx context.Context) (storeadapter.Page, error) {
 }
 
 // write writes a page to the target, flushes, and saves the checkpoint
-// after it (steps 4 and 5 of Worker).
+// after it (steps 4 and 5 of Worker). A row with offloaded properties
+// (blobsync) is written with blobs of its own under the target's key
+// (largeentity.Place, as archive carries them): each value is read from
+// the source account's blob, checked, and put in the target account —
+// in the container the worker's blobsync layout declares for the target
+// table's name, or else the reference's — before the row is handed to
+// the writer, so a reference never names a blob that is not there. The
+// puts are content-addressed and unconditional, so a page written again
+// puts the same bytes. A reference whose blob is gone is copied as it is
+// (counted Dangling).
 func (c *copier) write(ctx context.Context, page storeadapter.Page) error {
+	var placed largeentity.Placed
 	for _, e := range page.Entities {
+		e, n, err := largeentity.Place(ctx, c.src, c.dst, c.w.Layout, e, c.args.target())
+		if err != nil {
+			return c.targetErr(fmt.Errorf("row %s/%s: %w", e.PartitionKey, e.RowKey, err))
+		}
+		placed.Add(n)
 		if err := c.writer.Add(ctx, e); err != nil {
 			return c.targetErr(err)
 		}
@@ -289,6 +312,8 @@ func (c *copier) write(ctx context.Context, page storeadapter.Page) error {
 	next.Skipped += now.Skipped - c.counted.Skipped
 	next.Transactions += now.Transactions - c.counted.Transactions
 	c.counted = now
+	next.Blobs += int64(placed.Blobs)
+	next.Dangling += int64(placed.Dangling)
 	next.Pages++
 	next.Done = page.Next == ""
 	if n := len(page.Entities); n > 0 {

@@ -9,6 +9,7 @@ import (
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/kit"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/largeentity"
 	"github.com/tablekeeper/tablekeeper/tablepatterns/tableexport"
 )
 
@@ -134,6 +135,14 @@ func (a Args) source() storeadapter.Range {
 //     If-None-Match *, built from the done checkpoint's chain of parts.
 //  4. (The runner) delete the message.
 //
+// Offloaded properties (blobsync): each line holds the value of every
+// property offloaded to a blob beside its reference (largeentity.Embed:
+// one read of the blob, checked against the reference), so the export
+// holds all a row needs even after the blobs are collected (a deleted
+// table's are). restore puts the values back in blobs
+// (largeentity.Place). References of mode attach — blobs the application
+// owns — are exported as references only.
+//
 // Increments (Args.Since, After or AfterLatest): the lower bound is fixed at the
 // first delivery (After's manifest is read then, and a missing one, one of
 // another scope or one without a mark is permanent, naming args.after) and
@@ -196,6 +205,7 @@ func (w *Worker) Work(ctx context.Context, job *jobs.Job[Args]) error {
 	o := tableexport.Options{
 		Blobs: w.Store.Container(container), Prefix: prefix, MaxPartBytes: w.cfg.MaxPartBytes, Gzip: a.Gzip,
 		OpID: job.ID, Checkpoints: w.Checkpoints, Step: checkpointStep, Clock: w.Clock, Stop: budget.Spent,
+		Transform: largeentity.Embedding(w.Store),
 	}
 	if a.MaxPartBytes != nil {
 		o.MaxPartBytes = *a.MaxPartBytes

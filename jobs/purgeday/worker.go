@@ -10,6 +10,7 @@ import (
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/kit"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/largeentity"
 	"github.com/tablekeeper/tablekeeper/tablepatterns/tableexport"
 )
 
@@ -173,7 +174,7 @@ func (w *Worker) export(ctx context.Context, opID, exportTo string, day Day, bud
 	blobs := w.Store.Container(container)
 	m, err := tableexport.Export(ctx, w.Store.Tables(), storeadapter.Range{Table: day.Table}, tableexport.Options{
 		Blobs: blobs, Prefix: prefix, MaxPartBytes: w.cfg.MaxPartBytes, OpID: opID, Checkpoints: w.Checkpoints,
-		Step: exportStepPrefix + day.Table, Clock: w.Clock, Stop: budget.Spent,
+		Step: exportStepPrefix + day.Table, Clock: w.Clock, Stop: budget.Spent, Transform: largeentity.Embedding(w.Store),
 	})
 	switch {
 	case errors.Is(err, tableexport.ErrStopped):

@@ -166,3 +166,18 @@ func (s source) check(ctx context.Context, m, p int) error {
 	}
 	return fmt.Errorf("restore: %w", err)
 }
+
+// changed is the error of the read that uses part p of manifest m after
+// its check (tableexport.ReadCheckedPart). A part that no longer matches
+// its manifest changed since the check: permanent, naming the part,
+// saying what was done with its lines (did) and what to do. Any other
+// error is returned as it is (a part gone since is found missing by the
+// next delivery's check, before anything of it is read).
+func (s source) changed(err error, m, p int, did string) error {
+	if !errors.Is(err, tableexport.ErrDamaged) {
+		return err
+	}
+	return jobs.Permanent(fmt.Errorf("restore: manifest %s: part %s changed after its check: %s; the checkpoint does not pass the part. "+
+		"Check the export (enqueue export verify), then restore it again as a new operation in mode replace or mirror: %w",
+		s.manifests[m].Name, s.manifests[m].Parts[p].Name, did, err))
+}

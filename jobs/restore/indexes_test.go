@@ -243,7 +243,7 @@ func TestRestoreKeepsIndexes(t *testing.T) {
 					wantRemoved = len(extrasInB)
 				}
 			}
-			if want := fmt.Sprintf(", %d deleted; indexes: ", wantRemoved); !strings.Contains(res, want) || !strings.HasSuffix(res, fmt.Sprintf(", %d removed", wantRemoved)) {
+			if want := fmt.Sprintf(", %d deleted, indexes: ", wantRemoved); !strings.Contains(res, want) || !strings.HasSuffix(res, fmt.Sprintf(", %d removed", wantRemoved)) {
 				t.Errorf("result %q, want %d deleted and removed from the indexes", res, wantRemoved)
 			}
 		})

@@ -10,6 +10,7 @@ import (
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/kit"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/largeentity"
 	"github.com/tablekeeper/tablekeeper/tablepatterns/tableexport"
 	"github.com/tablekeeper/tablekeeper/tablepatterns/tablewrite"
 )
@@ -31,13 +32,15 @@ const checkpointStep = "restore"
 //     SHA-256 and line count against the manifest
 //     (tableexport.CheckPart); a part missing or different is permanent,
 //     naming it, and nothing of it has been written. Then read it again
-//     and hand its lines, from the checkpoint's line on, to the batch
-//     writer (tablewrite: insert, or replace for the modes replace and
-//     mirror). Every Config.CheckpointRows lines and at the part's end:
-//     Flush (every row handed over is durable), sync the target's indexes
-//     (below), then save the position (compare-and-swap on the
-//     checkpoint's ETag), then, when the delivery's time budget is spent,
-//     return jobs.ContinueLater.
+//     from its start, checked the same way as it goes
+//     (tableexport.ReadCheckedPart), and hand its lines, from the
+//     checkpoint's line on, to the batch writer (tablewrite: insert, or
+//     replace for the modes replace and mirror). Every
+//     Config.CheckpointRows lines, and at the part's end once that read's
+//     check has passed: Flush (every row handed over is durable), sync the
+//     target's indexes (below), then save the position (compare-and-swap
+//     on the checkpoint's ETag), then, when the delivery's time budget is
+//     spent, return jobs.ContinueLater.
 //  4. Mirror only, second phase: check each part again and merge-join its
 //     keys, in key order, against a scan of the target in the manifest's
 //     scope (storeadapter.Range.Filter: reserved rows are never read), so
@@ -46,8 +49,9 @@ const checkpointStep = "restore"
 //     the scan read, in transactions of one partition; a row changed since
 //     is kept. The checkpoint, saved the same way, holds the part, the
 //     line and the last key reconciled: every target row up to it has
-//     been handled. After the last part the target's rows past the last
-//     key are handled the same way (the scope's tail).
+//     been handled. This read is checked as it goes too. After the last
+//     part the target's rows past the last key are handled the same way
+//     (the scope's tail).
 //  5. Save the done mark with the counts, and report them (jobs.SetResult).
 //
 // Indexes. When the worker's config declares indexes on the target table
@@ -98,6 +102,28 @@ const checkpointStep = "restore"
 // (or, in the tail, up to the scope's end), which is the span of the
 // redelivery's first Sync; the membership records of the rows it deleted
 // are still there, so Sync removes them from the indexes.
+//
+// A part that changes between its check and the read that uses it (an
+// export is never rewritten: someone replaced the blob) is found at that
+// read's end, by its length, SHA-256 or line count, or sooner by a line
+// that does not parse: a permanent error naming the part, and the
+// checkpoint never moves past it. The saves inside the part are kept:
+// checking before them would mean reading the part once more per save,
+// or holding it. So the rows of that part this delivery wrote, from the
+// checkpoint's line it started at on (up to the last save inside the part
+// and maybe beyond), may be from the changed bytes. The operator checks
+// the export (enqueue export verify) and restores it again as a new
+// operation in mode replace, which rewrites every row from checked parts,
+// or mirror, which also deletes rows only the changed bytes held; insert
+// would skip the rows as they are. In mirror's pass, target rows up to
+// the part's last key read may have been deleted for want of lines the
+// changed bytes lack; a new mirror restore writes them again. A delivery
+// that stops inside a part (time budget, another run ahead) has not
+// checked the bytes it wrote from; the next one checks the part before it
+// reads on, so a part that stays changed is caught, one changed and put
+// back between two deliveries is not. The rows written or deleted since the last
+// save before such a part's permanent error are not synced to the
+// indexes either; the new restore in replace or mirror syncs them.
 //
 // Two deliveries at once (a redelivery after a lost lease, or a
 // continuation sent twice): both write the same rows with the same values
@@ -185,6 +211,10 @@ type state struct {
 	Skipped int64             `json:"skipped,omitempty"`
 	Deleted int64             `json:"deleted,omitempty"`
 	Kept    int64             `json:"kept,omitempty"`
+	// Blobs counts offloaded values put back in blobs, Dangling the
+	// references kept whose blob was gone (see add).
+	Blobs    int64 `json:"blobs,omitempty"`
+	Dangling int64 `json:"dangling,omitempty"`
 	// Indexed counts the keys whose index entries the saves' Syncs added
 	// or changed, Unindexed the keys they removed from the indexes (rows
 	// gone from the target).
@@ -222,8 +252,9 @@ func (s state) summary(table string) string {
 		out += fmt.Sprintf(", %d kept (changed during the mirror)", s.Kept)
 	}
 	if s.Indexed > 0 || s.Unindexed > 0 {
-		out += fmt.Sprintf("; indexes: %d keys added or changed, %d removed", s.Indexed, s.Unindexed)
+		out += fmt.Sprintf(", indexes: %d updated, %d removed", s.Indexed, s.Unindexed)
 	}
+	out += largeentity.Summary(s.Blobs, s.Dangling)
 	return out
 }
 
@@ -254,6 +285,8 @@ type run struct {
 	base       state
 	mark       tablewrite.Counts
 	markDel    [2]int64
+	placed     largeentity.Placed // by add, in this delivery
+	markPlaced largeentity.Placed
 	checkpoint idempotent.Checkpoints
 	// seg is the write phase's keys handed to the writer since the last
 	// save, when the target has indexes to sync.
@@ -299,7 +332,7 @@ func (r *run) adopt(token, etag string) error {
 		}
 	}
 	r.st, r.etag, r.base = st, etag, st
-	r.mark, r.markDel = r.wr.Counts(), [2]int64{r.del.deleted, r.del.kept}
+	r.mark, r.markDel, r.markPlaced = r.wr.Counts(), [2]int64{r.del.deleted, r.del.kept}, r.placed
 	r.seg = segment{}
 	return nil
 }
@@ -340,12 +373,12 @@ func (r *run) writePart(ctx context.Context) error {
 		return err
 	}
 	var line int64
-	err := tableexport.ReadPart(ctx, r.src.blobs[m], parts[p].Name, func(e storeadapter.Entity) error {
+	err := tableexport.ReadCheckedPart(ctx, r.src.blobs[m], parts[p], func(e storeadapter.Entity) error {
 		line++
 		if line <= from {
 			return nil
 		}
-		if err := r.wr.Add(ctx, e); err != nil {
+		if err := r.add(ctx, e); err != nil {
 			return err
 		}
 		if r.syncWrites {
@@ -357,7 +390,7 @@ func (r *run) writePart(ctx context.Context) error {
 		return nil
 	})
 	if err != nil {
-		return err
+		return r.src.changed(err, m, p, fmt.Sprintf("its rows from line %d on may have been written from the changed bytes", from+1))
 	}
 	return r.save(ctx, r.next(m, p))
 }
@@ -377,7 +410,7 @@ func (r *run) mirrorPass(ctx context.Context) error {
 		if p == startP {
 			from = startL
 		}
-		err := tableexport.ReadPart(ctx, r.src.blobs[0], parts[p].Name, func(e storeadapter.Entity) error {
+		err := tableexport.ReadCheckedPart(ctx, r.src.blobs[0], parts[p], func(e storeadapter.Entity) error {
 			line++
 			if line <= from {
 				return nil
@@ -393,7 +426,7 @@ func (r *run) mirrorPass(ctx context.Context) error {
 			return nil
 		})
 		if err != nil {
-			return err
+			return r.src.changed(err, 0, p, "target rows in the scope up to its last key read may have been deleted for want of lines the changed bytes lack")
 		}
 		if err := r.save(ctx, state{Phase: phaseMirror, P: p + 1, After: after}); err != nil {
 			return err
@@ -425,6 +458,8 @@ func (r *run) save(ctx context.Context, pos state) error {
 	pos.Skipped = r.base.Skipped + c.Skipped - r.mark.Skipped
 	pos.Deleted = r.base.Deleted + r.del.deleted - r.markDel[0]
 	pos.Kept = r.base.Kept + r.del.kept - r.markDel[1]
+	pos.Blobs = r.base.Blobs + int64(r.placed.Blobs-r.markPlaced.Blobs)
+	pos.Dangling = r.base.Dangling + int64(r.placed.Dangling-r.markPlaced.Dangling)
 	token, _ := json.Marshal(pos) // plain fields
 	for tries := 0; ; tries++ {
 		var etag string

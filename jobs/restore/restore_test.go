@@ -1,6 +1,7 @@
 package restore_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -504,5 +505,112 @@ func TestRestoreMirrorRefusesAnIncrement(t *testing.T) {
 	}
 	if _, err := e.raw.Tables().Query(context.Background(), "Target", storeadapter.Query{}); !errors.Is(err, storeadapter.ErrNotFound) {
 		t.Errorf("the target was touched: %v", err)
+	}
+}
+
+// TestRestoreChecksTheSecondRead: a part whose bytes are swapped after its
+// check, before the read that uses it (a digit of its first line changed:
+// the same length and lines, in key order, each of which parses, another
+// SHA-256), is found at that read's end: permanent, naming the part and what may have been
+// done from it, and the checkpoint never passes the part. In the write
+// phase the save inside the part (at CheckpointRows) stays, and nothing of
+// the parts after it is written; in mirror's pass no part after it is
+// reconciled.
+func TestRestoreChecksTheSecondRead(t *testing.T) {
+	for _, c := range []struct {
+		mode   string
+		swapAt int // the Open of the part that gets the swapped bytes
+		want   string
+	}{
+		{restore.ModeReplace, 2, "its rows from line 1 on may have been written from the changed bytes"},
+		// 1: the check, 2: the write phase's read, 3: mirror's read (the
+		// delivery checked the part already).
+		{restore.ModeMirror, 3, "target rows in the scope up to its last key read may have been deleted"},
+	} {
+		t.Run(c.mode, func(t *testing.T) {
+			e := newEnv(t)
+			ctx := context.Background()
+			b := e.raw.Container("exports")
+			m, err := tableexport.Export(ctx, e.raw.Tables(), storeadapter.Range{Table: "Src"}, tableexport.Options{
+				Blobs: b, Prefix: "bk", MaxPartBytes: 64 << 10, OpID: "op-big",
+				Checkpoints: idempotent.Checkpoints{Tables: e.raw.Tables(), Table: "ExportCheckpoints"}, Clock: clock.NewFake(t0)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(m.Parts) < 3 || m.Parts[1].Entities <= 100 {
+				t.Fatalf("%d parts, the second of %d lines; the test wants a save inside it (over 100 lines) and parts after it", len(m.Parts), m.Parts[1].Entities)
+			}
+			victim := m.Parts[1]
+			data, _, err := b.Get(ctx, victim.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var first storeadapter.Entity
+			stop := errors.New("the first line")
+			if err := tableexport.ReadPart(ctx, b, victim.Name, func(x storeadapter.Entity) error { first = x; return stop }); !errors.Is(err, stop) {
+				t.Fatal(err)
+			}
+			// The first line's Int32 gets another first digit.
+			swapped := append([]byte(nil), data...)
+			at := bytes.Index(swapped, []byte(`"I32":-`)) + len(`"I32":-`)
+			swapped[at] = map[bool]byte{true: '8', false: '9'}[swapped[at] == '9']
+			opens := 0
+			e.fault = func(ca instrument.Call) error {
+				if ca.Op == instrument.OpOpen && ca.Blob == victim.Name {
+					if opens++; opens == c.swapAt {
+						if _, err := b.Put(ctx, victim.Name, swapped, storeadapter.PutOptions{}); err != nil {
+							return err
+						}
+					}
+				}
+				return nil
+			}
+			w := e.worker(t, restore.Config{CheckpointRows: 100}, nil)
+			_, err = run(t, w, "swap", restore.Args{Manifests: []string{"exports/" + m.Name}, Table: "Dst", Mode: c.mode})
+			if opens != c.swapAt {
+				t.Fatalf("the part was opened %d times, want %d", opens, c.swapAt)
+			}
+			if !jobs.IsPermanent(err) || !errors.Is(err, tableexport.ErrDamaged) ||
+				!strings.Contains(err.Error(), "part "+victim.Name+" changed after its check: "+c.want) {
+				t.Fatalf("%v; want permanent, naming part %s, %q", err, victim.Name, c.want)
+			}
+			token, err := idempotent.Checkpoints{Tables: e.raw.Tables(), Table: jobs.DefaultCheckpointTable}.Load(ctx, "swap", "restore")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var st struct {
+				Phase string
+				P     int
+				L     int64
+			}
+			if err := json.Unmarshal([]byte(token), &st); err != nil {
+				t.Fatal(err)
+			}
+			wantPhase, wantL := "", int64(100)
+			if c.mode == restore.ModeMirror {
+				wantPhase = "mirror"
+			}
+			if st.Phase != wantPhase || st.P != 1 || st.L != wantL {
+				t.Errorf("checkpoint %s; want phase %q, part 1 at its save inside it (line %d)", token, wantPhase, wantL)
+			}
+			if c.mode == restore.ModeMirror {
+				return
+			}
+			// The hazard was there: the changed line was written as it was
+			// read, and only the error tells.
+			if got, err := e.raw.Tables().GetEntity(ctx, "Dst", first.PartitionKey, first.RowKey); err != nil || got.Properties["I32"] == first.Properties["I32"] {
+				t.Errorf("row %s/%s of the changed line: %v, %v; want it written with the changed Int32 (not %v)", first.PartitionKey, first.RowKey, got.Properties["I32"], err, first.Properties["I32"])
+			}
+			for _, mp := range m.Parts[2:] {
+				if err := tableexport.ReadPart(ctx, b, mp.Name, func(x storeadapter.Entity) error {
+					if _, err := e.raw.Tables().GetEntity(ctx, "Dst", x.PartitionKey, x.RowKey); !errors.Is(err, storeadapter.ErrNotFound) {
+						return fmt.Errorf("row %s/%s of part %s after the changed one: %v, want not written", x.PartitionKey, x.RowKey, mp.Name, err)
+					}
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -22,9 +22,30 @@ var ErrDamaged = errors.New("does not match its manifest")
 // differs ErrDamaged, both naming the part; a storage failure is returned
 // wrapped as it is. Memory holds one line.
 func CheckPart(ctx context.Context, b storeadapter.Blobs, mp ManifestPart) error {
+	return ReadCheckedPart(ctx, b, mp, func(storeadapter.Entity) error { return nil })
+}
+
+// ReadCheckedPart streams a listed part's entities to fn, as ReadPart
+// does, and checks the very bytes they came from as CheckPart does, with
+// the same errors. The verdict on length, SHA-256 and line count comes at
+// the part's end, after fn has had every line; a line that does not parse
+// stops the read before it. So an ErrDamaged from it means fn has been
+// handed lines of a part that is not the manifest's: a reader that
+// checked the part first (CheckPart) and reads it again to use it learns
+// that it changed in between, and that what it did with the lines is
+// suspect. An error from fn stops the read and is returned wrapped, never
+// as ErrDamaged. Memory holds one line.
+func ReadCheckedPart(ctx context.Context, b storeadapter.Blobs, mp ManifestPart, fn func(storeadapter.Entity) error) error {
 	var lines int64
-	st, err := scanPart(ctx, b, mp.Name, func([]byte, storeadapter.Entity) error { lines++; return nil })
+	var fnErr error
+	st, err := scanPart(ctx, b, mp.Name, func(_ []byte, e storeadapter.Entity) error {
+		lines++
+		fnErr = fn(e)
+		return fnErr
+	})
 	switch {
+	case fnErr != nil:
+		return fmt.Errorf("tableexport: read part %s: %w", mp.Name, fnErr)
 	case errors.Is(err, storeadapter.ErrNotFound) && !idempotent.Missing(err):
 		return fmt.Errorf("tableexport: part %s: missing: %w", mp.Name, err)
 	case err != nil && (storeadapter.IsTransient(err) || errors.Is(err, storeadapter.ErrForbidden) || ctx.Err() != nil || idempotent.Missing(err)):

@@ -19,18 +19,21 @@ import (
 	"github.com/tablekeeper/tablekeeper/idempotent"
 	"github.com/tablekeeper/tablekeeper/localstore"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/storeadapter/azstore"
 	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
 	"github.com/tablekeeper/tablekeeper/tablepatterns/tableexport"
+	"github.com/tablekeeper/tablekeeper/test/azurite"
 )
 
 // exportTime is the Now of every export in these tests: the folder is
 // 2026/11/21/1030.
 var exportTime = time.Date(2026, 11, 21, 10, 30, 42, 0, time.UTC)
 
-// bundle is a localstore behind the instrument, with a clock that moves
-// 1 ms per reading so entities get distinct, reproducible Timestamps.
+// bundle is a store behind the instrument: a localstore with a clock that
+// moves 1 ms per reading so entities get distinct, reproducible
+// Timestamps (newBundle), or Azurite (newAzuriteBundle).
 type bundle struct {
-	raw   *localstore.Store
+	raw   storeadapter.Store
 	store *instrument.Store
 	calls int
 	// fault, when set, sees every call (numbered from 1 since the last
@@ -43,8 +46,24 @@ type bundle struct {
 func newBundle(t *testing.T) *bundle {
 	t.Helper()
 	now := time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
-	b := &bundle{}
-	b.raw = localstore.New(localstore.Options{Clock: clock.NewFake(now).AutoAdvance(time.Millisecond + 1234500*time.Nanosecond/10000)})
+	return wrapBundle(t, localstore.New(localstore.Options{Clock: clock.NewFake(now).AutoAdvance(time.Millisecond + 1234500*time.Nanosecond/10000)}))
+}
+
+// newAzuriteBundle is a bundle on an emulator of the test's own.
+func newAzuriteBundle(t *testing.T) *bundle {
+	t.Helper()
+	s, err := azstore.NewFromConnectionString(azurite.ForTest(t).ConnectionString, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wrapBundle(t, s)
+}
+
+// wrapBundle puts raw behind the instrument and creates the table Logs
+// and the container exports.
+func wrapBundle(t *testing.T, raw storeadapter.Store) *bundle {
+	t.Helper()
+	b := &bundle{raw: raw}
 	b.store = instrument.Wrap(b.raw, instrument.Options{Fault: func(_ context.Context, c instrument.Call) error {
 		b.calls++
 		if b.fault != nil {
@@ -724,4 +743,45 @@ func TestExportPasses(t *testing.T) {
 		t.Errorf("%d rows left in the source", len(left))
 	}
 	verifyOK(t, b.store.Container("exports"), m)
+}
+
+// TestReadCheckedPart: the read hands every entity over and passes on the
+// part as exported; on a part with other bytes it hands them over too and
+// says so at the end (ErrDamaged, naming the part); an error of fn stops
+// it and is returned as fn's, never as ErrDamaged.
+func TestReadCheckedPart(t *testing.T) {
+	b := newBundle(t)
+	b.seed(t, 20, 1, 10)
+	ctx := context.Background()
+	m, err := tableexport.Export(ctx, b.store.Tables(), storeadapter.Range{Table: "Logs"}, b.options("op-r"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, mp := b.raw.Container("exports"), m.Parts[0]
+	count := func() (int, error) {
+		n := 0
+		err := tableexport.ReadCheckedPart(ctx, c, mp, func(storeadapter.Entity) error { n++; return nil })
+		return n, err
+	}
+	if n, err := count(); err != nil || int64(n) != mp.Entities {
+		t.Fatalf("as exported: %d entities, %v; want %d, nil", n, err, mp.Entities)
+	}
+	stop := errors.New("stop")
+	if err := tableexport.ReadCheckedPart(ctx, c, mp, func(storeadapter.Entity) error { return stop }); !errors.Is(err, stop) || errors.Is(err, tableexport.ErrDamaged) {
+		t.Errorf("fn's error: %v; want it, not ErrDamaged", err)
+	}
+	data, _, err := c.Get(ctx, mp.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = bytes.Replace(data, []byte(`"N":"0"`), []byte(`"N":"9"`), 1) // the first line's Int64, as a string
+	if !strings.Contains(string(data), `"N":"9"`) {
+		t.Fatalf("no Int64 0 in %s", data)
+	}
+	if _, err := c.Put(ctx, mp.Name, data, storeadapter.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := count(); !errors.Is(err, tableexport.ErrDamaged) || !strings.Contains(err.Error(), mp.Name+": SHA-256") || int64(n) != mp.Entities {
+		t.Errorf("other bytes: %d entities handed over, %v; want all %d, then ErrDamaged naming the part's SHA-256", n, err, mp.Entities)
+	}
 }

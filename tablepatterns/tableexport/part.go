@@ -99,6 +99,11 @@ func (c *cursor) peek(ctx context.Context) (e storeadapter.Entity, line []byte, 
 		if c.line, err = storeadapter.MarshalEntityLine(c.page[c.i]); err != nil {
 			return e, nil, false, fmt.Errorf("tableexport: %s %s/%s: %w", c.table, c.page[c.i].PartitionKey, c.page[c.i].RowKey, err)
 		}
+		if len(c.line) > MaxLineBytes {
+			// Only a Transform can make one (the values it adds).
+			return e, nil, false, fmt.Errorf("tableexport: %s %s/%s: its line would be %d bytes, more than the %d a part's reader takes: %w",
+				c.table, c.page[c.i].PartitionKey, c.page[c.i].RowKey, len(c.line), MaxLineBytes, storeadapter.ErrTooLarge)
+		}
 		c.lineOf = c.i
 	}
 	return c.page[c.i], c.line, true, nil
@@ -304,13 +309,16 @@ type partStats struct {
 	sha256       string
 }
 
-// MaxLineBytes caps one line of a part as scanPart reads it. The largest
-// line MarshalEntityLine can write is about 3.2 MiB: an entity is at most
-// storeadapter.MaxEntityBytes (1 MiB, strings counted at 2 bytes per
-// UTF-16 unit), JSON escapes a unit into at most 6 bytes (\u001f), plus
-// the annotations of at most 252 properties. A longer line is not one of
+// MaxLineBytes caps one line of a part, as an export writes it and as
+// scanPart reads it. The line of an entity as the table holds it is at
+// most about 3.2 MiB: an entity is at most storeadapter.MaxEntityBytes (1
+// MiB, strings counted at 2 bytes per UTF-16 unit), JSON escapes a unit
+// into at most 6 bytes (\u001f), plus the annotations of at most 252
+// properties. The rest is room for the offloaded values an export holds
+// beside their references (largeentity.Embed); an export refuses a row
+// whose line would pass the cap, naming it. A longer line is not one of
 // ours, and gathering it would let a bad blob take unbounded memory.
-const MaxLineBytes = 4 << 20
+const MaxLineBytes = 16 << 20
 
 // scanPart streams a part: fn gets each line and its entity. It hashes
 // the bytes as stored and counts them; a name ending in ".gz" is

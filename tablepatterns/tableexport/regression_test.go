@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -161,5 +162,30 @@ func TestReadPartCapsLongLines(t *testing.T) {
 	err := tableexport.ReadPart(ctx, c, "x/000001.jsonl", func(storeadapter.Entity) error { return nil })
 	if err == nil || !strings.Contains(err.Error(), "line 1: longer than") {
 		t.Fatalf("ReadPart = %v, want the long line reported", err)
+	}
+}
+
+// TestExportRefusesLinesItsReadersRefuse: a row whose line a Transform
+// makes longer than MaxLineBytes (the offloaded values an export embeds)
+// fails the export naming the row, before any part holds it: an export
+// never writes a line ReadPart would refuse.
+func TestExportRefusesLinesItsReadersRefuse(t *testing.T) {
+	b := newBundle(t)
+	ctx := context.Background()
+	if err := b.raw.Tables().CreateTable(ctx, "Big"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.raw.Tables().InsertEntity(ctx, "Big", storeadapter.Entity{PartitionKey: "p", RowKey: "huge"}); err != nil {
+		t.Fatal(err)
+	}
+	o := b.options("op-big")
+	o.Transform = func(_ context.Context, e storeadapter.Entity) (storeadapter.Entity, error) {
+		e = e.Clone()
+		e.Properties["Blob"] = bytes.Repeat([]byte{7}, tableexport.MaxLineBytes)
+		return e, nil
+	}
+	_, err := tableexport.Export(ctx, b.store.Tables(), storeadapter.Range{Table: "Big"}, o)
+	if !errors.Is(err, storeadapter.ErrTooLarge) || !strings.Contains(err.Error(), "p/huge") {
+		t.Fatalf("Export = %v, want ErrTooLarge naming p/huge", err)
 	}
 }
