@@ -352,6 +352,48 @@ func TestMovesAndDeletesKeepIndexes(t *testing.T) {
 	}
 }
 
+// TestRestoreAndCopyKeepIndexes: through the catalog, a mirror restore of
+// an export puts back a purged partition, undoes a rename and deletes an
+// employee added since, and a copy of a partition into the archive table
+// indexes the copies: every index of both tables equals its table.
+func TestRestoreAndCopyKeepIndexes(t *testing.T) {
+	a := newApp(t, indexedConfig())
+	for _, pk := range []string{"Ops", "Sales"} {
+		for i := range 12 {
+			a.employee(pk, fmt.Sprintf("%03d", i), []string{"Jones", "Smith", "Okafor"}[i%3], nil)
+		}
+	}
+	res := a.mustRun("export", fmt.Sprintf(`{"table":%q,"to":"exports"}`, staff))
+	i := strings.Index(res, " to exports/")
+	if i < 0 {
+		t.Fatalf("export result %q names no manifest", res)
+	}
+	manifest, _, _ := strings.Cut(res[i+len(" to "):], " ")
+	a.mustRun("purge", fmt.Sprintf(`{"table":%q,"pk":"Sales"}`, staff))
+	a.employee("Ops", "001", "Renamed", nil)
+	a.employee("Ops", "100", "Newcomer", nil)
+
+	res = a.mustRun("restore", fmt.Sprintf(`{"manifests":[%q],"mode":"mirror"}`, manifest))
+	if !strings.Contains(res, "24 rows written, 0 skipped (exist), 1 deleted, indexes: ") || !strings.HasSuffix(res, ", 1 removed") {
+		t.Errorf("restore: %q, want 24 rows written, 1 deleted and removed from the indexes", res)
+	}
+	a.checkIndexes(staff)
+	for _, name := range []string{"Renamed", "Newcomer"} {
+		if got := a.lookup(staff, "lastNameRows", name, "Ops"); len(got) != 0 {
+			t.Errorf("%s still lists %v after the mirror", name, got)
+		}
+	}
+	if got := a.lookup(staff, "lastNameAll", "Smith", "Sales"); !slices.Equal(got, []string{"Sales/001", "Sales/004", "Sales/007", "Sales/010"}) {
+		t.Errorf("the restored Sales lists %v under Smith", got)
+	}
+
+	a.mustRun("copy", fmt.Sprintf(`{"table":%q,"target":%q,"pk":"Sales"}`, staff, archive))
+	a.checkIndexes(archive)
+	if got := a.lookup(archive, "lastName", "Smith", "Sales"); len(got) != 4 {
+		t.Errorf("the archive table lists %v under Smith in Sales, want the 4 copied", got)
+	}
+}
+
 // TestArchiveCrashKeepsIndexes fails an archive range's n-th storage call,
 // for every n, and runs it again (the redelivery): the indexes of source
 // and target always equal their tables, and every archived entity reads

@@ -10,6 +10,7 @@ import (
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/kit"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
+	"github.com/tablekeeper/tablekeeper/tablepatterns/indexes"
 	"github.com/tablekeeper/tablekeeper/tablepatterns/largeentity"
 	"github.com/tablekeeper/tablekeeper/tablepatterns/tablewrite"
 )
@@ -39,6 +40,11 @@ type state struct {
 	// gone (see copier.write).
 	Blobs    int64 `json:"blobs,omitempty"`
 	Dangling int64 `json:"dangling,omitempty"`
+	// Indexed counts the keys whose index entries the pages' Syncs added
+	// or changed, Unindexed the keys they removed from the indexes (rows
+	// gone from the target's scope).
+	Indexed   int64 `json:"indexed,omitempty"`
+	Unindexed int64 `json:"unindexed,omitempty"`
 	// Done is set with the last page: a later delivery writes nothing.
 	Done bool `json:"done,omitempty"`
 }
@@ -67,11 +73,22 @@ type state struct {
 //     at once, the target table created when missing; insert: rows the
 //     target holds are left and counted skipped; replace: upserts), then
 //     Flush: every row of the page is durable in the target.
-//  5. Save the checkpoint If-Match its ETag: the page's last key, the
+//  5. When the target is in the worker's own account and the config
+//     declares indexes on it (kit.Deps.Indexes), bring them up to date
+//     with indexes.Set.Sync over the span of the target from the saved
+//     position (exclusive; the source range's start at first) through the
+//     page's last key (inclusive), or through the range's end with the
+//     last page: the rows written are indexed, and index entries of keys
+//     no longer in the target are removed. The span starts at the saved
+//     position, not at the page's first row, so that it also holds the
+//     rows a crashed delivery wrote after that position (below). A target
+//     in another account is not synced: the declared indexes are opened
+//     on the worker's own store (docs/copy.md says what to run).
+//  6. Save the checkpoint If-Match its ETag: the page's last key, the
 //     counts, done when the source has no next page. A save that loses
 //     (another delivery of the operation saved first) writes nothing; the
 //     run reloads the checkpoint and goes on from the winner's position.
-//  6. Done: report "copied N rows: W written, S skipped …". Budget spent:
+//  7. Done: report "copied N rows: W written, S skipped …". Budget spent:
 //     return jobs.ContinueLater(0, …); the continuation resumes at step 3
 //     from the checkpoint. Else go to step 3.
 //
@@ -79,14 +96,19 @@ type state struct {
 // writer's batches in flight, whatever the table's size.
 //
 // Crash positions: before the create nothing is written. A crash during
-// steps 3-5 leaves the checkpoint at the previous page: the redelivery
+// steps 3-6 leaves the checkpoint at the previous page: the redelivery
 // reads that page again and writes it again, which ends the same (insert:
 // the rows the crashed run wrote are there and are skipped, and counted
 // skipped; replace: the same rows are upserted again). Since the
-// checkpoint is saved only after a Flush returned, every row at or before
-// its last key is in the target. After the done save a redelivery only
-// reports. A continuation stops only after a save, so it is the crash
-// position "after a save" without the crash.
+// checkpoint is saved only after a Flush and the Sync returned, every row
+// at or before its last key is in the target and indexed. The rows the
+// crashed run wrote after the saved position lie in the redelivery's
+// spans, which start there and follow each other to the range's end: they
+// are spans of keys, not of a page's rows, so they hold those rows even
+// when the redelivery's pages end elsewhere (the source changed).
+// After the done save a redelivery only reports. A continuation stops
+// only after a save, so it is the crash position "after a save" without
+// the crash.
 //
 // Two deliveries of one operation (a redelivery after a lost lease, or a
 // continuation and the redelivery of the message it came from): both may
@@ -98,7 +120,11 @@ type state struct {
 // in the source while the copy runs is copied in the version the page
 // read; with two deliveries at once, replace may leave the older of two
 // versions read. A row added behind the copy's position is not copied.
-// Copy again (replace) once the source is quiet to catch both.
+// Copy again (replace) once the source is quiet to catch both. Indexes:
+// each delivery syncs its pages' spans after writing them, so a row both
+// wrote is indexed as the table holds it, unless the older version was
+// written after the other's Sync by a delivery that then stopped before
+// its own: the copy again with replace syncs it too.
 type Worker struct {
 	kit.Base
 	cfg Config
@@ -172,6 +198,9 @@ func (e *sideError) Unwrap() error { return e.err }
 func Result(a Args, st state) string {
 	out := fmt.Sprintf("copied %d rows of %s (%s) to %s (%s): %d written, %d skipped, in %d transactions over %d pages",
 		st.Written+st.Skipped, a.Table, account(a.From), a.target(), account(a.To), st.Written, st.Skipped, st.Transactions, st.Pages)
+	if st.Indexed > 0 || st.Unindexed > 0 {
+		out += fmt.Sprintf(", indexes: %d updated, %d removed", st.Indexed, st.Unindexed)
+	}
 	return out + largeentity.Summary(st.Blobs, st.Dangling)
 }
 
@@ -292,7 +321,33 @@ func (c *copier) write(ctx context.Context, page storeadapter.Page) error {
 	} else if !next.Done {
 		return nil // an empty page with a token: nothing to save yet
 	}
+	if err := c.syncIndexes(ctx, &next); err != nil {
+		return err
+	}
 	return c.save(ctx, next)
+}
+
+// syncIndexes brings the target's declared indexes up to date for the
+// keys from the saved position through next's (step 5 of Worker), and
+// adds what Sync did to next's counts. A target in another account, or
+// without declared indexes, costs nothing.
+func (c *copier) syncIndexes(ctx context.Context, next *state) error {
+	if c.args.To != "" || !c.w.Indexes.Declared(c.args.target()) {
+		return nil
+	}
+	through := next.Last
+	if next.Done {
+		through = nil
+	}
+	target := c.args.source()
+	target.Table = c.args.target()
+	res, err := c.w.Indexes.Sync(ctx, target.Table, indexes.Within(target, c.st.Last, through))
+	if err != nil {
+		return c.targetErr(fmt.Errorf("reconcile the indexes: %w", err))
+	}
+	next.Indexed += int64(res.Registered - res.Removed)
+	next.Unindexed += int64(res.Removed)
+	return nil
 }
 
 func (c *copier) targetErr(err error) error {

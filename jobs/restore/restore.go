@@ -37,10 +37,10 @@ const checkpointStep = "restore"
 //     checkpoint's line on, to the batch writer (tablewrite: insert, or
 //     replace for the modes replace and mirror). Every
 //     Config.CheckpointRows lines, and at the part's end once that read's
-//     check has passed: Flush (every row handed over is durable), then
-//     save the position (compare-and-swap on the checkpoint's ETag), then,
-//     when the delivery's time budget is spent, return
-//     jobs.ContinueLater.
+//     check has passed: Flush (every row handed over is durable), sync the
+//     target's indexes (below), then save the position (compare-and-swap
+//     on the checkpoint's ETag), then, when the delivery's time budget is
+//     spent, return jobs.ContinueLater.
 //  4. Mirror only, second phase: check each part again and merge-join its
 //     keys, in key order, against a scan of the target in the manifest's
 //     scope (storeadapter.Range.Filter: reserved rows are never read), so
@@ -49,21 +49,59 @@ const checkpointStep = "restore"
 //     the scan read, in transactions of one partition; a row changed since
 //     is kept. The checkpoint, saved the same way, holds the part, the
 //     line and the last key reconciled: every target row up to it has
-//     been handled. This read is checked as it goes too.
+//     been handled. This read is checked as it goes too. After the last
+//     part the target's rows past the last key are handled the same way
+//     (the scope's tail).
 //  5. Save the done mark with the counts, and report them (jobs.SetResult).
+//
+// Indexes. When the worker's config declares indexes on the target table
+// (kit.Deps.Indexes), every save above first brings them up to date for
+// the keys the restore wrote or deleted since the last save, with
+// indexes.Set.Sync (the rows written are indexed, the rows deleted leave
+// the indexes), after the Flush and the deletes, so Sync reads what is
+// durable:
+//
+//   - Insert and replace: the span from the first key handed to the
+//     writer since the last save (inclusive) through the last one
+//     (inclusive). Saves fall at every part's end, so a segment lies in
+//     one part, whose lines are in key order. A segment without rows
+//     syncs nothing.
+//   - Mirror: its write phase syncs nothing, since its second pass syncs
+//     the whole scope piece by piece: from the last saved key (exclusive;
+//     the scope's start at first) through the new saved key (inclusive),
+//     and with the done mark through the scope's end. Every key the
+//     restore wrote or deleted lies in the scope.
+//
+// No table with declared indexes, no Sync: the restore makes no extra call.
 //
 // Crash positions: before the first save nothing is recorded and a
 // redelivery starts over, rewriting rows that are in the table already:
 // insert skips them (counted Skipped), replace writes the same values
 // again. After a save, a redelivery starts at the saved line, so what it
 // writes again is at most CheckpointRows lines of one part, with the same
-// outcome. A crash between a Flush and its save is the same case. A
-// resumed part is checked again before any of it is written. In mirror's
-// second pass a redelivery scans the target from just after the saved
-// key, and the export's lines from just after the saved line, whose key
-// it is, so the join is the one the lost run was doing; a delete done
-// twice finds the row gone, which is success. After the done mark a
-// redelivery writes nothing.
+// outcome. A crash between a Flush and its save (before, during or after
+// the Sync) is the same case. A resumed part is checked again before any
+// of it is written. In mirror's second pass a redelivery scans the target
+// from just after the saved key, and the export's lines from just after
+// the saved line, whose key it is, so the join is the one the lost run
+// was doing; a delete done twice finds the row gone, which is success.
+// After the done mark a redelivery writes nothing.
+//
+// Why the indexes converge after a crash. The checkpoint holds (manifest
+// M, part P, line L). A delivery that resumes there hands lines L+1, L+2,
+// … of the same part (checked: the same bytes) to the writer in the same
+// order, and saves where (line − L) is a multiple of CheckpointRows or at
+// the part's end: the boundaries of the run that crashed, whose last save
+// (or the checkpoint it started from) is L; a run saves only after its
+// Sync, so everything up to L was synced. So the rows a crashed run wrote
+// and did not sync are those of lines L+1 to its next boundary, whose
+// keys lie between the first and the last key of the redelivery's first
+// segment: its Sync reads them, as written by either run, and indexes
+// them. Mirror's pass is the same with keys: the crashed run deleted only
+// target rows after the saved key and up to the key of its next boundary
+// (or, in the tail, up to the scope's end), which is the span of the
+// redelivery's first Sync; the membership records of the rows it deleted
+// are still there, so Sync removes them from the indexes.
 //
 // A part that changes between its check and the read that uses it (an
 // export is never rewritten: someone replaced the blob) is found at that
@@ -83,7 +121,9 @@ const checkpointStep = "restore"
 // that stops inside a part (time budget, another run ahead) has not
 // checked the bytes it wrote from; the next one checks the part before it
 // reads on, so a part that stays changed is caught, one changed and put
-// back between two deliveries is not.
+// back between two deliveries is not. The rows written or deleted since the last
+// save before such a part's permanent error are not synced to the
+// indexes either; the new restore in replace or mirror syncs them.
 //
 // Two deliveries at once (a redelivery after a lost lease, or a
 // continuation sent twice): both write the same rows with the same values
@@ -96,7 +136,17 @@ const checkpointStep = "restore"
 // back and one run's progress is never repeated by the other for more
 // than CheckpointRows lines. The counts are then those of the run whose
 // saves won; rows the other wrote meanwhile may be counted as skipped or
-// not at all.
+// not at all. Indexes: each run syncs its own segments before its saves.
+// A row one run wrote and did not sync (it stopped) was written with the
+// same values by the run whose saves went past it, before or after that
+// run's Sync (insert: only the first write lands), so the index of what
+// the table holds is the one that Sync wrote. Two narrow cases are left to
+// the index kind's check and rebuild (docs/restore.md says so): in a chain,
+// a run stalled in an earlier manifest can write an older version of a
+// row back after the other run synced a later one, and then stop before
+// its own Sync (the table holds the older version too); and in a mirror,
+// a stalled run can delete a row the application added meanwhile, which
+// the other run's scan had not seen, and stop before its Sync.
 type Worker struct {
 	kit.Base
 	cfg Config
@@ -124,6 +174,7 @@ func (w *Worker) Work(ctx context.Context, job *jobs.Job[Args]) error {
 	}
 	r := &run{w: w, src: src, op: job.ID, mirror: job.Args.Mode == ModeMirror, wr: wr,
 		del: &deleter{tables: w.Store.Tables(), table: src.table}, budget: w.Budget(w.cfg.TimeBudget), checked: map[[2]int]bool{}}
+	r.syncWrites = !r.mirror && w.Indexes.Declared(src.table)
 	err = r.run(ctx)
 	switch {
 	case errors.Is(err, errBudget):
@@ -164,6 +215,11 @@ type state struct {
 	// references kept whose blob was gone (see add).
 	Blobs    int64 `json:"blobs,omitempty"`
 	Dangling int64 `json:"dangling,omitempty"`
+	// Indexed counts the keys whose index entries the saves' Syncs added
+	// or changed, Unindexed the keys they removed from the indexes (rows
+	// gone from the target).
+	Indexed   int64 `json:"indexed,omitempty"`
+	Unindexed int64 `json:"unindexed,omitempty"`
 }
 
 func (s state) rank() int {
@@ -195,6 +251,9 @@ func (s state) summary(table string) string {
 	if s.Kept > 0 {
 		out += fmt.Sprintf(", %d kept (changed during the mirror)", s.Kept)
 	}
+	if s.Indexed > 0 || s.Unindexed > 0 {
+		out += fmt.Sprintf(", indexes: %d updated, %d removed", s.Indexed, s.Unindexed)
+	}
 	out += largeentity.Summary(s.Blobs, s.Dangling)
 	return out
 }
@@ -216,6 +275,9 @@ type run struct {
 	del     *deleter
 	budget  jobs.Budget
 	checked map[[2]int]bool // parts checked in this delivery
+	// syncWrites is set when the target has declared indexes and the
+	// write phase syncs them (not in mirror mode: see Worker).
+	syncWrites bool
 
 	st   state // the checkpoint as last loaded or saved
 	etag string
@@ -226,6 +288,9 @@ type run struct {
 	placed     largeentity.Placed // by add, in this delivery
 	markPlaced largeentity.Placed
 	checkpoint idempotent.Checkpoints
+	// seg is the write phase's keys handed to the writer since the last
+	// save, when the target has indexes to sync.
+	seg segment
 }
 
 func (r *run) run(ctx context.Context) error {
@@ -268,6 +333,7 @@ func (r *run) adopt(token, etag string) error {
 	}
 	r.st, r.etag, r.base = st, etag, st
 	r.mark, r.markDel, r.markPlaced = r.wr.Counts(), [2]int64{r.del.deleted, r.del.kept}, r.placed
+	r.seg = segment{}
 	return nil
 }
 
@@ -314,6 +380,9 @@ func (r *run) writePart(ctx context.Context) error {
 		}
 		if err := r.add(ctx, e); err != nil {
 			return err
+		}
+		if r.syncWrites {
+			r.seg.add(e)
 		}
 		if (line-from)%int64(r.w.cfg.CheckpointRows) == 0 {
 			return r.save(ctx, state{M: m, P: p, L: line})
@@ -379,6 +448,9 @@ func (r *run) save(ctx context.Context, pos state) error {
 		return err
 	}
 	if err := r.del.flush(ctx); err != nil {
+		return err
+	}
+	if err := r.syncIndexes(ctx, &pos); err != nil {
 		return err
 	}
 	c := r.wr.Counts()

@@ -33,6 +33,24 @@ func Partition(pk, from, to string) Span {
 	return sp
 }
 
+// Within is the span of the keys of r (a table, a partition, or its
+// RowKey range [RKFrom, RKTo)) after the key after (exclusive; nil: from
+// r's start) through the key through (inclusive; nil: to r's end). The
+// kinds that write or delete a range a page at a time sync each page's
+// span with it: after is the position they saved last, through the page's
+// last key, and nil on the last page.
+func Within(r storeadapter.Range, after, through *Key) Span {
+	sp := Span{PK: r.PK, After: after, Through: through}
+	from, to := r.Bounds()
+	if after == nil && r.PK != nil && from != "" {
+		sp.From = &Key{PK: *r.PK, RK: from}
+	}
+	if through == nil && r.PK != nil && to != "" {
+		sp.Before = &Key{PK: *r.PK, RK: to}
+	}
+	return sp
+}
+
 // contains reports whether k lies in the span.
 func (sp Span) contains(k Key) bool {
 	switch {
