@@ -27,12 +27,20 @@ type Config struct {
 	// PageSize is the number of entities a query page asks for, 1-1,000.
 	// Default 1,000 (Azure's maximum); smaller pages are a test aid.
 	PageSize int `json:"pageSize,omitempty"`
+	// Transactions bounds the entity group transactions of one page that
+	// run at once (see "Overlap" in overlap.go). Default
+	// DefaultTransactions (8), 1-64; 1 deletes one batch after another.
+	Transactions int `json:"transactions,omitempty"`
 }
+
+// DefaultTransactions is Config.Transactions when it is 0.
+const DefaultTransactions = 8
 
 // Validate fills the defaults and checks each field, naming it and its
 // rule. It never panics.
 func (c *Config) Validate() error {
 	c.PageSize = cmp.Or(c.PageSize, storeadapter.MaxPageSize)
+	c.Transactions = cmp.Or(c.Transactions, DefaultTransactions)
 	if err := jobs.CheckRunSettings("purge", &c.CheckpointTable, &c.MaxRunTime); err != nil {
 		return err
 	}
@@ -41,6 +49,9 @@ func (c *Config) Validate() error {
 	}
 	if c.PageSize < 1 || c.PageSize > storeadapter.MaxPageSize {
 		return fmt.Errorf("purge.pageSize: must be 1-%d, got %d", storeadapter.MaxPageSize, c.PageSize)
+	}
+	if c.Transactions < 1 || c.Transactions > 64 {
+		return fmt.Errorf("purge.transactions: must be 1-64, got %d", c.Transactions)
 	}
 	return nil
 }

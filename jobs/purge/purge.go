@@ -106,9 +106,14 @@ type state struct {
 //     eq, RowKey ge/lt) and, with olderThan, Timestamp lt the cut-off,
 //     built with storeadapter's filter helpers — from the checkpoint's
 //     continuation token, at most PageSize entities, keys and ETags only.
+//     The page after it is read meanwhile, while step 3 runs (see
+//     Overlap in overlap.go); it is used when the save of step 5 leaves
+//     the checkpoint at its token, and dropped otherwise.
 //  3. Delete the page's rows in entity group transactions of up to 100
 //     rows of one partition in key order (idempotent.Batches), each delete
-//     If-Match the ETag the page returned. Never an unconditional delete.
+//     If-Match the ETag the page returned, Config.Transactions of them at
+//     once (disjoint rows: the order between them does not matter); step
+//     4 waits for all of them. Never an unconditional delete.
 //     A transaction that fails because a row was deleted (404) or changed
 //     (412) since the page was read rolled back; one query of the
 //     batch's key span with the purge's own filter reads the rows that
@@ -264,23 +269,27 @@ func (p *purger) run(ctx context.Context) error {
 			first = &page
 		}
 	}
+	var ahead *prefetch
+	defer func() { ahead.discard() }()
 	for !p.st.Done {
 		var page storeadapter.Page
+		var ok bool
 		if first != nil {
 			page, first = *first, nil
-		} else if page, err = p.page(ctx); err != nil {
+		} else if page, ok, err = ahead.take(p.st.Token); err != nil {
 			return p.goneOr(ctx, err)
-		}
-		next := p.st
-		for _, batch := range idempotent.Batches(deletes(page.Entities)) {
-			n, err := p.deleteBatch(ctx, batch)
-			if err != nil {
+		} else if !ok {
+			if page, err = p.page(ctx); err != nil {
 				return p.goneOr(ctx, err)
 			}
-			if n > 0 {
-				next.Deleted += int64(n)
-				next.Batches++
-			}
+		}
+		ahead = p.readAhead(ctx, page.Next)
+		next := p.st
+		deleted, batches, err := p.deletePage(ctx, page)
+		next.Deleted += deleted
+		next.Batches += batches
+		if err != nil {
+			return p.goneOr(ctx, err)
 		}
 		next.Pages++
 		next.Token, next.Done = page.Next, page.Next == ""
@@ -376,8 +385,13 @@ var keysOnly = []string{}
 
 // page reads the next page of the scan from the checkpoint's token.
 func (p *purger) page(ctx context.Context) (storeadapter.Page, error) {
+	return p.query(ctx, p.filter(), p.st.Token)
+}
+
+// query reads the page of the scan at token.
+func (p *purger) query(ctx context.Context, filter storeadapter.Filter, token string) (storeadapter.Page, error) {
 	page, err := p.w.Store.Tables().Query(ctx, p.args.Table, storeadapter.Query{
-		Filter: p.filter(), Select: keysOnly, Top: p.w.cfg.PageSize, Continuation: p.st.Token})
+		Filter: filter, Select: keysOnly, Top: p.w.cfg.PageSize, Continuation: token})
 	if err != nil {
 		return page, p.tableErr("query", err)
 	}

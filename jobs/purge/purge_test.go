@@ -58,7 +58,7 @@ func TestPurgeArgs(t *testing.T) {
 // TestPurgeConfig fills the defaults and names the field of a bad setting.
 func TestPurgeConfig(t *testing.T) {
 	c := purge.Config{}
-	if err := c.Validate(); err != nil || c.CheckpointTable != "TablekeeperCheckpoints" || c.PageSize != 1000 ||
+	if err := c.Validate(); err != nil || c.CheckpointTable != "TablekeeperCheckpoints" || c.PageSize != 1000 || c.Transactions != 8 ||
 		time.Duration(c.TimeBudget) != 5*time.Minute || time.Duration(c.MaxRunTime) != 30*time.Minute {
 		t.Errorf("defaults: %+v, %v", c, err)
 	}
@@ -69,6 +69,8 @@ func TestPurgeConfig(t *testing.T) {
 		{purge.Config{CheckpointTable: "x"}, "purge.checkpointTable:"},
 		{purge.Config{PageSize: 1001}, "purge.pageSize: must be 1-1000, got 1001"},
 		{purge.Config{PageSize: -1}, "purge.pageSize: must be 1-1000"},
+		{purge.Config{Transactions: 65}, "purge.transactions: must be 1-64, got 65"},
+		{purge.Config{Transactions: -1}, "purge.transactions: must be 1-64, got -1"},
 		{purge.Config{TimeBudget: jobs.Duration(500 * time.Millisecond)}, "purge.timeBudget: must be at least 1s and less than purge.maxRunTime (30m0s), got 500ms"},
 		{purge.Config{TimeBudget: jobs.Duration(time.Hour)}, "purge.timeBudget: must be at least 1s and less than purge.maxRunTime (30m0s), got 1h0m0s"},
 		{purge.Config{TimeBudget: jobs.Duration(time.Minute), MaxRunTime: jobs.Duration(time.Minute)}, "purge.timeBudget: must be at least 1s and less than purge.maxRunTime (1m0s)"},
@@ -526,5 +528,65 @@ func TestPurgeCalls(t *testing.T) {
 	}
 	if res != "deleted 4000 entities in 40 batches over 4 pages" {
 		t.Errorf("result %q", res)
+	}
+}
+
+// TestPurgeOverlapsRoundTrips: with a round trip on every call, a page's
+// transactions run at once up to Config.Transactions (never more), the
+// next page is read while they run, and the calls are those of TestPurgeCalls.
+func TestPurgeOverlapsRoundTrips(t *testing.T) {
+	b := &bundle{clock: clock.NewFake(t0), counts: &instrument.Counts{}}
+	b.raw = localstore.New(localstore.Options{Clock: b.clock})
+	var mu sync.Mutex
+	var inTx, maxTx, queriesDuringTx int
+	var inQuery, overlapped bool // one scan query at a time: the next page's
+	b.store = instrument.Wrap(b.raw, instrument.Options{Observers: []instrument.Observer{b.counts},
+		Latency: func(c instrument.Call) time.Duration { // at the call's start
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case c.Op == instrument.OpTransact:
+				inTx++
+				maxTx = max(maxTx, inTx)
+				overlapped = overlapped || inQuery
+			case c.Op == instrument.OpQuery && c.Name == "Logins":
+				inQuery, overlapped = true, inTx > 0
+				// A slow query: the page's transactions start within it
+				// however loaded the machine is.
+				return 30 * time.Millisecond
+			}
+			return 3 * time.Millisecond
+		},
+		After: func(_ context.Context, c instrument.Call, err error) error {
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case c.Op == instrument.OpTransact:
+				inTx--
+			case c.Op == instrument.OpQuery && c.Name == "Logins":
+				if overlapped {
+					queriesDuringTx++
+				}
+				inQuery = false
+			}
+			return err
+		}})
+	if err := b.raw.Tables().CreateTable(context.Background(), "Logins"); err != nil {
+		t.Fatal(err)
+	}
+	b.seed(t, 4000, 4, "r")
+	w := b.worker(t, purge.Config{Transactions: 4})
+	res, err := run(t, w, "op-overlap", `{"table":"Logins"}`)
+	if err != nil || len(b.keys(t)) != 0 || res != "deleted 4000 entities in 40 batches over 4 pages" {
+		t.Fatalf("purge = %q, %v, %d rows left", res, err, len(b.keys(t)))
+	}
+	if maxTx < 2 || maxTx > 4 {
+		t.Errorf("%d transactions at once at most, want 2-4 (Transactions 4)", maxTx)
+	}
+	if queriesDuringTx != 3 {
+		t.Errorf("%d of the 3 next pages were read while transactions ran, want all", queriesDuringTx)
+	}
+	if total := b.counts.Snapshot().Total().Calls; total != 4000/100+2*4+4 {
+		t.Errorf("%d calls in all, want the same as one at a time: %d", total, 4000/100+2*4+4)
 	}
 }

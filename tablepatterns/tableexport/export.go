@@ -103,7 +103,8 @@ type Options struct {
 	// Mark records in the checkpoint and the manifest the lower bound the
 	// next increment must use (Manifest.Mark; see "The mark" in Export).
 	// It costs one read of the checkpoint and one more query of the first
-	// page. The export kind sets it; the archive does not.
+	// page (two: the page after it was being read ahead, and is read
+	// again too). The export kind sets it; the archive does not.
 	Mark bool
 	// MarkMargin is how far before the export's start, as the service
 	// saw it, the mark lies: the allowance for the clocks of the service's
@@ -438,6 +439,7 @@ func (e *exporter) checkContainer(ctx context.Context) error {
 // steps).
 func (e *exporter) run(ctx context.Context) error {
 	cur := newCursor(e.t, e.src.Table, e.filter, e.st.Last, e.o.PageSize, e.o.Transform)
+	defer cur.close()
 	if e.etag == "" {
 		// The first page, read before the create, finds a missing table
 		// before anything is written.

@@ -11,6 +11,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -35,6 +36,7 @@ var exportTime = time.Date(2026, 11, 21, 10, 30, 42, 0, time.UTC)
 type bundle struct {
 	raw   storeadapter.Store
 	store *instrument.Store
+	mu    sync.Mutex // guards calls while an export runs
 	calls int
 	// fault, when set, sees every call (numbered from 1 since the last
 	// reset of calls) and may fail it.
@@ -65,9 +67,13 @@ func wrapBundle(t *testing.T, raw storeadapter.Store) *bundle {
 	t.Helper()
 	b := &bundle{raw: raw}
 	b.store = instrument.Wrap(b.raw, instrument.Options{Fault: func(_ context.Context, c instrument.Call) error {
+		// The cursor reads a page ahead on a goroutine of its own.
+		b.mu.Lock()
 		b.calls++
-		if b.fault != nil {
-			return b.fault(b.calls, c)
+		n, f := b.calls, b.fault
+		b.mu.Unlock()
+		if f != nil {
+			return f(n, c)
 		}
 		return nil
 	}})

@@ -43,8 +43,10 @@ const (
 	MetaPass = "pass"
 )
 
-// cursor streams the source in key order, one page in memory, and can
-// start again after any key.
+// cursor streams the source in key order, and can start again after any
+// key. It reads the next page while the caller works through the current
+// one (ahead), so the query's round trip overlaps the lines' rendering,
+// hashing and upload: memory holds two pages.
 type cursor struct {
 	t storeadapter.Tables
 	// filter selects the rows after a key (exporter.filter).
@@ -60,6 +62,51 @@ type cursor struct {
 	finished bool
 	// transform, when set, turns a row into what its line holds.
 	transform func(context.Context, storeadapter.Entity) (storeadapter.Entity, error)
+	// ahead is the page being read after the current one, nil when none.
+	ahead *pageAhead
+}
+
+// pageAhead is a query running ahead of the cursor.
+type pageAhead struct {
+	q      storeadapter.Query
+	cancel context.CancelFunc
+	done   chan struct{}
+	page   storeadapter.Page
+	err    error
+}
+
+// readAhead starts the query q.
+func (c *cursor) readAhead(ctx context.Context, q storeadapter.Query) {
+	ctx, cancel := context.WithCancel(ctx)
+	a := &pageAhead{q: q, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(a.done)
+		a.page, a.err = c.t.Query(ctx, c.table, q)
+	}()
+	c.ahead = a
+}
+
+// close stops the query running ahead, if any, and waits for it: the
+// cursor's user calls it when it is done with the cursor.
+func (c *cursor) close() {
+	if a := c.ahead; a != nil {
+		a.cancel()
+		<-a.done
+		c.ahead = nil
+	}
+}
+
+// query returns the page of c.q: the one read ahead when it is that
+// query's, else read now.
+func (c *cursor) query(ctx context.Context) (storeadapter.Page, error) {
+	if a := c.ahead; a != nil && a.q.Continuation == c.q.Continuation {
+		<-a.done
+		a.cancel()
+		c.ahead = nil
+		return a.page, a.err
+	}
+	c.close()
+	return c.t.Query(ctx, c.table, c.q)
 }
 
 func newCursor(t storeadapter.Tables, table string, filter func(*storeadapter.Key) storeadapter.Filter, after *storeadapter.Key, top int, transform func(context.Context, storeadapter.Entity) (storeadapter.Entity, error)) *cursor {
@@ -71,6 +118,7 @@ func newCursor(t storeadapter.Tables, table string, filter func(*storeadapter.Ke
 // reset makes the cursor start again just after the key after (nil: at
 // the source's start).
 func (c *cursor) reset(after *storeadapter.Key) {
+	c.close()
 	c.q = storeadapter.Query{Filter: c.filter(after), Top: c.top}
 	c.page, c.i, c.started, c.finished, c.lineOf = nil, 0, false, false, -1
 }
@@ -83,12 +131,15 @@ func (c *cursor) peek(ctx context.Context) (e storeadapter.Entity, line []byte, 
 			return e, nil, false, nil
 		}
 		c.page = nil // the memory goes before the next page comes
-		page, err := c.t.Query(ctx, c.table, c.q)
+		page, err := c.query(ctx)
 		if err != nil {
 			return e, nil, false, fmt.Errorf("tableexport: query %s: %w", c.table, err)
 		}
 		c.started = true
 		c.page, c.i, c.lineOf, c.q.Continuation = page.Entities, 0, -1, page.Next
+		if page.Next != "" {
+			c.readAhead(ctx, c.q)
+		}
 	}
 	if c.lineOf != c.i {
 		if c.transform != nil {

@@ -118,15 +118,19 @@ func TestExportStopsAndCrashes(t *testing.T) {
 		o := b.options("op-stop")
 		o.MaxPartBytes, o.Stop = 1024, func() bool { return true }
 		b.calls = 0
-		b.fault = func(n int, _ instrument.Call) error {
+		var failed instrument.Call
+		b.fault = func(n int, c instrument.Call) error {
 			if n == k {
+				failed = c
 				return fmt.Errorf("crash at call %d: %w", k, storeadapter.ErrUnavailable)
 			}
 			return nil
 		}
 		_, _, _, err := exportUntilDone(t, b, o)
-		if err == nil {
-			t.Fatalf("call %d failed, and the export finished without an error", k)
+		// A failed query may be the page a stopped delivery read ahead
+		// and never used: then nothing went wrong.
+		if err == nil && failed.Op != instrument.OpQuery {
+			t.Fatalf("call %d (%s) failed, and the export finished without an error", k, failed.Op)
 		}
 		m, _, _, err := exportUntilDone(t, b, o)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -60,9 +61,10 @@ func (b bench) purgeRuns(ctx context.Context, title string, store storeadapter.S
 		}
 		row("day table: DeleteTable", calls, time.Since(start), "")
 
-		// (2) The purge kind's handler.
-		purgeOnce := func(st storeadapter.Store, table string) (string, error) {
-			w, err := purge.New(kit.Plain(st), purge.Config{CheckpointTable: ckpt})
+		// (2) The purge kind's handler: its transactions one at a time
+		// (the baseline), then purge.DefaultTransactions at once.
+		purgeOnce := func(st storeadapter.Store, table string, txs int) (string, error) {
+			w, err := purge.New(kit.Plain(st), purge.Config{CheckpointTable: ckpt, Transactions: txs})
 			if err != nil {
 				return "", err
 			}
@@ -75,28 +77,33 @@ func (b bench) purgeRuns(ctx context.Context, title string, store storeadapter.S
 			}
 			return res, nil
 		}
-		if table, err = fresh("Egt"); err != nil {
-			return err
-		}
 		if err := idempotent.EnsureTable(ctx, store.Tables(), ckpt); err != nil {
 			return err
 		}
-		calls = &instrument.Counts{}
-		start = time.Now()
-		if _, err := purgeOnce(instrumented(store, latency, calls), table); err != nil {
-			return err
+		var models []string
+		for _, txs := range []int{1, purge.DefaultTransactions} {
+			if table, err = fresh(fmt.Sprintf("Egt%d", txs)); err != nil {
+				return err
+			}
+			calls = &instrument.Counts{}
+			cpu0, start := cpuTime(), time.Now()
+			if _, err := purgeOnce(instrumented(store, latency, calls), table, txs); err != nil {
+				return err
+			}
+			took, cpu := time.Since(start), cpuTime()-cpu0
+			row(fmt.Sprintf("purge kind: EGT batches, %d at once", txs), calls, took, "")
+			models = append(models, purgeModel(n, txs, calls.Snapshot(), latency, took, cpu))
 		}
-		took := time.Since(start)
 		// The same purge on another copy, for its memory alone.
 		if table, err = fresh("Mem"); err != nil {
 			return err
 		}
 		var heap heapSampler
 		heap.start()
-		if _, err := purgeOnce(instrument.Wrap(store, instrument.Options{Fault: heap.fault}), table); err != nil {
+		if _, err := purgeOnce(instrument.Wrap(store, instrument.Options{Fault: heap.fault}), table, purge.DefaultTransactions); err != nil {
 			return err
 		}
-		row("purge kind: EGT batches of 100", calls, took, fmt.Sprintf("%.2f", float64(heap.peak)/(1<<20)))
+		fmt.Printf("%9d  %-38s %8s %9s %13.2f\n", n, "purge kind: peak live heap", "", "", float64(heap.peak)/(1<<20))
 
 		// (3) One by one.
 		if table, err = fresh("One"); err != nil {
@@ -113,9 +120,28 @@ func (b bench) purgeRuns(ctx context.Context, title string, store storeadapter.S
 				return err
 			}
 		}
+		for _, m := range models {
+			fmt.Printf("%9d  %s\n", n, m)
+		}
 	}
 	fmt.Println()
 	return nil
+}
+
+// purgeModel compares a purge's wall time with its model: the larger of
+// the round trips on its critical path and the CPU it used. With txs
+// transactions at once and the next page read meanwhile, a page costs
+// ⌈transactions per page / txs⌉ round trips of deletes and one save (its
+// query overlapped, but the first); three more start the checkpoint and
+// the scan (load, first query, create). One at a time (txs 1) the query
+// is still overlapped.
+func purgeModel(n, txs int, s instrument.Snapshot, latency, took, cpu time.Duration) string {
+	pages := max(s[instrument.OpQuery].Calls, 1)
+	perPage := math.Ceil(float64(s[instrument.OpTransact].Calls)/float64(pages)/float64(txs)) + 1
+	critical := time.Duration(float64(3+float64(pages)*perPage) * float64(latency))
+	model := max(critical, cpu)
+	return fmt.Sprintf("model of %d at once: %.2f s (critical path %.0f round trips = %.2f s, CPU %.2f s); wall / model %.2f",
+		txs, model.Seconds(), 3+float64(pages)*perPage, critical.Seconds(), cpu.Seconds(), took.Seconds()/model.Seconds())
 }
 
 // oneByOne deletes every entity of a table with one DeleteEntity (If-Match
