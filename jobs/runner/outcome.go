@@ -117,9 +117,10 @@ type held struct {
 // event returns an event of type t about h.
 func (h *held) event(t EventType) Event { return Event{Type: t, Message: h.m, Envelope: h.env} }
 
-// hold starts keeping a received message's lease.
-func (r *Runner) hold(ctx context.Context, h *held) {
-	h.lease = newLease(r, h)
+// hold starts keeping the lease of a message received by a call that began
+// at began.
+func (r *Runner) hold(ctx context.Context, h *held, began time.Time) {
+	h.lease = newLease(r, h, began)
 	h.ctx, h.cancel = context.WithCancelCause(ctx)
 	go h.lease.keep(h.ctx, h.cancel)
 }
