@@ -172,13 +172,7 @@ func TestShutdownReleasesPrefetched(t *testing.T) {
 		if s.Succeeded != 64 || s.Released != 32 || s.StopReason != "shutdown" {
 			t.Fatalf("stats %+v; want the 64 running jobs finished and the 32 waiting released", s)
 		}
-		obs.mu.Lock()
-		defer obs.mu.Unlock()
-		for _, e := range obs.all {
-			if e.Type == runner.Released && e.Class != runner.ClassNone {
-				t.Errorf("an unstarted message's Released event has class %v, want none", e.Class)
-			}
-		}
+		obs.releasedUnstarted(t)
 	})
 }
 
