@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -326,7 +327,7 @@ func checkKeys(data []byte, dec *json.Decoder, t reflect.Type, path string) erro
 	case json.Delim('{'):
 		var fields map[string]reflect.Type
 		if t != nil && t.Kind() == reflect.Struct && !reflect.PointerTo(t).Implements(unmarshalerType) {
-			fields = jsonFields(t, map[string]reflect.Type{})
+			fields = structFields(t)
 		}
 		seen := map[string]bool{}
 		for dec.More() {
@@ -371,6 +372,20 @@ func checkKeys(data []byte, dec *json.Decoder, t reflect.Type, path string) erro
 }
 
 var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+
+// fieldsOf caches jsonFields by struct type: every message decodes the
+// same few types.
+var fieldsOf sync.Map // reflect.Type → map[string]reflect.Type
+
+// structFields returns jsonFields(t), computed once per type. The map
+// returned is shared: callers only read it.
+func structFields(t reflect.Type) map[string]reflect.Type {
+	if f, ok := fieldsOf.Load(t); ok {
+		return f.(map[string]reflect.Type)
+	}
+	f, _ := fieldsOf.LoadOrStore(t, jsonFields(t, map[string]reflect.Type{}))
+	return f.(map[string]reflect.Type)
+}
 
 // keyOffset returns the offset of the key that follows offset in data,
 // past white space and the comma before it.

@@ -112,22 +112,31 @@ func (r *Registry) Handler(name string) (Handler, time.Duration) {
 // a failure to fetch an argsRef blob is transient unless the blob is gone.
 // The Task returned with an error holds what did decode.
 func (r *Registry) Decode(ctx context.Context, msg storeadapter.Message) (*Task, error) {
-	task := &Task{Message: msg}
 	env, err := DecodeEnvelope(msg.Text)
 	if err != nil {
-		return task, err
+		return &Task{Message: msg}, err
 	}
-	task.Envelope = env
+	return r.DecodeArgs(ctx, msg, env)
+}
+
+// DecodeArgs is Decode for a caller that has decoded msg's envelope
+// already (env, from DecodeEnvelope(msg.Text) without an error): the
+// runner decodes it as the message arrives, for its events, and once is
+// enough.
+func (r *Registry) DecodeArgs(ctx context.Context, msg storeadapter.Message, env Envelope) (*Task, error) {
+	task := &Task{Message: msg, Envelope: env}
 	k, ok := r.kinds[env.Kind]
 	if !ok {
 		return task, Permanentf("envelope: kind: %q is not one of %v", text.Truncate(env.Kind, 40), r.Kinds())
 	}
 	raw := env.Args
 	if env.ArgsRef != "" {
+		var err error
 		if raw, err = r.fetchArgs(ctx, env.ArgsRef); err != nil {
 			return task, err
 		}
 	}
+	var err error
 	if task.Args, err = k.parse(raw); err != nil {
 		return task, Permanent(err)
 	}

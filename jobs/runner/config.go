@@ -79,7 +79,12 @@ type Config struct {
 	// Concurrency is how many messages run at once. Default 16, 1–1024.
 	Concurrency int
 	// BatchSize is how many messages one receive asks for. Default 32, 1–32.
-	// The runner receives again once at least half a batch of slots is free.
+	// Half a batch (at most the concurrency) waits leased behind the
+	// running messages, or, with more slots than a batch, a batch or half
+	// the concurrency, whichever is more (see Run); the runner
+	// receives again once half a batch fits, with up to one receive per
+	// batch of slots in flight (at most 16) while the receives come back
+	// full (see Run).
 	BatchSize int
 	// Visibility is the lease taken on each message and renewed at half
 	// its length while the handler runs. Default 30 s, 2 s–7 d.

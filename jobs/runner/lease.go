@@ -39,9 +39,10 @@ type lease struct {
 	exited   chan struct{}
 }
 
-// newLease returns the lease of a message just received.
-func newLease(r *Runner, h *held) *lease {
-	return &lease{r: r, h: h, receipt: h.m.PopReceipt, until: leaseEnd(r.cfg.Clock.Now(), r.cfg.Visibility, h.m.NextVisible),
+// newLease returns the lease of a message just received by a call that
+// began at began.
+func newLease(r *Runner, h *held, began time.Time) *lease {
+	return &lease{r: r, h: h, receipt: h.m.PopReceipt, until: leaseEnd(began, r.cfg.Visibility, h.m.NextVisible),
 		stopCh: make(chan struct{}), exited: make(chan struct{})}
 }
 

@@ -23,6 +23,12 @@ import (
 // when a drain would end with messages left that the service failed to
 // return (see drainIncomplete).
 //
+// Messages wait behind the running ones, leased (see prefetch), and
+// several receives may be in flight at once (see receivesInFlight): one
+// after a receive that came back short, empty or failed, twice as many
+// after each full one. An empty queue is polled by one receive at a time,
+// IdleMin to IdleMax apart.
+//
 // Every failed receive is logged with its backoff. After one, the runner
 // asks for one message at a time until a visibility timeout has passed
 // without another failure (the messages the failed receive hid are visible
@@ -53,15 +59,20 @@ func (r *Runner) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, c.Concurrency)
 	done := make(chan struct{}, c.Concurrency) // one token per finished message
+	wake := func() {
+		select { // wake the loop if it waits; never block
+		case done <- struct{}{}:
+		default:
+		}
+	}
 	idle := &backoff.ExponentialBackOff{InitialInterval: c.IdleMin, RandomizationFactor: 0.2, Multiplier: 2,
 		MaxInterval: c.IdleMax, MaxElapsedTime: 0, Stop: backoff.Stop, Clock: backoffClock{c.Clock}}
 	idle.Reset()
 	var handled atomic.Int64
 	var pending []*held // received, leased, not started yet
-	// Up to half a batch (at most Concurrency) waits behind the running
-	// messages, so the next ones start at once and a receive fetches
-	// many messages, not the few slots just freed.
-	capacity := c.Concurrency + min(c.BatchSize/2, c.Concurrency)
+	capacity := c.Concurrency + prefetch(c.Concurrency, c.BatchSize)
+	rc := newReceives(r, receivesInFlight(c.Concurrency, c.BatchSize))
+	var wait <-chan time.Time      // while set, no receive starts: an idle or failure backoff
 	batch := c.BatchSize           // 1 after a failed receive; see above
 	var lastFailure time.Time      // when a receive last failed
 	failures := 0                  // receives failed in a row
@@ -80,17 +91,12 @@ func (r *Runner) Run(ctx context.Context) error {
 	r.alive()
 	err := func() error {
 		for loopCtx.Err() == nil {
-			wake := func() {
-				select { // wake the loop if it waits; never block
-				case done <- struct{}{}:
-				default:
-				}
-			}
 			// A handler left behind at its maximum run time still runs:
 			// it takes a slot's place until it returns, so stuck handlers
 			// cannot pile up past Concurrency. Run does not wait for it.
 			for len(pending) > 0 && len(slots)+int(r.leftBehind.Load()) < c.Concurrency {
 				h := pending[0]
+				pending[0] = nil
 				pending = pending[1:]
 				slots <- struct{}{}
 				wg.Add(1)
@@ -111,37 +117,52 @@ func (r *Runner) Run(ctx context.Context) error {
 					wake()
 				}()
 			}
+			// What is held or asked for already: running, waiting, and
+			// what the receives in flight may return.
 			held := len(slots) + len(pending)
-			n := min(batch, capacity-held-int(r.leftBehind.Load()))
+			claimed := held + rc.asked
+			n := min(batch, capacity-claimed-int(r.leftBehind.Load()))
 			if c.MaxMessages > 0 {
-				n = min(n, c.MaxMessages-int(handled.Load())-held)
-				if n <= 0 && held == 0 {
+				n = min(n, c.MaxMessages-int(handled.Load())-claimed)
+				if n <= 0 && held == 0 && rc.inFlight == 0 {
 					r.stop("max messages", 0)
 					return nil
 				}
 			}
-			if n <= 0 || held > 0 && n < min(batch, capacity)/2 {
-				r.waitOne(loopCtx, done) // receive once half a batch fits
+			// Receive once half a batch fits (at once when nothing is
+			// held), unless a backoff runs or enough receives are out.
+			if wait == nil && rc.inFlight < rc.allowed && n > 0 && (claimed == 0 || n >= min(batch, capacity)/2) {
+				// A receive that fails is the start of an outage, so it is
+				// bounded by ReceiveOutage as well.
+				timeout := min(receiveTimeout, c.ReceiveOutage)
+				if !failingSince.IsZero() {
+					// During an outage a receive ends within it (the wait
+					// below leaves it at least lastTry).
+					timeout = min(timeout, max(failingSince.Add(c.ReceiveOutage).Sub(c.Clock.Now()), lastTry))
+				}
+				rc.start(ctx, loopCtx, handlerCtx, n, timeout)
 				continue
 			}
-			// A receive is not cancelled by shutdown: once sent, the service
-			// has hidden the messages it returns, and abandoning the call
-			// would leave them hidden for a whole visibility timeout. What
-			// it returns after a shutdown signal is released below.
-			began := c.Clock.Now()
-			// A receive that fails is the start of an outage, so it is
-			// bounded by ReceiveOutage as well.
-			timeout := min(receiveTimeout, c.ReceiveOutage)
-			if !failingSince.IsZero() {
-				// During an outage a receive ends within it (the wait
-				// below leaves it at least lastTry).
-				timeout = min(timeout, max(failingSince.Add(c.ReceiveOutage).Sub(began), lastTry))
+			var got receiveResult
+			// Waiting for a slot alone: see LastLoop.
+			r.slotWait.Store(rc.inFlight == 0 && wait == nil)
+			select {
+			case got = <-rc.results:
+			case <-done:
+			case <-wait:
+				wait = nil
+			case <-loopCtx.Done():
 			}
-			rctx, cancel := boundedCtx(timeout)
-			msgs, err := c.Queue.Receive(rctx, n, c.Visibility)
-			cancel()
+			r.slotWait.Store(false)
 			r.alive()
-			if err != nil {
+			if got.asked == 0 {
+				// A finished message frees a slot but also means the queue
+				// may have more: it cuts a backoff short.
+				wait = nil
+				continue
+			}
+			rc.end(got)
+			if err := got.err; err != nil {
 				if loopCtx.Err() != nil {
 					return nil
 				}
@@ -150,11 +171,11 @@ func (r *Runner) Run(ctx context.Context) error {
 					return fmt.Errorf("runner: receive from %s: %w", c.Queue.Name(), err)
 				}
 				if failures++; failingSince.IsZero() {
-					failingSince = began
+					failingSince = got.began
 				}
 				if errors.Is(err, storeadapter.ErrServiceFailed) {
 					sf.count, sf.last = sf.count+1, c.Clock.Now()
-					if n == 1 {
+					if got.asked == 1 {
 						// One message, and the service answered with an
 						// error: not an outage but that message.
 						sf.single++
@@ -168,14 +189,14 @@ func (r *Runner) Run(ctx context.Context) error {
 					// No other receive, after the shortest wait, would end
 					// within the outage: wait out its rest (a shutdown cuts
 					// it short), then give up.
-					r.sleep(loopCtx, left, nil)
+					r.sleep(loopCtx, left)
 					if loopCtx.Err() != nil {
 						return nil
 					}
 					return fmt.Errorf("runner: receive from %s failed %d times in a row for %v: %w", c.Queue.Name(), failures,
 						c.Clock.Now().Sub(failingSince).Round(time.Second), err)
 				}
-				if n > 1 {
+				if got.asked > 1 {
 					// It may have hidden good messages with a bad one: they
 					// are visible again within a visibility timeout, so the
 					// drain's quiet period starts again. A failed receive of
@@ -184,15 +205,15 @@ func (r *Runner) Run(ctx context.Context) error {
 				}
 				batch, lastFailure = 1, c.Clock.Now()
 				// The last try starts early enough to end within the outage.
-				wait := min(idle.NextBackOff(), failingSince.Add(c.ReceiveOutage).Sub(c.Clock.Now())-lastTry)
+				d := min(idle.NextBackOff(), failingSince.Add(c.ReceiveOutage).Sub(c.Clock.Now())-lastTry)
 				c.Logger.WarnContext(ctx, "receive failed; backing off", "queue", c.Queue.Name(), "err", err,
-					"failures_in_a_row", failures, "retry_in", wait, "next_batch", batch)
-				r.sleep(loopCtx, wait, done)
+					"failures_in_a_row", failures, "retry_in", d, "next_batch", batch)
+				wait = c.Clock.After(d)
 				continue
 			}
 			failures, failingSince = 0, time.Time{}
-			if len(msgs) == 0 {
-				if c.Drain && held == 0 {
+			if len(got.held) == 0 {
+				if c.Drain && len(slots)+len(pending) == 0 && rc.inFlight == 0 {
 					if left, ok, err := r.drained(ctx, sf); ok {
 						if err != nil {
 							r.stop("drain incomplete", left)
@@ -202,23 +223,16 @@ func (r *Runner) Run(ctx context.Context) error {
 						return nil
 					}
 				}
-				r.sleep(loopCtx, idle.NextBackOff(), done)
+				wait = c.Clock.After(idle.NextBackOff())
 				continue
 			}
 			idle.Reset()
+			wait = nil
 			if c.Clock.Now().Sub(lastFailure) >= c.Visibility {
 				batch = min(c.BatchSize, 2*batch)
 			}
 			r.touch()
-			for _, m := range msgs {
-				h := r.receive(ctx, m)
-				if loopCtx.Err() != nil {
-					r.end(ctx, h, r.release(h, h.event(Released), m.PopReceipt, leaseEnd(began, c.Visibility, m.NextVisible)))
-					continue
-				}
-				r.hold(handlerCtx, h)
-				pending = append(pending, h)
-			}
+			pending = append(pending, got.held...)
 		}
 		return nil
 	}()
@@ -236,14 +250,14 @@ func (r *Runner) Run(ctx context.Context) error {
 		err = fmt.Errorf("runner: a job on %s: %w", c.Queue.Name(), context.Cause(loopCtx))
 		r.stop("credential refused", 0)
 	}
-	// Messages received but never started go back to the queue at once.
-	for _, h := range pending {
-		h.cancel(nil)
-		if receipt, until, lost := h.lease.stop(); lost {
-			r.end(ctx, h, h.event(LeaseLost))
-		} else {
-			r.end(ctx, h, r.release(h, h.event(Released), receipt, until))
-		}
+	// Messages received but never started go back to the queue at once;
+	// then those of the receives still in flight (they are not cancelled:
+	// see receives.start), as each returns.
+	r.releaseAll(ctx, pending)
+	for rc.inFlight > 0 {
+		got := <-rc.results
+		rc.end(got)
+		r.releaseAll(ctx, got.held)
 	}
 
 	// Shutdown: give running handlers the grace period, then cancel them.
@@ -345,23 +359,11 @@ func (r *Runner) drainIncomplete(left int, sf serviceFailures) error {
 		errDrainIncomplete, c.Queue.Name(), count, sf.count, c.Clock.Now().Sub(sf.last).Round(time.Second), which)
 }
 
-// waitOne waits for a running message to finish, or for ctx.
-func (r *Runner) waitOne(ctx context.Context, done <-chan struct{}) {
-	r.slotWait.Store(true)
-	defer func() { r.alive(); r.slotWait.Store(false) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
-}
-
-// sleep waits d, cut short by ctx or a finished message (which frees a
-// slot but also means the queue may have more).
-func (r *Runner) sleep(ctx context.Context, d time.Duration, done <-chan struct{}) {
+// sleep waits d, cut short by ctx.
+func (r *Runner) sleep(ctx context.Context, d time.Duration) {
 	defer r.alive()
 	select {
 	case <-r.cfg.Clock.After(d):
 	case <-ctx.Done():
-	case <-done:
 	}
 }

@@ -139,6 +139,20 @@ func messageAttrs(m storeadapter.Message, env jobs.Envelope) []any {
 }
 
 func (l logger) Observe(ctx context.Context, e Event) {
+	if _, ack := ackLines[e.Stage]; !ack {
+		switch e.Type {
+		case Received, Started, LeaseRenewed, Finished:
+			// Debug lines: most events of a message, and most often
+			// not logged; the attributes below cost more than the check.
+			if !l.log.Enabled(ctx, slog.LevelDebug) {
+				return
+			}
+		case Released:
+			if e.Class != ClassShutdown {
+				return // no line
+			}
+		}
+	}
 	log := l.log.With(messageAttrs(e.Message, e.Envelope)...)
 	if e.Ran && e.Type != Started {
 		log = log.With("duration", e.Duration)

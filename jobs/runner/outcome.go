@@ -102,10 +102,11 @@ var (
 // held is a received message whose lease is kept from the moment it
 // arrived, whether it runs yet or waits for a slot.
 type held struct {
-	m     storeadapter.Message
-	env   jobs.Envelope // zero when the text does not decode
-	log   *slog.Logger
-	lease *lease
+	m      storeadapter.Message
+	env    jobs.Envelope // zero when the text does not decode
+	envErr error         // why it does not
+	log    *slog.Logger
+	lease  *lease
 	// ctx is the handler's; cancelled when the lease is lost.
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -117,9 +118,10 @@ type held struct {
 // event returns an event of type t about h.
 func (h *held) event(t EventType) Event { return Event{Type: t, Message: h.m, Envelope: h.env} }
 
-// hold starts keeping a received message's lease.
-func (r *Runner) hold(ctx context.Context, h *held) {
-	h.lease = newLease(r, h)
+// hold starts keeping the lease of a message received by a call that began
+// at began.
+func (r *Runner) hold(ctx context.Context, h *held, began time.Time) {
+	h.lease = newLease(r, h, began)
 	h.ctx, h.cancel = context.WithCancelCause(ctx)
 	go h.lease.keep(h.ctx, h.cancel)
 }
@@ -158,7 +160,9 @@ func (r *Runner) process(ctx context.Context, h *held) Event {
 		err = fmt.Errorf("delivered %d times, more than the maximum %d, without finishing (the worker may have crashed, lost the lease or failed to acknowledge each time)", m.DequeueCount, c.MaxDequeueCount)
 	} else if hctx.Err() != nil {
 		err = context.Cause(hctx) // lost its lease, or shut down, while waiting for a slot
-	} else if task, err = c.Registry.Decode(hctx, m); err == nil && task.Outbox != nil {
+	} else if h.envErr != nil {
+		err = h.envErr
+	} else if task, err = c.Registry.DecodeArgs(hctx, m, h.env); err == nil && task.Outbox != nil {
 		outbox, h.leftBehind, err = r.runOutbox(hctx, h, task)
 	} else if err == nil {
 		r.emit(ctx, h.event(Started))

@@ -122,12 +122,13 @@ func (r *Runner) observe(ctx context.Context, o Observer, e Event) {
 }
 
 // receive registers a message just received and reports it. Its
-// envelope is decoded for the events (cheaply, and without failing the
-// message: a failure is reported when the job runs).
+// envelope is decoded for the events, once (the job decodes its arguments
+// from it; see process), without failing the message: a failure is
+// reported when the job runs.
 func (r *Runner) receive(ctx context.Context, m storeadapter.Message) *held {
 	h := &held{m: m}
-	if env, err := jobs.DecodeEnvelope(m.Text); err == nil {
-		h.env = env
+	if h.env, h.envErr = jobs.DecodeEnvelope(m.Text); h.envErr != nil {
+		h.env = jobs.Envelope{}
 	}
 	// The runner's own lines about the message carry what the observers'
 	// lines carry (see logger).

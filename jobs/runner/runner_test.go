@@ -655,14 +655,21 @@ func TestShutdownLetsRunningJobFinish(t *testing.T) {
 		if n, _ := b.queue.ApproximateCount(context.Background()); n != 1 {
 			t.Fatalf("%d messages left; want the finished job's deleted and the released one back", n)
 		}
-		obs.mu.Lock()
-		defer obs.mu.Unlock()
-		for _, e := range obs.all {
-			if e.Type == runner.Released && e.Class != runner.ClassNone {
-				t.Errorf("the unstarted message's Released event has class %v, want none", e.Class)
-			}
-		}
+		obs.releasedUnstarted(t)
 	})
+}
+
+// releasedUnstarted checks that every Released event heard is of a
+// message that did not run: class none.
+func (o *events) releasedUnstarted(t *testing.T) {
+	t.Helper()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, e := range o.all {
+		if e.Type == runner.Released && e.Class != runner.ClassNone {
+			t.Errorf("an unstarted message's Released event has class %v, want none", e.Class)
+		}
+	}
 }
 
 // TestShutdownGraceExpiryCancelsHandlers: a job still running when the

@@ -21,6 +21,17 @@
 //
 // Keep -n to a few thousand: Azurite's receive slows down on deep queues.
 //
+// -concurrency takes a list: each run is made at each concurrency, and a
+// summary prints per concurrency both loops' moves/s, the worker's calls
+// per move, both CPU times per message and the worker/limit, direct/limit
+// and worker/direct ratios, with the load average before each. Without -n
+// a run moves 40 messages per slot (at least 1,000). The direct loops keep
+// one receive of 32 in flight per 32 movers, as the runner may. With
+// -cpuprofile prefix each loop's CPU profile is written to
+// prefix.worker.c<concurrency> and prefix.direct.c<concurrency>:
+//
+//	go run ./test/bench -runs local -concurrency 16,64,256,512 -cpuprofile /tmp/bench
+//
 // With -job index it measures the index kind instead (index.go): for each
 // of the six kinds of index, storage calls per reconcile of a new, an
 // unchanged and a renamed value, and reconciles per second next to a
