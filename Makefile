@@ -85,9 +85,13 @@ image:
 	$$tool build -f deploy/Dockerfile -t "$(IMAGE)" \
 	  --build-arg VERSION="$(VERSION)" --build-arg COMMIT="$(COMMIT)" --build-arg DATE="$(DATE)" .
 
-## bench: print the localstore benchmark figures recorded in BENCHMARKS.md.
+## bench: print the localstore benchmark figures recorded in BENCHMARKS.md, each beside the
+## baseline's measured in the same run (BASE=<revision>, default where HEAD left main) and their
+## ratio; BENCH=<regexp> and COUNT=<rounds> narrow or widen it.
+BENCH ?= .
+COUNT ?= 5
 bench:
-	go test -run '^$$' -bench . -benchmem ./localstore/
+	go run ./test/benchcmp -pkg ./localstore/ -bench '$(BENCH)' -count $(COUNT) $(if $(BASE),-base '$(BASE)')
 
 clean:
 	rm -rf $(AZURITE_DIR)/node_modules bin

@@ -91,3 +91,6 @@ func (s *Store) time() time.Time { return storeadapter.DateTime(s.clock.Now()) }
 
 // next returns a store-unique sequence number as text.
 func (s *Store) next() string { return strconv.FormatUint(s.seq.Add(1), 36) }
+
+// appendNext appends a store-unique sequence number as text to b.
+func (s *Store) appendNext(b []byte) []byte { return strconv.AppendUint(b, s.seq.Add(1), 36) }

@@ -1,11 +1,13 @@
 package localstore
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -36,31 +38,58 @@ type tableService struct {
 type table struct {
 	name string // as created
 	mu   sync.RWMutex
-	rows *btree.BTreeG[*row]
+	rows *btree.BTreeG[item]
 }
+
+// item is one entry of a table's B-tree: the keys, held in the tree's nodes
+// so that a search compares them without following a pointer per entry, and
+// the row. A write that replaces an existing entity changes the row in place
+// under the table's write lock, so it finds the entity in one walk of the
+// tree; readers copy what they return under the read lock.
+type item struct {
+	pk, rk string
+	r      *row
+}
+
+// keyItem returns the item that a search for the keys compares with.
+func keyItem(pk, rk string) item { return item{pk: pk, rk: rk} }
 
 // row is one stored entity. Its properties are never shared with callers:
 // writes store a copy and reads return one.
 type row struct {
 	pk, rk string
 	props  map[string]any
+	binary bool // props holds a []byte, which reads copy
 	etag   string
 	ts     time.Time
 }
 
-// rowLess orders rows as the service does: by PartitionKey, then RowKey,
+// itemLess orders rows as the service does: by PartitionKey, then RowKey,
 // each in UTF-16 code-unit order (storeadapter.CompareUTF16).
-func rowLess(a, b *row) bool {
+func itemLess(a, b item) bool {
 	if c := storeadapter.CompareUTF16(a.pk, b.pk); c != 0 {
 		return c < 0
 	}
 	return storeadapter.LessUTF16(a.rk, b.rk)
 }
 
+func (r *row) item() item { return item{pk: r.pk, rk: r.rk, r: r} }
+
+// entity returns a copy of the stored entity, or of the selected
+// properties, that shares no memory a caller could change.
 func (r *row) entity(sel []string) storeadapter.Entity {
 	e := storeadapter.Entity{PartitionKey: r.pk, RowKey: r.rk, ETag: r.etag, Timestamp: r.ts}
 	if sel == nil {
-		e.Properties = storeadapter.Entity{Properties: r.props}.Clone().Properties
+		// Values other than []byte are immutable: copying the map's
+		// memory at once is cheaper than inserting entry by entry.
+		e.Properties = maps.Clone(r.props)
+		if r.binary {
+			for k, v := range e.Properties {
+				if b, ok := v.([]byte); ok {
+					e.Properties[k] = bytes.Clone(b)
+				}
+			}
+		}
 		return e
 	}
 	e.Properties = make(map[string]any, len(sel))
@@ -72,23 +101,31 @@ func (r *row) entity(sel []string) storeadapter.Entity {
 	return e
 }
 
-// storedProps copies an entity's properties for storage, normalising times.
-func storedProps(e storeadapter.Entity) map[string]any {
-	p := e.Clone().Properties
+// storedProps copies an entity's properties for storage, normalising
+// times, and reports whether they hold a []byte. Like entity, it copies
+// the map at once and then only the values that need it.
+func storedProps(e storeadapter.Entity) (p map[string]any, binary bool) {
+	p = maps.Clone(e.Properties)
 	if p == nil {
-		p = make(map[string]any)
+		return make(map[string]any), false
 	}
 	for k, v := range p {
-		if t, ok := v.(time.Time); ok {
-			p[k] = storeadapter.DateTime(t)
+		switch x := v.(type) {
+		case []byte:
+			p[k], binary = bytes.Clone(x), true
+		case time.Time:
+			if t := storeadapter.DateTime(x); t != x {
+				p[k] = t
+			}
 		}
 	}
-	return p
+	return p, binary
 }
 
 // etag returns a new weak ETag, unique within the store.
 func (ts *tableService) etag() string {
-	return `W/"` + ts.s.next() + `"`
+	var b [32]byte
+	return string(append(ts.s.appendNext(append(b[:0], `W/"`...)), '"'))
 }
 
 // tableKey counts a table-level call, validates the name and returns it
@@ -119,7 +156,7 @@ func (ts *tableService) CreateTable(ctx context.Context, name string) error {
 		}
 		delete(ts.deleted, key)
 	}
-	t := &table{name: name, rows: btree.NewG(32, rowLess)}
+	t := &table{name: name, rows: btree.NewG(32, itemLess)}
 	ts.tables[key], ts.exact[name] = t, t
 	return nil
 }
@@ -191,11 +228,11 @@ func (ts *tableService) GetEntity(ctx context.Context, name, pk, rk string) (sto
 	}
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	r, ok := t.rows.Get(&row{pk: pk, rk: rk})
+	it, ok := t.rows.Get(keyItem(pk, rk))
 	if !ok {
 		return storeadapter.Entity{}, fmt.Errorf("localstore: get entity %s/%s: %w", pk, rk, storeadapter.ErrNotFound)
 	}
-	return r.entity(nil), nil
+	return it.r.entity(nil), nil
 }
 
 func validateKeys(pk, rk string) error {
@@ -249,54 +286,76 @@ func (ts *tableService) write(ctx context.Context, opName, name string, op store
 	if err != nil {
 		return "", err
 	}
+	key := keyItem(op.Entity.PartitionKey, op.Entity.RowKey)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	old, _ := t.rows.Get(&row{pk: op.Entity.PartitionKey, rk: op.Entity.RowKey})
-	next, err := ts.apply(op, old)
+	if op.Action == storeadapter.TxDelete && op.IfMatch == storeadapter.ETagAny {
+		// Only existence matters: one walk of the tree.
+		if _, ok := t.rows.Delete(key); !ok {
+			return "", fmt.Errorf("localstore: %s %s/%s: %w", opName, op.Entity.PartitionKey, op.Entity.RowKey, storeadapter.ErrNotFound)
+		}
+		return "", nil
+	}
+	old, _ := t.rows.Get(key)
+	next, keep, err := ts.apply(op, old.r)
 	if err != nil {
 		return "", fmt.Errorf("localstore: %s %s/%s: %w", opName, op.Entity.PartitionKey, op.Entity.RowKey, err)
 	}
-	if next == nil {
-		t.rows.Delete(old)
-		return "", nil
-	}
-	t.rows.ReplaceOrInsert(next)
+	t.put(old, next, keep)
 	return next.etag, nil
 }
 
-// apply computes the row that op leaves in place of old (nil: none). It
-// checks existence and ETag conditions and returns a sentinel error when
-// they fail; it changes nothing.
-func (ts *tableService) apply(op storeadapter.TableOp, old *row) (*row, error) {
+// put stores next in place of old (a zero item: none), or removes old if
+// keep is false.
+func (t *table) put(old item, next row, keep bool) {
+	switch {
+	case !keep:
+		t.rows.Delete(old)
+	case old.r != nil:
+		*old.r = next
+	default:
+		r := new(row)
+		*r = next
+		t.rows.ReplaceOrInsert(r.item())
+	}
+}
+
+// apply computes the row that op leaves in place of old (nil: none); keep
+// is false when it leaves none. It checks existence and ETag conditions
+// and returns a sentinel error when they fail; it changes nothing.
+func (ts *tableService) apply(op storeadapter.TableOp, old *row) (next row, keep bool, err error) {
 	e := op.Entity
 	switch op.Action {
 	case storeadapter.TxInsert:
 		if old != nil {
-			return nil, storeadapter.ErrAlreadyExists
+			return row{}, false, storeadapter.ErrAlreadyExists
 		}
 	case storeadapter.TxUpdateReplace, storeadapter.TxUpdateMerge, storeadapter.TxDelete:
 		if old == nil {
-			return nil, storeadapter.ErrNotFound
+			return row{}, false, storeadapter.ErrNotFound
 		}
 		if op.IfMatch != storeadapter.ETagAny && op.IfMatch != old.etag {
-			return nil, storeadapter.ErrPreconditionFailed
+			return row{}, false, storeadapter.ErrPreconditionFailed
 		}
 		if op.Action == storeadapter.TxDelete {
-			return nil, nil
+			return row{}, false, nil
 		}
 	}
-	props := storedProps(e)
+	props, binary := storedProps(e)
 	if old != nil && (op.Action == storeadapter.TxUpsertMerge || op.Action == storeadapter.TxUpdateMerge) {
-		merged := storeadapter.Entity{Properties: old.props}.Merge(storeadapter.Entity{Properties: props})
-		props = merged.Properties
+		// The old values are the store's own and never change: the merged
+		// row may share them.
+		merged := maps.Clone(old.props)
+		maps.Copy(merged, props)
+		props, binary = merged, binary || old.binary
 		if len(props) > storeadapter.MaxCustomProperties {
-			return nil, fmt.Errorf("%w: merge leaves %d properties, more than %d", storeadapter.ErrTooLarge, len(props), storeadapter.MaxCustomProperties)
+			return row{}, false, fmt.Errorf("%w: merge leaves %d properties, more than %d", storeadapter.ErrTooLarge, len(props), storeadapter.MaxCustomProperties)
 		}
 		if n := storeadapter.EntitySize(storeadapter.Entity{PartitionKey: e.PartitionKey, RowKey: e.RowKey, Properties: props}); n > storeadapter.MaxEntityBytes {
-			return nil, fmt.Errorf("%w: merge leaves an entity of %d bytes, more than %d", storeadapter.ErrTooLarge, n, storeadapter.MaxEntityBytes)
+			return row{}, false, fmt.Errorf("%w: merge leaves an entity of %d bytes, more than %d", storeadapter.ErrTooLarge, n, storeadapter.MaxEntityBytes)
 		}
 	}
-	return &row{pk: e.PartitionKey, rk: e.RowKey, props: props, etag: ts.etag(), ts: ts.timestamp(old)}, nil
+	return row{pk: e.PartitionKey, rk: e.RowKey, props: props, binary: binary, etag: ts.etag(), ts: ts.timestamp(old)}, true, nil
 }
 
 // timestamp returns the Timestamp of a write that replaces old (nil: an
@@ -329,20 +388,17 @@ func (ts *tableService) Transact(ctx context.Context, name string, ops []storead
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	olds := make([]*row, len(ops))
-	nexts := make([]*row, len(ops))
+	olds := make([]item, len(ops))
+	nexts := make([]row, len(ops))
+	keeps := make([]bool, len(ops))
 	for i, op := range ops {
-		olds[i], _ = t.rows.Get(&row{pk: op.Entity.PartitionKey, rk: op.Entity.RowKey})
-		if nexts[i], err = ts.apply(op, olds[i]); err != nil {
+		olds[i], _ = t.rows.Get(keyItem(op.Entity.PartitionKey, op.Entity.RowKey))
+		if nexts[i], keeps[i], err = ts.apply(op, olds[i].r); err != nil {
 			return &storeadapter.TransactionError{Index: i, Err: fmt.Errorf("localstore: transact %s/%s: %w", op.Entity.PartitionKey, op.Entity.RowKey, err)}
 		}
 	}
 	for i := range ops {
-		if nexts[i] == nil {
-			t.rows.Delete(olds[i])
-		} else {
-			t.rows.ReplaceOrInsert(nexts[i])
-		}
+		t.put(olds[i], nexts[i], keeps[i])
 	}
 	return nil
 }
@@ -368,7 +424,7 @@ func (ts *tableService) Query(ctx context.Context, name string, q storeadapter.Q
 	}
 	top := cmp.Or(q.Top, storeadapter.MaxPageSize)
 	b := keyBounds(f)
-	if start == nil || rowLess(start, b.lo) {
+	if start == nil || itemLess(start.item(), b.lo.item()) {
 		start = b.lo
 	}
 
@@ -376,7 +432,8 @@ func (ts *tableService) Query(ctx context.Context, name string, q storeadapter.Q
 	scanned := 0
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	t.rows.AscendGreaterOrEqual(start, func(r *row) bool {
+	t.rows.AscendGreaterOrEqual(start.item(), func(it item) bool {
+		r := it.r
 		if b.beyond(r) {
 			return false
 		}

@@ -88,10 +88,26 @@ func ValidateKey(field, key string) error {
 	if n := utf16LenOver(key, MaxKeyChars); n > MaxKeyChars {
 		return invalid(field, "must be at most %d characters (1 KiB of UTF-16), got %d", MaxKeyChars, n)
 	}
-	if i := strings.IndexFunc(key, func(r rune) bool { return strings.ContainsRune(`/\#?`, r) || isControl(r) }); i >= 0 {
+	if i := forbiddenInKey(key); i >= 0 {
 		return invalid(field, "must not contain / \\ # ? or control characters (found %q at byte %d)", key[i:i+utf8.RuneLen(rune(key[i]))], i)
 	}
 	return nil
+}
+
+// forbiddenInKey returns the byte offset of the first character of a valid
+// UTF-8 key that keys may not hold (/ \ # ? or a control character), or
+// -1. It reads bytes, not runes: every such character is ASCII or, for
+// U+0080–U+009F, the lead byte 0xC2 followed by 0x80–0x9F.
+func forbiddenInKey(key string) int {
+	for i := 0; i < len(key); i++ {
+		switch c := key[i]; {
+		case c < 0x20, c == 0x7f, c == '/', c == '\\', c == '#', c == '?':
+			return i
+		case c == 0xc2 && i+1 < len(key) && key[i+1] <= 0x9f:
+			return i
+		}
+	}
+	return -1
 }
 
 // ValidatePropertyName checks a custom property name: a C#-style

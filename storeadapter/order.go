@@ -1,7 +1,8 @@
 package storeadapter
 
 import (
-	"unicode/utf8"
+	"cmp"
+	"math/bits"
 )
 
 // CompareUTF16 orders two strings as Azure does: by UTF-16 code units, the
@@ -14,48 +15,60 @@ import (
 // or bounds in tablekeeper goes through CompareUTF16.
 //
 // It returns -1 if a sorts before b, 0 if they are equal, +1 if after.
+//
+// It compares bytes, without decoding: the strings share every character
+// before their first differing byte, so that byte either starts a
+// character in both (lead bytes of different characters) or continues
+// characters with the same lead byte (the same length, where byte order is
+// code point order and UTF-16 order alike). Lead bytes order characters by
+// code point, which is UTF-16 order except for lead 0xEE–0xEF (U+E000–U+FFFF)
+// against 0xF0–0xF4 (U+10000 and above), reversed there. On invalid UTF-8,
+// which validation keeps out of keys, values and names, the result is still
+// a total order: bytes compared with 0xEE–0xEF moved after 0xF0–0xF4.
 func CompareUTF16(a, b string) int {
 	n := min(len(a), len(b))
 	i := 0
-	for i < n && a[i] == b[i] {
-		i++
-	}
-	if i == n {
-		switch {
-		case len(a) < len(b):
-			return -1
-		case len(a) > len(b):
-			return 1
+	// Eight bytes at a time: the first differing byte is the lowest one
+	// of the little-endian words' difference.
+	for ; i+8 <= n; i += 8 {
+		if x, y := load64(a[i:i+8]), load64(b[i:i+8]); x != y {
+			i += bits.TrailingZeros64(x^y) / 8
+			return cmp.Compare(unitRank(a[i]), unitRank(b[i]))
 		}
-		return 0
 	}
-	if a[i] < utf8.RuneSelf && b[i] < utf8.RuneSelf {
-		if a[i] < b[i] {
-			return -1
+	for ; i < n; i++ {
+		if a[i] != b[i] {
+			return cmp.Compare(unitRank(a[i]), unitRank(b[i]))
 		}
+	}
+	switch {
+	case len(a) < len(b):
+		return -1
+	case len(a) > len(b):
 		return 1
 	}
-	// Back up to the start of the rune that differs (the shared prefix
-	// ends on the same boundary in both strings).
-	for i > 0 && !utf8.RuneStart(a[i]) {
-		i--
-	}
-	ra, _ := utf8.DecodeRuneInString(a[i:])
-	rb, _ := utf8.DecodeRuneInString(b[i:])
-	ka, kb := utf16Key(ra), utf16Key(rb)
-	if ka < kb {
-		return -1
-	}
-	return 1
+	return 0
 }
 
-// utf16Key maps a rune to a number that sorts as its first UTF-16 code
-// unit does: U+E000–U+FFFF move above every supplementary character.
-func utf16Key(r rune) rune {
-	if r >= 0xE000 && r <= 0xFFFF {
-		return r + 0x110000
+// load64 reads 8 bytes of s as a little-endian word (one load on the
+// platforms that allow unaligned ones).
+func load64(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// unitRank maps a byte to its rank in UTF-16 order at the first difference
+// of two strings (see CompareUTF16): lead bytes 0xEE–0xEF (U+E000–U+FFFF)
+// move after 0xF0–0xF4 (U+10000 and above, surrogate pairs in UTF-16).
+func unitRank(c byte) int {
+	switch {
+	case c == 0xEE || c == 0xEF:
+		return int(c) + 5
+	case c >= 0xF0 && c <= 0xF4:
+		return int(c) - 2
 	}
-	return r
+	return int(c)
 }
 
 // LessUTF16 reports whether a sorts before b in Azure's order (see CompareUTF16).
