@@ -127,8 +127,9 @@ func (r *Runner) observe(ctx context.Context, o Observer, e Event) {
 // reported when the job runs.
 func (r *Runner) receive(ctx context.Context, m storeadapter.Message) *held {
 	h := &held{m: m}
-	if h.env, h.envErr = jobs.DecodeEnvelope(m.Text); h.envErr != nil {
-		h.env = jobs.Envelope{}
+	env, err := jobs.DecodeEnvelope(m.Text)
+	if h.envErr = err; err == nil {
+		h.env = env // else the zero envelope
 	}
 	// The runner's own lines about the message carry what the observers'
 	// lines carry (see logger).

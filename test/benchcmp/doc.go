@@ -15,5 +15,7 @@
 //
 // A benchmark that exists on one side only is printed without a ratio.
 //
-// It imports nothing of the module, and nothing imports it.
+// It must not import anything of the module (it builds the module's
+// packages at two commits, and must build the same at both), and nothing
+// imports it.
 package main
