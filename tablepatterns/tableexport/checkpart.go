@@ -16,13 +16,15 @@ var ErrDamaged = errors.New("does not match its manifest")
 
 // CheckPart reads one listed part through once, as stored, and checks its
 // length and SHA-256 against the manifest, and that it holds the
-// manifest's count of lines, each an exported entity. A reader that must
-// not use a damaged part (a restore) calls it before it uses anything of
-// the part. A missing part wraps storeadapter.ErrNotFound, a part that
-// differs ErrDamaged, both naming the part; a storage failure is returned
-// wrapped as it is. Memory holds one line.
+// manifest's count of lines. It does not parse the lines: bytes whose
+// SHA-256 is the manifest's are the lines the export wrote (Verify parses
+// them too). A reader that must not use a damaged part (a restore) calls
+// it before it uses anything of the part. A missing part wraps
+// storeadapter.ErrNotFound, a part that differs ErrDamaged, both naming
+// the part; a storage failure is returned wrapped as it is. Memory holds
+// one line.
 func CheckPart(ctx context.Context, b storeadapter.Blobs, mp ManifestPart) error {
-	return ReadCheckedPart(ctx, b, mp, func(storeadapter.Entity) error { return nil })
+	return ReadCheckedPart(ctx, b, mp, nil)
 }
 
 // ReadCheckedPart streams a listed part's entities to fn, as ReadPart
@@ -36,13 +38,21 @@ func CheckPart(ctx context.Context, b storeadapter.Blobs, mp ManifestPart) error
 // suspect. An error from fn stops the read and is returned wrapped, never
 // as ErrDamaged. Memory holds one line.
 func ReadCheckedPart(ctx context.Context, b storeadapter.Blobs, mp ManifestPart, fn func(storeadapter.Entity) error) error {
-	var lines int64
 	var fnErr error
-	st, err := scanPart(ctx, b, mp.Name, func(_ []byte, e storeadapter.Entity) error {
-		lines++
-		fnErr = fn(e)
-		return fnErr
-	})
+	var handed int64
+	var each func([]byte, storeadapter.Entity) error // nil: CheckPart's counting alone
+	if fn != nil {
+		each = func(_ []byte, e storeadapter.Entity) error {
+			handed++
+			fnErr = fn(e)
+			return fnErr
+		}
+	}
+	st, err := scanPart(ctx, b, mp.Name, each)
+	lines := st.lines
+	if fn != nil {
+		lines = handed // a line that does not parse is not a good one
+	}
 	switch {
 	case fnErr != nil:
 		return fmt.Errorf("tableexport: read part %s: %w", mp.Name, fnErr)

@@ -375,7 +375,8 @@ const MaxLineBytes = 16 << 20
 // the bytes as stored and counts them; a name ending in ".gz" is
 // decompressed. Each line must be exactly one JSON object holding
 // PartitionKey, RowKey, Timestamp and odata.etag as strings (see
-// checkLine). Memory holds one line (at most MaxLineBytes).
+// checkLine); a nil fn only counts the lines and hashes the bytes.
+// Memory holds one line (at most MaxLineBytes).
 func scanPart(ctx context.Context, b storeadapter.Blobs, name string, fn func(line []byte, e storeadapter.Entity) error) (partStats, error) {
 	var st partStats
 	rc, _, err := b.Open(ctx, name)
@@ -422,6 +423,9 @@ func scanPart(ctx context.Context, b storeadapter.Blobs, name string, fn func(li
 			return st, err
 		}
 		st.lines++
+		if fn == nil {
+			continue // counting and hashing only
+		}
 		if err := checkLine(line); err != nil {
 			return st, fmt.Errorf("line %d: %w", st.lines, err)
 		}
