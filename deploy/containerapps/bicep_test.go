@@ -117,8 +117,8 @@ func TestTemplate(t *testing.T) {
 			}
 		}
 	}
-	if len(jobs) != 2 {
-		t.Fatalf("%d Microsoft.App/jobs resources, want 2 (worker, purgeday)", len(jobs))
+	if len(jobs) != 3 {
+		t.Fatalf("%d Microsoft.App/jobs resources, want 3 (worker, purgeday, the backups' loop)", len(jobs))
 	}
 	mustContain(t, "the header comment", src, "stable/"+jobsAPIVersion+"/Jobs.json")
 
@@ -165,6 +165,52 @@ func TestTemplate(t *testing.T) {
 	)
 	if strings.Contains(purge.body, "workerIdentity") {
 		t.Error("the scheduled job uses the worker's identity: it must have its own, with only Message Sender")
+	}
+
+	// The backups: three scheduled jobs from one loop over backupJobs; the
+	// exports as the scheduler, the prune as the worker.
+	backup, ok := res["backupJob"]
+	if !ok {
+		t.Fatal("no backupJob resource")
+	}
+	mustContain(t, "backupJob", backup.body,
+		"triggerType: 'Schedule'",
+		"cronExpression: j.cron",
+		"'/enqueue'",
+		"args: j.args",
+		"'${j.worker ? workerIdentity.id : schedulerIdentity!.id}': {}",
+		"value: j.worker ? workerIdentity.properties.clientId : schedulerIdentity!.properties.clientId",
+	)
+	if !strings.Contains(src, "resource backupJob 'Microsoft.App/jobs@"+jobsAPIVersion+"' = [for j in backupJobs: if (backups) {") {
+		t.Error("backupJob is not one job per backupJobs entry, only when backups are asked for")
+	}
+	list := src[strings.Index(src, "var backupJobs = ["):]
+	list = list[:strings.Index(list, "\n]\n")]
+	entries := strings.Split(list, "\n  {\n")[1:]
+	if len(entries) != 3 {
+		t.Fatalf("backupJobs has %d entries, want 3", len(entries))
+	}
+	for i, want := range []struct{ name, cron, worker string }{
+		{"'backup-weekly'", "backupFullSchedule", "false"},
+		{"'backup-nightly'", "backupIncrementSchedule", "false"},
+		{"'backup-prune'", "backupPruneSchedule", "true"},
+	} {
+		mustContain(t, "backupJobs["+want.name+"]", entries[i], "name: "+want.name, "cron: "+want.cron, "worker: "+want.worker)
+	}
+	mustContain(t, "the weekly export", entries[0], "'export'", "'-queue'", "queueName", "'-table'", "backupTable", "'-to'", "backupTo", "'-gzip'")
+	mustContain(t, "the nightly increment", entries[1], "'export'", "'-table'", "backupTable", "'-to'", "backupTo", "'-after-latest'")
+	mustContain(t, "the prune", entries[2], "'export'\n      'prune'", "'-to'", "backupTo", "'-keep-days'", "string(backupKeepDays)", "'-yes'")
+	if strings.Contains(entries[0]+entries[1], "'-yes'") || strings.Contains(entries[2], "'-queue'") {
+		t.Error("the exports must only send, the prune must not send")
+	}
+	reader := res["schedulerBackupReader"]
+	mustContain(t, "schedulerBackupReader", reader.body, "scope: backupContainer", "roles.storageBlobDataReader", "principalId: schedulerIdentity!.properties.principalId")
+	mustContain(t, "the roles variable", src, "storageBlobDataReader: '2a2b9908-6ea1-4ae2-8e65-a410df84e7d1'")
+	for _, r := range []string{"schedulerIdentity", "schedulerSender"} {
+		head := regexp.MustCompile(`(?m)^resource ` + r + ` .*$`).FindString(src)
+		if !strings.HasSuffix(head, "= if (scheduled) {") {
+			t.Errorf("%s must exist when anything is scheduled (purge or backups): %q", r, head)
+		}
 	}
 
 	// The three data roles, by GUID, assigned to the worker's identity on the

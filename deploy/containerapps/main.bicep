@@ -1,7 +1,8 @@
 // tablekeeper on Azure Container Apps: an event-driven job that runs the worker
 // with -drain whenever the work queue holds messages (KEDA azure-queue rule,
-// authenticated by a user-assigned managed identity), and a scheduled job that
-// enqueues the daily purgeday. Deploy into the resource group of the storage
+// authenticated by a user-assigned managed identity), a scheduled job that
+// enqueues the daily purgeday, and the scheduled backups (a weekly full
+// export, a nightly increment, a daily prune). Deploy into the resource group of the storage
 // account (see docs/deploy.md, "Azure Container Apps"):
 //
 //   az deployment group create -g RG -f deploy/containerapps/main.bicep -p deploy/containerapps/main.bicepparam
@@ -16,9 +17,12 @@
 // Least privilege: two identities. The worker's has the three data roles it
 // needs (queues, tables, blobs) on this one storage account and nothing else;
 // the scheduler's may only add messages to the one work queue (Storage Queue
-// Data Message Sender scoped to the queue): `enqueue purgeday` without
-// -dry-run only sends, and the queue exists because this template creates it,
-// so it never needs create or list rights.
+// Data Message Sender scoped to the queue) and read the backup container
+// (Storage Blob Data Reader scoped to it: `enqueue export` checks that the
+// container exists before it sends): `enqueue purgeday` without -dry-run and
+// `enqueue export` only send, and the queue exists because this template
+// creates it, so it never needs create or list rights. The prune deletes
+// blobs itself, so it runs as the worker's identity.
 
 @description('Azure region of the jobs, the identities and the environment. Default: the resource group\'s.')
 param location string = resourceGroup().location
@@ -102,6 +106,26 @@ param purgeKeepDays int = 30
 @description('When the purge is enqueued: a cron expression in UTC (scheduleTriggerConfig.cronExpression). Default 02:15 every day.')
 param purgeSchedule string = '15 2 * * *'
 
+@description('Table the scheduled backups export (enqueue export -table): a full export every week, an increment every other night, a daily prune (docs/deploy.md, "Scheduled backups"). Empty: no backup jobs.')
+param backupTable string = ''
+
+@description('Where the backups go: container/prefix (enqueue export -to). The container must exist.')
+param backupTo string = ''
+
+@description('When the weekly full export is enqueued: a cron expression in UTC. Default 01:30 on Sundays.')
+param backupFullSchedule string = '30 1 * * 0'
+
+@description('When the nightly increment (enqueue export -after-latest) is enqueued: a cron expression in UTC. Default 01:30 Monday to Saturday.')
+param backupIncrementSchedule string = '30 1 * * 1-6'
+
+@description('When exports older than backupKeepDays are pruned (enqueue export prune -yes, as the worker\'s identity): a cron expression in UTC. Default 05:00 every day.')
+param backupPruneSchedule string = '0 5 * * *'
+
+@description('Days of exports the prune keeps (enqueue export prune -keep-days). Keep more than a week, so that a full export and its chain always remain.')
+@minValue(1)
+@maxValue(36500)
+param backupKeepDays int = 35
+
 // Built-in role definitions (IDs from the Azure built-in roles reference,
 // Storage category).
 var roles = {
@@ -109,6 +133,7 @@ var roles = {
   storageTableDataContributor: '0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3'
   storageBlobDataContributor: 'ba92f5b4-2d11-453d-a403-e96b0029c9fe'
   storageQueueDataMessageSender: 'c6a89b2d-59bc-44d0-9896-0f6e12d7b80a'
+  storageBlobDataReader: '2a2b9908-6ea1-4ae2-8e65-a410df84e7d1'
   acrPull: '7f951dda-4ed3-4680-a7ca-43fe172d538d'
 }
 var workerRoleIds = [
@@ -118,6 +143,60 @@ var workerRoleIds = [
 ]
 var registryServer = empty(registryName) ? '' : '${registryName}${environment().suffixes.acrLoginServer}'
 var profile = empty(workloadProfileName) ? null : workloadProfileName
+// The scheduler's identity exists when something is scheduled.
+var scheduled = !empty(purgePrefix) || !empty(backupTable)
+var backups = !empty(backupTable)
+// A placeholder when there is no backup: see registryRef.
+var backupContainerName = empty(backupTo) ? 'none' : split(backupTo, '/')[0]
+// The backup jobs: the exports only send (the scheduler's identity); the
+// prune deletes blobs (the worker's).
+var backupJobs = [
+  {
+    name: 'backup-weekly'
+    cron: backupFullSchedule
+    worker: false
+    args: [
+      'export'
+      '-queue'
+      queueName
+      '-table'
+      backupTable
+      '-to'
+      backupTo
+      '-gzip'
+    ]
+  }
+  {
+    name: 'backup-nightly'
+    cron: backupIncrementSchedule
+    worker: false
+    args: [
+      'export'
+      '-queue'
+      queueName
+      '-table'
+      backupTable
+      '-to'
+      backupTo
+      '-after-latest'
+      '-gzip'
+    ]
+  }
+  {
+    name: 'backup-prune'
+    cron: backupPruneSchedule
+    worker: true
+    args: [
+      'export'
+      'prune'
+      '-to'
+      backupTo
+      '-keep-days'
+      string(backupKeepDays)
+      '-yes'
+    ]
+  }
+]
 
 resource storageAccount 'Microsoft.Storage/storageAccounts@2023-05-01' existing = {
   name: storageAccountName
@@ -140,7 +219,7 @@ resource workerIdentity 'Microsoft.ManagedIdentity/userAssignedIdentities@2023-0
   location: location
 }
 
-resource schedulerIdentity 'Microsoft.ManagedIdentity/userAssignedIdentities@2023-01-31' = if (!empty(purgePrefix)) {
+resource schedulerIdentity 'Microsoft.ManagedIdentity/userAssignedIdentities@2023-01-31' = if (scheduled) {
   name: '${namePrefix}-scheduler'
   location: location
 }
@@ -158,11 +237,32 @@ resource workerRoles 'Microsoft.Authorization/roleAssignments@2022-04-01' = [for
 }]
 
 // The scheduler: add messages to the work queue, nothing else.
-resource schedulerSender 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(purgePrefix)) {
+resource schedulerSender 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (scheduled) {
   name: guid(workQueue.id, '${namePrefix}-scheduler', roles.storageQueueDataMessageSender)
   scope: workQueue
   properties: {
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.storageQueueDataMessageSender)
+    principalId: schedulerIdentity!.properties.principalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+resource blobService 'Microsoft.Storage/storageAccounts/blobServices@2023-05-01' existing = {
+  parent: storageAccount
+  name: 'default'
+}
+
+resource backupContainer 'Microsoft.Storage/storageAccounts/blobServices/containers@2023-05-01' existing = if (backups) {
+  parent: blobService
+  name: backupContainerName
+}
+
+// The scheduler reads the backup container: enqueue export checks it exists.
+resource schedulerBackupReader 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (backups) {
+  name: guid(storageAccount.id, backupContainerName, '${namePrefix}-scheduler', roles.storageBlobDataReader)
+  scope: backupContainer
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.storageBlobDataReader)
     principalId: schedulerIdentity!.properties.principalId
     principalType: 'ServicePrincipal'
   }
@@ -188,7 +288,7 @@ resource workerAcrPull 'Microsoft.Authorization/roleAssignments@2022-04-01' = if
   }
 }
 
-resource schedulerAcrPull 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(registryName) && !empty(purgePrefix)) {
+resource schedulerAcrPull 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(registryName) && scheduled) {
   name: guid(resourceId('Microsoft.ContainerRegistry/registries', registryRef), '${namePrefix}-scheduler', roles.acrPull)
   scope: registry
   properties: {
@@ -393,6 +493,74 @@ resource schedulerJob 'Microsoft.App/jobs@2026-01-01' = if (!empty(purgePrefix))
     schedulerAcrPull
   ]
 }
+
+// The scheduled backups (docs/deploy.md, "Scheduled backups"): two export
+// jobs that only send, and the prune. A retried replica may send a second
+// export (another operation id: the same rows exported twice, which the
+// prune later deletes like any other); the prune is idempotent.
+resource backupJob 'Microsoft.App/jobs@2026-01-01' = [for j in backupJobs: if (backups) {
+  name: '${namePrefix}-${j.name}'
+  location: location
+  identity: {
+    type: 'UserAssigned'
+    userAssignedIdentities: {
+      '${j.worker ? workerIdentity.id : schedulerIdentity!.id}': {}
+    }
+  }
+  properties: {
+    environmentId: environmentId
+    workloadProfileName: profile
+    configuration: {
+      triggerType: 'Schedule'
+      replicaTimeout: 1800
+      replicaRetryLimit: 1
+      scheduleTriggerConfig: {
+        cronExpression: j.cron
+        parallelism: 1
+        replicaCompletionCount: 1
+      }
+      registries: empty(registryName) ? [] : [
+        {
+          server: registryServer
+          identity: j.worker ? workerIdentity.id : schedulerIdentity!.id
+        }
+      ]
+    }
+    template: {
+      containers: [
+        {
+          name: j.name
+          image: image
+          command: [
+            '/enqueue'
+          ]
+          args: j.args
+          env: [
+            {
+              name: 'AZURE_STORAGE_ACCOUNT'
+              value: storageAccountName
+            }
+            {
+              name: 'AZURE_CLIENT_ID'
+              value: j.worker ? workerIdentity.properties.clientId : schedulerIdentity!.properties.clientId
+            }
+          ]
+          resources: {
+            cpu: json('0.25')
+            memory: '0.5Gi'
+          }
+        }
+      ]
+    }
+  }
+  dependsOn: [
+    workerRoles
+    workerAcrPull
+    schedulerSender
+    schedulerBackupReader
+    schedulerAcrPull
+  ]
+}]
 
 @description('Name of the event-driven worker job (az containerapp job execution list -n …).')
 output workerJobName string = workerJob.name

@@ -18,3 +18,6 @@ param workerArgs = [
 param purgePrefix = 'LoginAttempts'
 param purgeKeepDays = 30
 param purgeSchedule = '15 2 * * *'
+param backupTable = 'Orders'
+param backupTo = 'backups/orders'
+param backupKeepDays = 35
