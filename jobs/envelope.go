@@ -233,12 +233,11 @@ func (e *DecodeError) Unwrap() error { return e.Err }
 // (prefix + "." + name). Errors about a key or value are *DecodeError.
 func DecodeStrict(data []byte, v any, prefix string) error {
 	if json.Valid(data) {
-		// Numbers stay text while the keys are checked: read as float64,
-		// one out of its range (1e400) would fail here without naming its
-		// field; decoded into its field below, it is an error that does.
-		keys := json.NewDecoder(bytes.NewReader(data))
-		keys.UseNumber()
-		if err := checkKeys(data, keys, reflect.TypeOf(v), prefix); err != nil {
+		// The keys are checked first, over the bytes; numbers are not
+		// read there, so one out of its range (1e400) fails below, decoded
+		// into its field, with an error that names the field.
+		k := keyScanner{data: data}
+		if err := k.checkKeys(reflect.TypeOf(v), prefix); err != nil {
 			return err
 		}
 	}
@@ -299,47 +298,86 @@ func DecodeStrict(data []byte, v any, prefix string) error {
 	return fmt.Errorf("invalid JSON: %v", err)
 }
 
-// checkKeys reads one JSON value from dec (over data, valid JSON) and
-// refuses a key given twice in any object, and a key of a struct that
+// checkKeys reads one JSON value of data (valid JSON) from its offset i
+// and refuses a key given twice in any object, and a key of a struct that
 // matches no field (with a hint when it matches one in another case). t is
 // the Go type the value decodes into (nil when unknown, as inside a
 // json.RawMessage: then only duplicates are checked); path names the value
-// in errors.
-func checkKeys(data []byte, dec *json.Decoder, t reflect.Type, path string) error {
-	tok, err := dec.Token()
-	if err != nil {
-		return err
+// in errors. It walks the bytes itself (json.Valid has checked them): the
+// decoder's Token, which it replaces, built and dropped an error for every
+// scalar, a third of a worker's CPU per message.
+type keyScanner struct {
+	data []byte
+	i    int
+}
+
+// ws skips white space.
+func (k *keyScanner) ws() {
+	for k.i < len(k.data) {
+		switch k.data[k.i] {
+		case ' ', '\t', '\r', '\n':
+			k.i++
+		default:
+			return
+		}
 	}
+}
+
+// str reads the string at k.i (its opening quote) and returns it.
+func (k *keyScanner) str() string {
+	start, escaped := k.i, false
+	for k.i++; k.data[k.i] != '"'; k.i++ {
+		if k.data[k.i] == '\\' {
+			escaped = true
+			k.i++ // the escaped byte (a quote or a backslash included)
+		}
+	}
+	k.i++
+	if !escaped {
+		return string(k.data[start+1 : k.i-1])
+	}
+	var out string
+	_ = json.Unmarshal(k.data[start:k.i], &out) // valid JSON: a valid string
+	return out
+}
+
+func (k *keyScanner) checkKeys(t reflect.Type, path string) error {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	switch tok {
-	case json.Delim('['):
+	k.ws()
+	switch k.data[k.i] {
+	case '[':
 		var elem reflect.Type
 		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
 			elem = t.Elem()
 		}
-		for dec.More() {
-			if err := checkKeys(data, dec, elem, path+"[]"); err != nil {
+		k.i++
+		for k.ws(); k.data[k.i] != ']'; k.ws() {
+			if err := k.checkKeys(elem, path+"[]"); err != nil {
 				return err
 			}
+			if k.ws(); k.data[k.i] == ',' {
+				k.i++
+			}
 		}
-	case json.Delim('{'):
+		k.i++
+	case '{':
 		var fields map[string]reflect.Type
 		if t != nil && t.Kind() == reflect.Struct && !reflect.PointerTo(t).Implements(unmarshalerType) {
 			fields = structFields(t)
 		}
-		seen := map[string]bool{}
-		for dec.More() {
-			at := keyOffset(data, dec.InputOffset())
-			tok, err := dec.Token()
-			if err != nil {
-				return err
-			}
-			key, _ := tok.(string)
+		var seen map[string]bool
+		k.i++
+		for k.ws(); k.data[k.i] != '}'; k.ws() {
+			at := int64(k.i)
+			key := k.str()
 			name := key
 			if path != "" {
 				name = path + "." + key
+			}
+			if seen == nil {
+				seen = map[string]bool{}
 			}
 			if seen[key] {
 				return &DecodeError{Offset: at, Err: fmt.Errorf("%s: given twice (each key may appear once)", text.Truncate(name, 80))}
@@ -360,15 +398,24 @@ func checkKeys(data []byte, dec *json.Decoder, t reflect.Type, path string) erro
 			case t != nil && t.Kind() == reflect.Map:
 				ft = t.Elem()
 			}
-			if err := checkKeys(data, dec, ft, name); err != nil {
+			k.ws()
+			k.i++ // the colon
+			if err := k.checkKeys(ft, name); err != nil {
 				return err
 			}
+			if k.ws(); k.data[k.i] == ',' {
+				k.i++
+			}
 		}
-	default:
-		return nil // a scalar
+		k.i++
+	case '"':
+		k.str()
+	default: // a number, true, false or null
+		for k.i < len(k.data) && strings.IndexByte(" \t\r\n,]}", k.data[k.i]) < 0 {
+			k.i++
+		}
 	}
-	_, err = dec.Token() // the closing bracket or brace
-	return err
+	return nil
 }
 
 var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
@@ -385,15 +432,6 @@ func structFields(t reflect.Type) map[string]reflect.Type {
 	}
 	f, _ := fieldsOf.LoadOrStore(t, jsonFields(t, map[string]reflect.Type{}))
 	return f.(map[string]reflect.Type)
-}
-
-// keyOffset returns the offset of the key that follows offset in data,
-// past white space and the comma before it.
-func keyOffset(data []byte, offset int64) int64 {
-	for offset < int64(len(data)) && strings.IndexByte(" \t\r\n,", data[offset]) >= 0 {
-		offset++
-	}
-	return offset
 }
 
 // jsonFields adds to fields the JSON names of struct type t's fields (those

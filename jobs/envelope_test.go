@@ -109,6 +109,11 @@ func TestEnvelopeIsStrictAboutKeys(t *testing.T) {
 		{`{"v":1,"id":"a","id":"b","kind":"archive","args":` + args + `}`, `id: given twice`},
 		{`{"v":1,"id":"a","kind":"archive","args":{"table":"Src","TABLE":"Other","to":"Dst","pk":"p","rk":"r"}}`, `args.TABLE: unknown field (names are case-sensitive: did you mean "table"?)`},
 		{`{"v":1,"id":"a","kind":"archive","args":{"table":"Src","to":"Dst","to":"Else","pk":"p","rk":"r"}}`, `args.to: given twice`},
+		// The key check walks the bytes: escapes in keys, strings holding
+		// quotes, braces and brackets, white space everywhere.
+		{`{"v":1,"id":"a","kind":"archive","args":{"table":"Src","t\u006f":"Dst","to":"Else","pk":"p","rk":"r"}}`, `args.to: given twice`},
+		{"{ \"v\" : 1 ,\n\t\"id\" : \"a\" , \"kind\":\"archive\", \"args\" : { \"table\" : \"S\\\"}rc\" , \"pk\":\"p\",\"rk\":\"r\",\"to\":\"D\" , \"Pk\" : 1 } }", `args.Pk: unknown field (names are case-sensitive: did you mean "pk"?)`},
+		{`{"v":1,"id":"a","kind":"archive","args":{"table":"Src","to":"Dst","pk":"p","rk":"r"},"traceparent":[{"x":[1,{"y":null}]}],"id":"b"}`, `id: given twice`},
 	}
 	for _, c := range cases {
 		_, err := reg.Decode(t.Context(), storeadapter.Message{Text: c.text})
