@@ -278,3 +278,29 @@ func TestOutboxRows(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkDecodeStrict decodes an archive message as the runner does
+// each one it receives (BENCHMARKS.md, "Past 64 slots").
+func BenchmarkDecodeStrict(b *testing.B) {
+	type args struct {
+		Table string  `json:"table"`
+		To    string  `json:"to"`
+		PK    *string `json:"pk,omitempty"`
+		RK    *string `json:"rk,omitempty"`
+		N     int     `json:"n,omitempty"`
+	}
+	data := []byte(`{"v":1,"id":"op-2026-11-26-000123","kind":"archive","args":{"table":"Orders","to":"OrdersArchive","pk":"customer-000042","rk":"order-20261126-000123"}}`)
+	type env struct {
+		V    int    `json:"v"`
+		ID   string `json:"id"`
+		Kind string `json:"kind"`
+		Args args   `json:"args"`
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		var e env
+		if err := jobs.DecodeStrict(data, &e, ""); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
