@@ -34,11 +34,27 @@ type tableService struct {
 	deleted map[string]time.Time // lower-case name -> when it may be reused
 }
 
-// table is one table: rows ordered by (PartitionKey, RowKey).
+// table is one table: rows ordered by (PartitionKey, RowKey), for
+// queries, and by their keys in a map, for the point operations (a lookup
+// in the map touches a few cache lines where a walk of the tree compares
+// keys on each level). Both hold every row; only put changes them.
 type table struct {
-	name string // as created
-	mu   sync.RWMutex
-	rows *btree.BTreeG[item]
+	name  string // as created
+	mu    sync.RWMutex
+	rows  *btree.BTreeG[item]
+	byKey map[rowKey]*row
+}
+
+// rowKey is a row's keys, the map's key.
+type rowKey struct{ pk, rk string }
+
+// get returns the item of the row with the keys (a zero item: none).
+func (t *table) get(pk, rk string) (item, bool) {
+	r, ok := t.byKey[rowKey{pk, rk}]
+	if !ok {
+		return item{}, false
+	}
+	return r.item(), true
 }
 
 // item is one entry of a table's B-tree: the keys, held in the tree's nodes
@@ -50,9 +66,6 @@ type item struct {
 	pk, rk string
 	r      *row
 }
-
-// keyItem returns the item that a search for the keys compares with.
-func keyItem(pk, rk string) item { return item{pk: pk, rk: rk} }
 
 // row is one stored entity. Its properties are never shared with callers:
 // writes store a copy and reads return one.
@@ -156,7 +169,7 @@ func (ts *tableService) CreateTable(ctx context.Context, name string) error {
 		}
 		delete(ts.deleted, key)
 	}
-	t := &table{name: name, rows: btree.NewG(32, itemLess)}
+	t := &table{name: name, rows: btree.NewG(32, itemLess), byKey: map[rowKey]*row{}}
 	ts.tables[key], ts.exact[name] = t, t
 	return nil
 }
@@ -228,7 +241,7 @@ func (ts *tableService) GetEntity(ctx context.Context, name, pk, rk string) (sto
 	}
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	it, ok := t.rows.Get(keyItem(pk, rk))
+	it, ok := t.get(pk, rk)
 	if !ok {
 		return storeadapter.Entity{}, fmt.Errorf("localstore: get entity %s/%s: %w", pk, rk, storeadapter.ErrNotFound)
 	}
@@ -286,17 +299,17 @@ func (ts *tableService) write(ctx context.Context, opName, name string, op store
 	if err != nil {
 		return "", err
 	}
-	key := keyItem(op.Entity.PartitionKey, op.Entity.RowKey)
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	old, found := t.get(op.Entity.PartitionKey, op.Entity.RowKey)
 	if op.Action == storeadapter.TxDelete && op.IfMatch == storeadapter.ETagAny {
-		// Only existence matters: one walk of the tree.
-		if _, ok := t.rows.Delete(key); !ok {
+		// Only existence matters.
+		if !found {
 			return "", fmt.Errorf("localstore: %s %s/%s: %w", opName, op.Entity.PartitionKey, op.Entity.RowKey, storeadapter.ErrNotFound)
 		}
+		t.put(old, row{}, false)
 		return "", nil
 	}
-	old, _ := t.rows.Get(key)
 	next, keep, err := ts.apply(op, old.r)
 	if err != nil {
 		return "", fmt.Errorf("localstore: %s %s/%s: %w", opName, op.Entity.PartitionKey, op.Entity.RowKey, err)
@@ -311,12 +324,14 @@ func (t *table) put(old item, next row, keep bool) {
 	switch {
 	case !keep:
 		t.rows.Delete(old)
+		delete(t.byKey, rowKey{old.pk, old.rk})
 	case old.r != nil:
 		*old.r = next
 	default:
 		r := new(row)
 		*r = next
 		t.rows.ReplaceOrInsert(r.item())
+		t.byKey[rowKey{r.pk, r.rk}] = r
 	}
 }
 
@@ -392,7 +407,7 @@ func (ts *tableService) Transact(ctx context.Context, name string, ops []storead
 	nexts := make([]row, len(ops))
 	keeps := make([]bool, len(ops))
 	for i, op := range ops {
-		olds[i], _ = t.rows.Get(keyItem(op.Entity.PartitionKey, op.Entity.RowKey))
+		olds[i], _ = t.get(op.Entity.PartitionKey, op.Entity.RowKey)
 		if nexts[i], keeps[i], err = ts.apply(op, olds[i].r); err != nil {
 			return &storeadapter.TransactionError{Index: i, Err: fmt.Errorf("localstore: transact %s/%s: %w", op.Entity.PartitionKey, op.Entity.RowKey, err)}
 		}
