@@ -1,6 +1,7 @@
 // Package localstore is tablekeeper's in-process store: the storeadapter
 // Tables, Queue and Blobs interfaces in memory, with Azure's semantics —
-// entities ordered by (PartitionKey, RowKey) in a B-tree, strings compared
+// entities ordered by (PartitionKey, RowKey) in a B-tree (and found by their
+// keys in a map for the point operations), strings compared
 // in Azure's UTF-16 code-unit order (storeadapter.CompareUTF16) for keys,
 // range bounds, filters, table and blob listings, pages of at most
 // 1,000 with continuation tokens, ETags that change on every write, a
