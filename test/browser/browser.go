@@ -69,12 +69,16 @@ func Binary() (string, error) {
 }
 
 // flags are the browser's command line: headless, without the sandbox (the
-// tests run as root in a container), the GPU or QUIC, and without the
+// tests run as root in a container) and so without the zygote, the
+// process that forks renderers for the sandbox (its pipe broke once at a
+// start, in a CI run, "zygote_linux.cc: write: Broken pipe"), the GPU or
+// QUIC, and without the
 // background connections to Google's services that this machine's closed
 // network refuses (many at a time) and that only slow the start.
 var flags = []chromedp.ExecAllocatorOption{
 	chromedp.Flag("headless", true),
 	chromedp.Flag("no-sandbox", true),
+	chromedp.Flag("no-zygote", true),
 	chromedp.Flag("disable-gpu", true),
 	chromedp.Flag("disable-quic", true),
 	chromedp.Flag("no-first-run", true),
@@ -128,23 +132,35 @@ func Start(t testing.TB) *Tab {
 		chromedp.UserDataDir(filepath.Join(t.TempDir(), "profile")),
 		chromedp.CombinedOutput(logFile),
 	}, flags...)
-	allocCtx, allocCancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(allocCtx, chromedp.WithErrorf(logf), chromedp.WithLogf(logf))
-
-	// The first Run starts the browser and ties it to the context it is
-	// given, so it gets one without a deadline and the wait is bounded here.
 	begin := time.Now()
-	started := make(chan error, 1)
-	go func() { started <- chromedp.Do(ctx) }()
-	select {
-	case err = <-started:
-	case <-time.After(StartTimeout):
-		err = fmt.Errorf("no answer after %v", StartTimeout)
-	}
-	if err != nil {
+	var allocCtx, ctx context.Context
+	var allocCancel, cancel context.CancelFunc
+	// A start that fails is tried once more: the browser's own processes
+	// can fail to come up on a loaded machine (a broken pipe between
+	// them), which says nothing of the pages under test.
+	for attempt := 1; ; attempt++ {
+		allocCtx, allocCancel = chromedp.NewExecAllocator(context.Background(), opts...)
+		ctx, cancel = chromedp.NewContext(allocCtx, chromedp.WithErrorf(logf), chromedp.WithLogf(logf))
+		// The first Run starts the browser and ties it to the context it
+		// is given, so it gets one without a deadline and the wait is
+		// bounded here.
+		started := make(chan error, 1)
+		go func() { started <- chromedp.Do(ctx) }()
+		select {
+		case err = <-started:
+		case <-time.After(StartTimeout):
+			err = fmt.Errorf("no answer after %v", StartTimeout)
+		}
+		if err == nil {
+			break
+		}
+		cancel()
 		allocCancel() // kills the browser and waits for it
-		logFile.Close()
-		t.Fatalf("browser: start %s: %v\n%s", bin, err, tail(logFile.Name()))
+		if attempt == 2 {
+			logFile.Close()
+			t.Fatalf("browser: start %s (twice): %v\n%s", bin, err, tail(logFile.Name()))
+		}
+		t.Logf("browser: start %s failed, trying once more: %v\n%s", bin, err, tail(logFile.Name()))
 	}
 	t.Cleanup(func() {
 		// A graceful close first, so the profile is written and closed
