@@ -153,14 +153,18 @@ func (s source) scope() storeadapter.Range {
 
 // check reads part p of manifest m through and checks it against the
 // manifest. Missing or damaged is permanent, naming the part.
-func (s source) check(ctx context.Context, m, p int) error {
+func (s source) check(ctx context.Context, m, p int, done int64) error {
 	part := s.manifests[m].Parts[p]
 	err := tableexport.CheckPart(ctx, s.blobs[m], part)
+	what := fmt.Sprintf("nothing of part %s was written", part.Name)
+	if done > 0 {
+		what = fmt.Sprintf("nothing more of part %s was used (its first %d lines were, by an earlier delivery, when the part still matched its manifest)", part.Name, done)
+	}
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, tableexport.ErrDamaged) || errors.Is(err, storeadapter.ErrNotFound) && !errors.Is(err, storeadapter.ErrContainerNotFound):
-		return jobs.Permanent(fmt.Errorf("restore: manifest %s: nothing of part %s was written: %w", s.manifests[m].Name, part.Name, err))
+		return jobs.Permanent(fmt.Errorf("restore: manifest %s: %s: %w", s.manifests[m].Name, what, err))
 	case errors.Is(err, storeadapter.ErrContainerNotFound):
 		return jobs.Permanent(fmt.Errorf("restore: manifest %s: the container of part %s is gone: %w", s.manifests[m].Name, part.Name, err))
 	}

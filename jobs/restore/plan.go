@@ -39,7 +39,7 @@ func Plan(ctx context.Context, store storeadapter.Store, a Args) (Planned, error
 		p.Parts += len(man.Parts)
 		p.Rows += man.Entities
 		for i := range man.Parts {
-			if err := src.check(ctx, m, i); err != nil {
+			if err := src.check(ctx, m, i, 0); err != nil {
 				return p, err
 			}
 		}

@@ -350,12 +350,13 @@ func (r *run) next(m, p int) state {
 	return state{Phase: phaseDone}
 }
 
-// checkOnce checks a part unless this delivery has.
-func (r *run) checkOnce(ctx context.Context, m, p int) error {
+// checkOnce checks a part unless this delivery has; done is how many of
+// its lines the checkpoint says are used already (for the error).
+func (r *run) checkOnce(ctx context.Context, m, p int, done int64) error {
 	if r.checked[[2]int{m, p}] {
 		return nil
 	}
-	if err := r.src.check(ctx, m, p); err != nil {
+	if err := r.src.check(ctx, m, p, done); err != nil {
 		return err
 	}
 	r.checked[[2]int{m, p}] = true
@@ -369,7 +370,7 @@ func (r *run) writePart(ctx context.Context) error {
 	if p >= len(parts) { // a manifest without parts
 		return r.save(ctx, r.next(m, len(parts)-1))
 	}
-	if err := r.checkOnce(ctx, m, p); err != nil {
+	if err := r.checkOnce(ctx, m, p, from); err != nil {
 		return err
 	}
 	var line int64
@@ -403,12 +404,12 @@ func (r *run) mirrorPass(ctx context.Context) error {
 	t := newTarget(r.w.Store.Tables(), r.src.scope(), after)
 	extra := func(e storeadapter.Entity) error { return r.del.add(ctx, e) }
 	for p := startP; p < len(parts); p++ {
-		if err := r.checkOnce(ctx, 0, p); err != nil {
-			return err
-		}
 		var from, line int64
 		if p == startP {
 			from = startL
+		}
+		if err := r.checkOnce(ctx, 0, p, from); err != nil {
+			return err
 		}
 		err := tableexport.ReadCheckedPart(ctx, r.src.blobs[0], parts[p], func(e storeadapter.Entity) error {
 			line++

@@ -593,6 +593,14 @@ func TestRestoreChecksTheSecondRead(t *testing.T) {
 			if st.Phase != wantPhase || st.P != 1 || st.L != wantL {
 				t.Errorf("checkpoint %s; want phase %q, part 1 at its save inside it (line %d)", token, wantPhase, wantL)
 			}
+			// A redelivery checks the part first and refuses it, saying
+			// that the lines before the checkpoint were used (not that
+			// nothing of the part was).
+			e.fault = nil
+			_, err = run(t, w, "swap", restore.Args{Manifests: []string{"exports/" + m.Name}, Table: "Dst", Mode: c.mode})
+			if want := fmt.Sprintf("nothing more of part %s was used (its first %d lines were", victim.Name, wantL); !jobs.IsPermanent(err) || !strings.Contains(err.Error(), want) {
+				t.Errorf("redelivery: %v; want permanent, %q", err, want)
+			}
 			if c.mode == restore.ModeMirror {
 				return
 			}
