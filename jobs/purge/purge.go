@@ -330,21 +330,14 @@ func (p *purger) syncIndexes(ctx context.Context, next *state) error {
 	if !p.w.Indexes.Declared(p.args.Table) || next.Last == p.st.Last && !next.Done {
 		return nil
 	}
-	sp := indexes.Span{PK: p.args.PK}
-	from, to := p.args.source().Bounds()
-	switch {
-	case p.st.Last != nil:
-		sp.After = &indexes.Key{PK: p.st.Last.PK, RK: p.st.Last.RK}
-	case p.args.PK != nil && from != "":
-		sp.From = &indexes.Key{PK: *p.args.PK, RK: from}
+	var after, through *indexes.Key
+	if p.st.Last != nil {
+		after = &indexes.Key{PK: p.st.Last.PK, RK: p.st.Last.RK}
 	}
-	switch {
-	case !next.Done:
-		sp.Through = &indexes.Key{PK: next.Last.PK, RK: next.Last.RK}
-	case p.args.PK != nil && to != "":
-		sp.Before = &indexes.Key{PK: *p.args.PK, RK: to}
+	if !next.Done {
+		through = &indexes.Key{PK: next.Last.PK, RK: next.Last.RK}
 	}
-	res, err := p.w.Indexes.Sync(ctx, p.args.Table, sp)
+	res, err := p.w.Indexes.Sync(ctx, p.args.Table, indexes.Within(p.args.source(), after, through))
 	if err != nil {
 		return p.tableErr("reconcile the indexes of", err)
 	}
