@@ -4,8 +4,10 @@
 // queue or container is missing, create it and write again),
 // delete-if-exists (ETag-conditional), the ETag compare-and-swap loop
 // (UpdateCAS: read, modify, write with If-Match, bounded and jittered
-// retries), entity group transaction batching within Azure's rules, and
-// checkpoints that let a long scan resume where a crashed run stopped.
+// retries), entity group transaction batching within Azure's rules,
+// checkpoints that let a long scan resume where a crashed run stopped, and
+// the Cell that keeps one operation's state in a checkpoint by
+// compare-and-swap.
 //
 // It is written against the storeadapter ports only: it must not import
 // the Azure SDK, localstore, jobs or any library or kind built on it.

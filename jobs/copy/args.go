@@ -2,9 +2,6 @@ package copykind
 
 import (
 	"cmp"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -99,19 +96,6 @@ func account(name string) string {
 		return "the worker's own account"
 	}
 	return fmt.Sprintf("account %q", name)
-}
-
-// digest is the hex SHA-256 of the arguments' JSON (their fields in
-// declaration order), which the checkpoint keeps: a message that reuses
-// the operation id with other arguments is refused instead of resuming
-// another copy.
-func (a Args) digest() string {
-	b, err := json.Marshal(a)
-	if err != nil {
-		panic(err) // strings and string pointers only
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
 }
 
 // checkArgs are the arguments' checks that need the worker's config.

@@ -2,7 +2,6 @@ package copykind
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -24,7 +23,7 @@ const stateVersion = 1
 // state is a copy's checkpoint, stored as JSON in its token.
 type state struct {
 	V int `json:"v"`
-	// Args is Args.digest of the arguments that began the copy.
+	// Args is idempotent.Digest of the arguments that began the copy.
 	Args string `json:"args"`
 	// Last is the key of the last row written and flushed (nil before
 	// the first page): the next delivery reads the rows after it.
@@ -213,9 +212,8 @@ type copier struct {
 	dst    storeadapter.Store
 	writer *tablewrite.Writer
 	budget jobs.Budget
-	st     state
-	// etag is the checkpoint's ETag as this run last read or wrote it.
-	etag string
+	st     state // the checkpoint as last read or written
+	cell   *idempotent.Cell[state]
 	// token continues the source query from st.Last within this
 	// delivery; "" starts it again from st.Last.
 	token string
@@ -224,22 +222,22 @@ type copier struct {
 }
 
 func (c *copier) run(ctx context.Context) error {
-	tok, etag, err := c.w.Checkpoints.LoadETag(ctx, c.opID, checkpointStep)
+	c.cell = &idempotent.Cell[state]{Checkpoints: c.w.Checkpoints, Op: c.opID, Step: checkpointStep, Check: c.check}
+	st, found, err := c.cell.Load(ctx)
 	if err != nil {
 		return err
 	}
+	loaded := c.cell.ETag()
 	var first *storeadapter.Page
-	if tok != "" {
-		if err := c.adopt(tok, etag); err != nil {
-			return err
-		}
+	if found {
+		c.st = st
 	} else {
-		c.st = state{V: stateVersion, Args: c.args.digest()}
+		c.st = state{V: stateVersion, Args: idempotent.Digest(c.args)}
 		page, err := c.page(ctx) // a missing source table fails here, before anything is written
 		if err != nil {
 			return err
 		}
-		if err := c.create(ctx); err != nil {
+		if err := c.save(ctx, c.st); err != nil {
 			return err
 		}
 		if c.st.Last == nil && !c.st.Done { // else another delivery created it and went on
@@ -261,7 +259,7 @@ func (c *copier) run(ctx context.Context) error {
 		}
 	}
 	text := Result(c.args, c.st)
-	if tok != "" && c.etag == etag {
+	if found && c.cell.ETag() == loaded {
 		text = "already done: " + text // this delivery changed nothing
 	}
 	jobs.SetResult(ctx, text)
@@ -358,59 +356,30 @@ func (c *copier) targetErr(err error) error {
 // of other arguments.
 var errOtherArgs = errors.New("the operation id belongs to a copy of other arguments")
 
-// adopt takes a checkpoint as read (tok, etag); one written for other
-// arguments is errOtherArgs. The source query starts again from its
-// position.
-func (c *copier) adopt(tok, etag string) error {
-	var st state
-	if err := json.Unmarshal([]byte(tok), &st); err != nil || st.V != stateVersion {
-		return fmt.Errorf("checkpoint %s/%s: not a copy checkpoint of version %d (%v)", c.opID, checkpointStep, stateVersion, err)
+// check refuses a checkpoint of another version, or one written for other
+// arguments (errOtherArgs).
+func (c *copier) check(st state) error {
+	if st.V != stateVersion {
+		return fmt.Errorf("checkpoint %s/%s: not a copy checkpoint of version %d (version %d)", c.opID, checkpointStep, stateVersion, st.V)
 	}
-	if st.Args != c.args.digest() {
+	if st.Args != idempotent.Digest(c.args) {
 		return errOtherArgs
 	}
-	c.st, c.etag, c.token = st, etag, ""
 	return nil
 }
 
-// create inserts the first checkpoint, c.st; when another delivery
-// created it first, that one is taken.
-func (c *copier) create(ctx context.Context) error {
-	return c.put(ctx, c.st, func(tok string) (string, error) {
-		return c.w.Checkpoints.Create(ctx, c.opID, checkpointStep, tok)
-	})
-}
-
-// save writes next If-Match the checkpoint's ETag; when another delivery
-// saved first, nothing is written and its checkpoint is taken.
+// save writes next (the first time an insert, then If-Match the
+// checkpoint's ETag) and takes it; when another delivery wrote first,
+// nothing is written and that delivery's checkpoint is taken, the source
+// query starting again from its position.
 func (c *copier) save(ctx context.Context, next state) error {
-	return c.put(ctx, next, func(tok string) (string, error) {
-		return c.w.Checkpoints.SaveIfMatch(ctx, c.opID, checkpointStep, tok, c.etag)
-	})
-}
-
-// put writes st with write and takes it, or, when the write lost to
-// another delivery's (the insert found one, the If-Match failed), reads
-// the checkpoint again and takes that.
-func (c *copier) put(ctx context.Context, st state, write func(tok string) (string, error)) error {
-	b, err := json.Marshal(st)
+	st, won, err := c.cell.Put(ctx, next)
 	if err != nil {
 		return err
 	}
-	etag, err := write(string(b))
-	switch {
-	case err == nil:
-		c.st, c.etag = st, etag
-		return nil
-	case !idempotent.Lost(err): // Lost includes the insert's ErrAlreadyExists
-		return err
+	c.st = st
+	if !won {
+		c.token = ""
 	}
-	tok, etag, err := c.w.Checkpoints.LoadETag(ctx, c.opID, checkpointStep)
-	switch {
-	case err != nil:
-		return err
-	case tok == "":
-		return fmt.Errorf("checkpoint %s/%s vanished while the copy ran (cleared by another process); the redelivery starts again", c.opID, checkpointStep)
-	}
-	return c.adopt(tok, etag)
+	return nil
 }

@@ -2,9 +2,6 @@ package purge
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -67,7 +64,7 @@ const stateVersion = 1
 type state struct {
 	V int `json:"v"`
 	// Args is the SHA-256 of the arguments that began the purge (see
-	// argsDigest): a message that reuses the operation id with other
+	// idempotent.Digest): a message that reuses the operation id with other
 	// arguments is refused instead of resuming another purge's scan.
 	Args string `json:"args,omitempty"`
 	// Cutoff is fixed by the first delivery: with olderThan, entities
@@ -222,9 +219,8 @@ type purger struct {
 	args   Args
 	opID   string
 	budget jobs.Budget
-	st     state
-	// etag is the checkpoint's ETag as this run last read or wrote it.
-	etag string
+	st     state // the checkpoint as last read or written
+	cell   *idempotent.Cell[state]
 }
 
 // errMissingTable marks a call on the purged table that found no table
@@ -240,17 +236,17 @@ func (p *purger) tableErr(what string, err error) error {
 }
 
 func (p *purger) run(ctx context.Context) error {
-	tok, etag, err := p.w.Checkpoints.LoadETag(ctx, p.opID, checkpointStep)
+	p.cell = &idempotent.Cell[state]{Checkpoints: p.w.Checkpoints, Op: p.opID, Step: checkpointStep, Check: p.check}
+	st, found, err := p.cell.Load(ctx)
 	if err != nil {
 		return err
 	}
+	loaded := p.cell.ETag()
 	var first *storeadapter.Page
-	if tok != "" {
-		if err := p.adopt(tok, etag); err != nil {
-			return err
-		}
+	if found {
+		p.st = st
 	} else {
-		p.st = state{V: stateVersion, Args: argsDigest(p.args)}
+		p.st = state{V: stateVersion, Args: idempotent.Digest(p.args)}
 		if p.args.OlderThan != nil {
 			cut := storeadapter.DateTime(p.w.Clock.Now().Add(-time.Duration(*p.args.OlderThan)))
 			p.st.Cutoff = &cut
@@ -261,11 +257,12 @@ func (p *purger) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		adopted, err := p.create(ctx)
+		st, won, err := p.cell.Put(ctx, p.st)
 		if err != nil {
 			return err
 		}
-		if !adopted { // else another delivery created it: its cut-off rules
+		p.st = st
+		if won { // else another delivery created it: its cut-off rules
 			first = &page
 		}
 	}
@@ -310,7 +307,7 @@ func (p *purger) run(ctx context.Context) error {
 	if p.st.Unindexed > 0 {
 		text += fmt.Sprintf(", %d removed from the table's indexes", p.st.Unindexed)
 	}
-	if tok != "" && p.etag == etag {
+	if found && p.cell.ETag() == loaded {
 		text = "already done: " + text // this delivery changed nothing
 	}
 	jobs.SetResult(ctx, text)
@@ -476,17 +473,15 @@ func (p *purger) matching(ctx context.Context, ops []storeadapter.TableOp) (map[
 	}
 }
 
-// adopt takes a checkpoint as read. One written for other arguments (the
-// operation id reused) is errOtherArgs.
-func (p *purger) adopt(tok, etag string) error {
-	var st state
-	if err := json.Unmarshal([]byte(tok), &st); err != nil || st.V != stateVersion {
-		return fmt.Errorf("checkpoint %s/%s: not a purge checkpoint of version %d (%v)", p.opID, checkpointStep, stateVersion, err)
+// check refuses a checkpoint of another version, or one written for other
+// arguments (the operation id reused: errOtherArgs).
+func (p *purger) check(st state) error {
+	if st.V != stateVersion {
+		return fmt.Errorf("checkpoint %s/%s: not a purge checkpoint of version %d (version %d)", p.opID, checkpointStep, stateVersion, st.V)
 	}
-	if st.Args != argsDigest(p.args) {
+	if st.Args != idempotent.Digest(p.args) {
 		return errOtherArgs
 	}
-	p.st, p.etag = st, etag
 	return nil
 }
 
@@ -494,59 +489,14 @@ func (p *purger) adopt(tok, etag string) error {
 // of other arguments.
 var errOtherArgs = errors.New("the operation id belongs to a purge of other arguments")
 
-// argsDigest is the hex SHA-256 of the arguments' JSON (their fields in
-// declaration order), which the checkpoint keeps.
-func argsDigest(a Args) string {
-	b, _ := json.Marshal(a) // strings, pointers and a duration: cannot fail
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
-}
-
-// create writes the first checkpoint with an insert. When another
-// delivery created it first, its checkpoint is taken instead (adopted).
-func (p *purger) create(ctx context.Context) (adopted bool, err error) {
-	tok, err := json.Marshal(p.st)
-	if err != nil {
-		return false, err
-	}
-	etag, err := p.w.Checkpoints.Create(ctx, p.opID, checkpointStep, string(tok))
-	switch {
-	case err == nil:
-		p.etag = etag
-		return false, nil
-	case errors.Is(err, storeadapter.ErrAlreadyExists):
-		return true, p.reload(ctx)
-	}
-	return false, err
-}
-
 // save writes next If-Match the checkpoint's ETag and takes it. When
-// another delivery saved first it writes nothing and takes the reloaded
-// checkpoint instead.
+// another delivery saved first it writes nothing and takes that
+// delivery's checkpoint instead.
 func (p *purger) save(ctx context.Context, next state) error {
-	tok, err := json.Marshal(next)
+	st, _, err := p.cell.Put(ctx, next)
 	if err != nil {
 		return err
 	}
-	etag, err := p.w.Checkpoints.SaveIfMatch(ctx, p.opID, checkpointStep, string(tok), p.etag)
-	switch {
-	case err == nil:
-		p.st, p.etag = next, etag
-		return nil
-	case idempotent.Lost(err):
-		return p.reload(ctx)
-	}
-	return err
-}
-
-// reload reads the checkpoint after a lost write and takes it.
-func (p *purger) reload(ctx context.Context) error {
-	tok, etag, err := p.w.Checkpoints.LoadETag(ctx, p.opID, checkpointStep)
-	if err != nil {
-		return err
-	}
-	if tok == "" {
-		return fmt.Errorf("checkpoint %s/%s vanished while the purge ran (cleared by another process); the redelivery starts again", p.opID, checkpointStep)
-	}
-	return p.adopt(tok, etag)
+	p.st = st
+	return nil
 }
