@@ -232,6 +232,13 @@ func (e *DecodeError) Unwrap() error { return e.Err }
 // last), trailing data and wrong types with a message that names the field
 // (prefix + "." + name). Errors about a key or value are *DecodeError.
 func DecodeStrict(data []byte, v any, prefix string) error {
+	// The common case, a well-formed message, takes one pass to decode
+	// (encoding/json validates as it goes) and one over the keys.
+	// Anything wrong goes the slow way below, which says what.
+	if json.Unmarshal(data, v) == nil {
+		k := keyScanner{data: data}
+		return k.checkKeys(reflect.TypeOf(v), prefix)
+	}
 	if json.Valid(data) {
 		// The keys are checked first, over the bytes; numbers are not
 		// read there, so one out of its range (1e400) fails below, decoded

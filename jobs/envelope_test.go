@@ -3,6 +3,8 @@ package jobs_test
 import (
 	"encoding/base64"
 	"encoding/json"
+	"io"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -303,4 +305,48 @@ func BenchmarkDecodeStrict(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// FuzzDecodeStrictIsStrict: whatever DecodeStrict accepts, a Decoder that
+// refuses unknown fields accepts too, with the same value and nothing
+// after it — its fast path (a plain Unmarshal, then the keys) is never
+// laxer than the strict decoder it stands for.
+func FuzzDecodeStrictIsStrict(f *testing.F) {
+	type args struct {
+		Table string            `json:"table"`
+		PK    *string           `json:"pk,omitempty"`
+		N     int               `json:"n,omitempty"`
+		Tags  []string          `json:"tags,omitempty"`
+		Meta  map[string]string `json:"meta,omitempty"`
+	}
+	type env struct {
+		V    int             `json:"v"`
+		Kind string          `json:"kind"`
+		Args args            `json:"args"`
+		Raw  json.RawMessage `json:"raw,omitempty"`
+	}
+	for _, s := range []string{
+		`{"v":1,"kind":"k","args":{"table":"T","pk":"p","n":3,"tags":["a"],"meta":{"a":"b"}},"raw":{"x":1}}`,
+		`{"v":1,"Kind":"k"}`, `{"v":1,"v":2}`, `{"args":{"TABLE":"x"}}`, `{"v":1} {}`, `null`, `{"v":1e400}`, `{"args":{"n":"3"}}`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		var got env
+		if jobs.DecodeStrict([]byte(text), &got, "") != nil {
+			return
+		}
+		var want env
+		dec := json.NewDecoder(strings.NewReader(text))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&want); err != nil {
+			t.Fatalf("DecodeStrict accepted %q, which a strict Decoder refuses: %v", text, err)
+		}
+		if _, err := dec.Token(); err != io.EOF {
+			t.Fatalf("DecodeStrict accepted %q, which has data after its value", text)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("DecodeStrict(%q) = %+v, a strict Decoder %+v", text, got, want)
+		}
+	})
 }
