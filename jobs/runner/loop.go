@@ -59,6 +59,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, c.Concurrency)
 	done := make(chan struct{}, c.Concurrency) // one token per finished message
+	running := newSlotGoroutines(c.Concurrency, &wg)
 	wake := func() {
 		select { // wake the loop if it waits; never block
 		case done <- struct{}{}:
@@ -99,9 +100,7 @@ func (r *Runner) Run(ctx context.Context) error {
 				pending[0] = nil
 				pending = pending[1:]
 				slots <- struct{}{}
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
+				running.start(func() {
 					r.processSafely(handlerCtx, h)
 					handled.Add(1)
 					if h.leftBehind != nil {
@@ -115,7 +114,7 @@ func (r *Runner) Run(ctx context.Context) error {
 					}
 					<-slots
 					wake()
-				}()
+				})
 			}
 			// What is held or asked for already: running, waiting, and
 			// what the receives in flight may return.
@@ -261,6 +260,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 
 	// Shutdown: give running handlers the grace period, then cancel them.
+	running.close()
 	finished := make(chan struct{})
 	go func() { wg.Wait(); close(finished) }()
 	select {
