@@ -137,6 +137,9 @@ func (x *Set) syncChunk(ctx context.Context, ti *tableIndexes, items []*item, fo
 			res.Records++
 		}
 		x.plan(ti, it, force)
+		if err := it.m.known(); err != nil {
+			return res, fmt.Errorf("index: %s %s/%s: %w", ti.source, it.PK, it.RK, err)
+		}
 		if !it.register && !it.settle {
 			continue
 		}
@@ -311,7 +314,7 @@ func (x *Set) clearAll(ctx context.Context, ti *tableIndexes, items []*item, tom
 		var dropped []*item
 		for _, it := range group {
 			cur := recs[memberRowKey(it.RK)]
-			if cur == nil {
+			if cur == nil || readMembership(cur).known() != nil { // gone, or a newer release's to clear
 				continue
 			}
 			if dead := tombstoned[it]; len(dead) > 0 {

@@ -130,14 +130,11 @@ func (x *Set) checkEntry(ctx context.Context, ix *index, v string, k Key, w want
 		return "", "", nil
 	}
 	if ix.Kind == KindRows {
-		row, err := getOptional(ctx, x.tables, ix.table, v, memberKey(k.PK, k.RK))
-		if err != nil {
+		live, err := x.rowsLive(ctx, ix, v, k)
+		if err != nil || live {
 			return "", "", err
 		}
-		if dead, _ := propBool(row, propDead); row == nil || dead {
-			return ProblemMissing, "", nil
-		}
-		return "", "", nil
+		return ProblemMissing, "", nil
 	}
 	cacheKey := v
 	if ix.partition() {
@@ -174,6 +171,26 @@ func (x *Set) checkEntry(ctx context.Context, ix *index, v string, k Key, w want
 		return ProblemMissing, "", nil
 	}
 	return "", "", nil
+}
+
+// rowsLive reports whether a rows index holds k live under the encoded
+// value v: one query of k's rows, the row of this release's format
+// (memberKey) and those of a later one (memberKey, a generation; see
+// genDigits), which sort next to it.
+func (x *Set) rowsLive(ctx context.Context, ix *index, v string, k Key) (bool, error) {
+	mk := memberKey(k.PK, k.RK)
+	f := storeadapter.And(storeadapter.PartitionEquals(v), storeadapter.Compare("RowKey", storeadapter.Ge, mk),
+		storeadapter.Compare("RowKey", storeadapter.Lt, mk+keySep+":"), storeadapter.Compare(propDead, storeadapter.Eq, false))
+	live := false
+	err := queryAll(ctx, x.tables, ix.table, storeadapter.Query{Filter: f, Select: []string{propDead}}, func(e storeadapter.Entity) error {
+		pk, rk, err := splitMemberKey(e.RowKey)
+		live = live || err == nil && pk == k.PK && rk == k.RK
+		return nil
+	})
+	if idempotent.Missing(err) { // an index never written
+		return false, nil
+	}
+	return live, err
 }
 
 func propBool(e *storeadapter.Entity, name string) (bool, bool) {

@@ -58,6 +58,15 @@
 // Set.Reconcile's doc comment gives the reconcile's steps and why every
 // crash position and every interleaving of workers converges.
 //
+// # Formats
+//
+// The table above is format 1, the one this release writes. It also reads
+// what a later format writes, so that a release writing it can roll out
+// beside this one: a membership record with a V property above 1 is left
+// alone (ErrNewerFormat: Reconcile, Sync and rebuild fail, transiently,
+// without writing); a rows RowKey may end in keySep and a 19-digit
+// generation; a list line flagged P is live.
+//
 // # Key format
 //
 // The format is part of the stored data: index keys written by one version

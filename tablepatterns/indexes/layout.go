@@ -4,8 +4,10 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -98,11 +100,26 @@ const keySep = " !"
 // memberKey is a source entity's key as one RowKey of a rows index.
 func memberKey(pk, rk string) string { return EscapeKey(pk) + keySep + EscapeKey(rk) }
 
-// splitMemberKey reverses memberKey.
+// genDigits is the length of a generation in a rows index RowKey of a
+// later format: memberKey + keySep + the generation in genDigits digits,
+// zero-padded (so a key's rows sort by generation, next to each other:
+// an escaped key holds no space). This release writes none; it reads
+// them, so that a release that writes them can roll out beside it.
+const genDigits = 19
+
+// splitMemberKey reverses memberKey, and reads the key of a rows index
+// row of a later format too (a generation after the key pair; see
+// genDigits).
 func splitMemberKey(s string) (pk, rk string, err error) {
 	a, b, ok := strings.Cut(s, keySep)
 	if !ok {
 		return "", "", fmt.Errorf("index: %q is not an escaped key pair", text.Truncate(s, 60))
+	}
+	if key, gen, ok := strings.Cut(b, keySep); ok {
+		if len(gen) != genDigits || strings.Trim(gen, "0123456789") != "" {
+			return "", "", fmt.Errorf("index: %q is not an escaped key pair with a generation", text.Truncate(s, 60))
+		}
+		b = key
 	}
 	if pk, err = UnescapeKey(a); err == nil {
 		rk, err = UnescapeKey(b)
@@ -126,12 +143,39 @@ func fitsKey(s string) bool { return storeadapter.ValidateKey("key", s) == nil }
 //	                     latest generation that made it the index's value
 //	                     (0 when none did)
 //	Key          String  the entity's RowKey, when the record's RowKey is a hash
+//	V            Int32   the record's format (absent: 1, the one described
+//	                     here; see recordFormat)
 type membership struct {
 	exists  bool
 	etag    string
 	gen     int64
+	format  int64                // V; 1 when absent
 	applied map[string]string    // index name -> state
 	pending map[string][]pending // index name -> values to settle
+}
+
+// recordFormat is the newest membership record format this release
+// knows; it writes records without V, that is in format 1. A record of a
+// later format was written by a newer release: Reconcile, Sync and
+// rebuild refuse to act on it (ErrNewerFormat, a transient error: the
+// message is retried, and taken by a newer worker) instead of rewriting
+// it in a format that would drop what they do not know. A release that
+// introduces a format can so be rolled out once every worker and CLI
+// runs one that refuses it (docs/index.md, "Upgrades").
+const recordFormat = 1
+
+// ErrNewerFormat is wrapped by the error of a reconcile, Sync or rebuild
+// that met a membership record of a format newer than this release
+// knows. It is transient: retried, it succeeds on a newer worker.
+var ErrNewerFormat = errors.New("index: the membership record has a newer format than this release knows: upgrade this worker")
+
+// known returns an error wrapping ErrNewerFormat when m's format is one
+// this release does not know.
+func (m membership) known() error {
+	if m.format > recordFormat {
+		return fmt.Errorf("%w (format %d, this release knows %d)", ErrNewerFormat, m.format, recordFormat)
+	}
+	return nil
 }
 
 // pending is one value to settle, with the latest generation that made it
@@ -155,12 +199,22 @@ func addPending(ps []pending, value string, target int64) []pending {
 }
 
 func readMembership(e *storeadapter.Entity) membership {
-	m := membership{applied: map[string]string{}, pending: map[string][]pending{}}
+	m := membership{format: 1, applied: map[string]string{}, pending: map[string][]pending{}}
 	if e == nil {
 		return m
 	}
 	m.exists, m.etag = true, e.ETag
 	m.gen, _ = e.Properties["Gen"].(int64)
+	switch v := e.Properties["V"].(type) {
+	case nil:
+	case int32:
+		m.format = int64(v)
+	case int64:
+		m.format = v
+	default: // not a format this release wrote or knows
+		m.format = math.MaxInt64
+	}
+	m.format = max(m.format, 1)
 	for name, v := range e.Properties {
 		s, _ := v.(string)
 		switch {

@@ -93,12 +93,16 @@ func (x *Set) Lookup(ctx context.Context, table, name string, value any, o Looku
 			lo := EscapeKey(*o.PK) + keySep
 			f = storeadapter.And(f, storeadapter.Compare("RowKey", storeadapter.Ge, lo), storeadapter.Compare("RowKey", storeadapter.Lt, EscapeKey(*o.PK)+" \""))
 		}
+		var last Key // a key's rows are next to each other (see genDigits): one match each
 		err := queryAll(ctx, x.tables, ix.table, storeadapter.Query{Filter: f, Select: []string{propDead}}, func(e storeadapter.Entity) error {
 			pk, rk, err := splitMemberKey(e.RowKey)
 			if err != nil {
 				return err
 			}
-			add(Key{PK: pk, RK: rk}, nil)
+			if k := (Key{PK: pk, RK: rk}); len(out) == 0 || k != last {
+				last = k
+				add(k, nil)
+			}
 			return nil
 		})
 		if err != nil && !idempotent.Missing(err) {

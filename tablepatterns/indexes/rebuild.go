@@ -410,6 +410,9 @@ func (r *rebuild) verify(ctx context.Context, ix *index, cands []Entry) error {
 		}
 		for _, en := range ens {
 			m := readMembership(recs[memberRowKey(en.RK)])
+			if err := m.known(); err != nil {
+				return fmt.Errorf("index: %s %s/%s: %w", r.ti.source, en.PK, en.RK, err)
+			}
 			if stateValue(m.applied[ix.Name]) == en.Encoded {
 				continue
 			}

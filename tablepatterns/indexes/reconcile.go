@@ -211,6 +211,9 @@ func (x *Set) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string, fo
 			return out, err
 		}
 		m := readMembership(rec)
+		if err := m.known(); err != nil {
+			return out, fmt.Errorf("index: %s %s/%s: %w", ti.source, pk, rk, err)
+		}
 		wants := map[string]want{}
 		out.Unindexable, out.Conflicts, out.wake = nil, nil, nil
 		register, settle := false, false
@@ -378,6 +381,9 @@ func (x *Set) clear(ctx context.Context, table, pk, rk string, m membership, eta
 				return err
 			}
 			cur, etag = readMembership(rec), rec.ETag
+			if cur.known() != nil {
+				return nil // a newer release wrote it: its values are that release's to settle
+			}
 		}
 		next, changed := cleared(cur, m, tombstoned)
 		if !changed {

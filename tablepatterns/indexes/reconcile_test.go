@@ -155,6 +155,24 @@ func (h *holdCalls) fault(ctx context.Context, c instrument.Call) error {
 	}
 }
 
+// lateReconcile starts a reconcile of Sales/001 whose calls h may hold,
+// waits until h holds one (what names it) and returns the reconcile's
+// error, once it returns.
+func (f *fixture) lateReconcile(h *holdCalls, what string) <-chan error {
+	f.t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.x.Reconcile(context.WithValue(f.ctx, lateKey{}, true), employees, "Sales", "001")
+		done <- err
+	}()
+	select {
+	case <-h.held:
+	case <-time.After(10 * time.Second):
+		f.t.Fatalf("the late reconcile never reached %s", what)
+	}
+	return done
+}
+
 // TestLateReconcileCannotUndoNewer holds a reconcile that registered an
 // older version of the entity just before it writes the table, rows and
 // blob stores; meanwhile the entity changes and a second reconcile
@@ -176,16 +194,7 @@ func TestLateReconcileCannotUndoNewer(t *testing.T) {
 			h := &holdCalls{release: make(chan struct{}), held: make(chan struct{}), match: isExternalWrite}
 			f.fault = h.fault
 			f.put("Sales", "001", employee("Brown", "brownj@contoso.com"))
-			done := make(chan error, 1)
-			go func() {
-				_, err := f.x.Reconcile(context.WithValue(f.ctx, lateKey{}, true), employees, "Sales", "001")
-				done <- err
-			}()
-			select {
-			case <-h.held:
-			case <-time.After(10 * time.Second):
-				t.Fatal("the late reconcile never reached an external write")
-			}
+			done := f.lateReconcile(h, "an external write")
 			if final == "" {
 				f.put("Sales", "001", nil)
 			} else {
