@@ -188,17 +188,17 @@ func (f *fixture) assertRegisteredOnly(keys ...Key) {
 	}
 }
 
-// stray writes a live entry of index name for k under value, at a
-// generation of a minute ago, with no membership record accounting for
-// it: what damage (a lost record, a bug, an older binary) leaves, and
-// only a rebuild's sweep can find.
-func (f *fixture) stray(name string, k Key, value string) {
+// stray writes a live entry of index name for k under value, at
+// generation gen, with no membership record accounting for it: what damage
+// (a lost record, a bug, an older binary) leaves, and only a rebuild's
+// sweep can find.
+func (f *fixture) stray(name string, k Key, value string, gen int64) {
 	f.t.Helper()
 	enc, err := EncodeValue(value)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	w := write{value: enc, pk: k.PK, rk: k.RK, gen: f.x.clock.Now().Add(-time.Minute).UnixMicro(), live: true, content: map[string]any{"Dept": "Ghost"}}
+	w := write{value: enc, pk: k.PK, rk: k.RK, gen: gen, live: true, content: map[string]any{"Dept": "Ghost"}}
 	res, err := f.x.applyAll(f.ctx, mustIndex(f.t, f.x, name), []write{w})
 	if err == nil {
 		err = res[0].err
@@ -224,9 +224,10 @@ func TestProtocolSweepRemovesStrays(t *testing.T) {
 			f.put(k.PK, k.RK, employee("a", "a"))
 			f.reconcile(k.PK, k.RK)
 		}
+		minuteAgo := f.x.clock.Now().Add(-time.Minute).UnixMicro()
 		for _, name := range externalNames {
-			f.stray(name, subject, "Ghost")
-			f.stray(name, ghost, "a")
+			f.stray(name, subject, "Ghost", minuteAgo)
+			f.stray(name, ghost, "a", minuteAgo)
 			res, err := f.x.Check(f.ctx, employees, name, func(Finding) error { return nil })
 			if err != nil || res.Stale != 2 || res.Problems() != 2 {
 				t.Fatalf("index %s before the rebuild: check %+v, %v; want the two strays stale", name, res, err)
