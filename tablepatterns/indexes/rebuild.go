@@ -111,8 +111,18 @@ const rebuildStateVersion = 2
 //     against its key's membership record, read many at a time, and
 //     where the record says otherwise the key is reconciled with that
 //     value to remove, which removes the entry if its entity does not
-//     hold the value. Partition list lines carry neither, so every one
-//     is checked. Expired tombstone rows of rows indexes are deleted.
+//     hold the value (at a generation above the entry's: a worker whose
+//     clock ran ahead may have written it above this one's). Partition
+//     list lines carry neither, so every one is checked. Expired
+//     tombstone rows of rows indexes are deleted.
+//
+// Clock skew. Generations are the workers' clocks (in µs, or the record's
+// last plus one). A list line or table copy written by a worker whose
+// clock runs ahead of this one's carries a generation newer than the
+// rebuild: the sweep checks it while it is still ahead of this clock. One
+// it reaches after that, from a rebuild started within the skew of the
+// write, passes for the scan's own, and is left if its record was lost or
+// never held it; run the rebuild again once the skew has passed.
 //
 // The scan's writes are Reconcile's, batched (see Sync), so a rebuild
 // racing the application's writes and their reconciles never leaves an
@@ -385,8 +395,11 @@ func (r *rebuild) candidate(ix *index, en Entry) bool {
 		return true // its lines carry no generation
 	case ix.Kind == KindList, ix.Kind == KindCopy && !ix.partition():
 		// A line's generation; a table copy's owner's (tkGen): its row's
-		// Timestamp moves with other keys' tombstones.
-		return en.Gen < r.st.Gen
+		// Timestamp moves with other keys' tombstones. A generation above
+		// this worker's clock is checked too: a worker whose clock ran
+		// ahead wrote it, or a registration above such a one (see
+		// Rebuild for the window this leaves).
+		return en.Gen < r.st.Gen || en.Gen > r.x.clock.Now().UnixMicro()
 	}
 	return en.written.Before(r.st.Began)
 }
@@ -418,7 +431,7 @@ func (r *rebuild) verify(ctx context.Context, ix *index, cands []Entry) error {
 			}
 			var out Outcome
 			err := retryTransient(ctx, func() (err error) {
-				out, err = r.x.reconcile(ctx, r.ti, en.PK, en.RK, false, map[string][]string{ix.Name: {en.Encoded}})
+				out, err = r.x.reconcile(ctx, r.ti, en.PK, en.RK, false, &stray{index: ix.Name, value: en.Encoded, gen: en.Gen})
 				return err
 			})
 			if errors.Is(err, storeadapter.ErrInvalidInput) || errors.Is(err, storeadapter.ErrTooLarge) {

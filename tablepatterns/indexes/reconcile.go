@@ -195,11 +195,26 @@ func (o Outcome) String() string {
 	return s
 }
 
+// stray is an entry of an index that the key's membership record does not
+// account for, found by rebuild's sweep, with the generation it holds.
+type stray struct {
+	index, value string
+	gen          int64
+}
+
+// values is the stray's value when it is an entry of ix, else nothing.
+func (s *stray) values(ix *index) []string {
+	if s == nil || s.index != ix.Name {
+		return nil
+	}
+	return []string{s.value}
+}
+
 // reconcile is Reconcile; force re-registers and rewrites every index
-// whatever the membership record says (rebuild), and extra names values,
-// per index, that the entity must be removed from unless it has them
-// (rebuild's sweep of stale entries).
-func (x *Set) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string, force bool, extra map[string][]string) (Outcome, error) {
+// whatever the membership record says (rebuild), and s, when set, is an
+// entry the entity must be removed from unless it has its value (rebuild's
+// sweep of stale entries).
+func (x *Set) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string, force bool, s *stray) (Outcome, error) {
 	if err := checkKeys(ti, pk, rk); err != nil {
 		return Outcome{}, err
 	}
@@ -226,7 +241,7 @@ func (x *Set) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string, fo
 			if w.problem != nil {
 				out.Unindexable = append(out.Unindexable, w.problem)
 			}
-			if force || w.state != m.applied[ix.Name] || len(extra[ix.Name]) > 0 {
+			if force || w.state != m.applied[ix.Name] || len(s.values(ix)) > 0 {
 				register = true
 			}
 			if !ix.partition() && len(m.pending[ix.Name]) > 0 {
@@ -240,19 +255,25 @@ func (x *Set) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string, fo
 		if register {
 			next = m.declared(ti)
 			next.gen = max(m.gen+1, x.clock.Now().UnixMicro())
+			if s != nil {
+				// The stray entry's generation may be above this clock (a
+				// worker whose clock ran ahead wrote it): its tombstone
+				// must be above it to replace it.
+				next.gen = max(next.gen, s.gen+1)
+			}
 			var ops []storeadapter.TableOp
 			for _, ix := range ti.indexes {
 				w := wants[ix.Name]
-				if !force && w.state == m.applied[ix.Name] && len(extra[ix.Name]) == 0 {
+				if !force && w.state == m.applied[ix.Name] && len(s.values(ix)) == 0 {
 					continue // this index is up to date (or only settling)
 				}
-				values := distinct(stateValue(m.applied[ix.Name]), stateValue(w.state), extra[ix.Name]...)
+				values := distinct(stateValue(m.applied[ix.Name]), stateValue(w.state), s.values(ix)...)
 				if !ix.partition() {
 					// The old value was made the value by a generation
 					// up to m.gen: m.gen bounds its target.
 					ps := addPending(slices.Clone(m.pending[ix.Name]), stateValue(m.applied[ix.Name]), m.gen)
 					ps = addPending(ps, stateValue(w.state), next.gen)
-					for _, v := range extra[ix.Name] {
+					for _, v := range s.values(ix) {
 						ps = addPending(ps, v, 0)
 					}
 					next.applied[ix.Name] = w.state
