@@ -233,11 +233,16 @@ func (e *DecodeError) Unwrap() error { return e.Err }
 // (prefix + "." + name). Errors about a key or value are *DecodeError.
 func DecodeStrict(data []byte, v any, prefix string) error {
 	// The common case, a well-formed message, takes one pass to decode
-	// (encoding/json validates as it goes) and one over the keys.
-	// Anything wrong goes the slow way below, which says what.
-	if json.Unmarshal(data, v) == nil {
+	// (encoding/json validates as it goes) and one over the keys, when
+	// checkKeys knows v's type as exactly as encoding/json does (see
+	// keysExact). Anything wrong goes the slow way below, which says what.
+	if t := reflect.TypeOf(v); keysExact(t) && json.Unmarshal(data, v) == nil {
 		k := keyScanner{data: data}
-		return k.checkKeys(reflect.TypeOf(v), prefix)
+		err := k.checkKeys(t, prefix)
+		if err != nil {
+			reflect.ValueOf(v).Elem().SetZero() // refused: as if never decoded
+		}
+		return err
 	}
 	if json.Valid(data) {
 		// The keys are checked first, over the bytes; numbers are not
@@ -455,6 +460,62 @@ func jsonFields(t reflect.Type, fields map[string]reflect.Type) map[string]refle
 		}
 	}
 	return fields
+}
+
+// exactOf caches keysExact by type.
+var exactOf sync.Map // reflect.Type → bool
+
+// keysExact reports whether jsonFields names the keys of t, and of every
+// type within it, as encoding/json does, so that checkKeys alone refuses
+// every key encoding/json would ignore. It does not for interface fields
+// (their value decides), embedded pointers and non-structs, names two
+// embedded structs share (encoding/json drops them, or keeps the
+// shallowest) and tag names outside [A-Za-z0-9_.-]; DecodeStrict decodes
+// such types through a json.Decoder that refuses unknown fields besides.
+func keysExact(t reflect.Type) bool {
+	if e, ok := exactOf.Load(t); ok {
+		return e.(bool)
+	}
+	e := exactWalk(t, map[reflect.Type]bool{})
+	exactOf.Store(t, e)
+	return e
+}
+
+func exactWalk(t reflect.Type, seen map[reflect.Type]bool) bool {
+	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Map {
+		t = t.Elem()
+	}
+	switch {
+	case seen[t] || t.Implements(unmarshalerType) || reflect.PointerTo(t).Implements(unmarshalerType):
+		return true
+	case t.Kind() == reflect.Interface:
+		return false
+	case t.Kind() != reflect.Struct:
+		return true
+	}
+	seen[t] = true
+	names := map[string]bool{}
+	var walk func(t reflect.Type) bool
+	walk = func(t reflect.Type) bool {
+		for f := range t.Fields() {
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			switch {
+			case name == "-" || !f.IsExported() && !f.Anonymous:
+			case f.Anonymous && name == "":
+				if f.Type.Kind() != reflect.Struct || !walk(f.Type) {
+					return false
+				}
+			default:
+				name = cmp.Or(name, f.Name)
+				if names[name] || strings.Trim(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-") != "" || !exactWalk(f.Type, seen) {
+					return false
+				}
+				names[name] = true
+			}
+		}
+		return true
+	}
+	return walk(t)
 }
 
 // jsonValueName names the kind of JSON value that starts with c.

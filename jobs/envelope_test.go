@@ -350,3 +350,56 @@ func FuzzDecodeStrictIsStrict(f *testing.F) {
 		}
 	})
 }
+
+// TestDecodeStrictTypesKeysCannotName: for types whose keys the key check
+// cannot name as encoding/json does (an embedded pointer or non-struct,
+// a name two embedded structs share, a shallow field beside a deeper one
+// of the same name, an interface holding a struct), an unknown key is
+// still refused — by the strict decoder behind the fast path — and a
+// refused value is left as it was.
+func TestDecodeStrictTypesKeysCannotName(t *testing.T) {
+	type Inner struct {
+		A int `json:"a"`
+	}
+	type myint int
+	type a1 struct{ N int }
+	type a2 struct{ N int }
+	type deep struct {
+		Args map[string]int `json:"args"`
+	}
+	type embeddedPointer struct{ *Inner }
+	type embeddedInt struct{ myint }
+	type shared struct {
+		a1
+		a2
+	}
+	type shallow struct {
+		Args Inner `json:"args"`
+		deep
+	}
+	type holder struct {
+		P any `json:"p"`
+	}
+	cases := []struct {
+		name, text string
+		v          any
+	}{
+		{"embedded pointer", `{"Inner":{"a":1}}`, &embeddedPointer{}},
+		{"embedded non-struct", `{"myint":1}`, &embeddedInt{myint: 0}},
+		{"name two embedded structs share", `{"N":1}`, &shared{}},
+		{"shallow field beside a deeper one", `{"args":{"zz":2}}`, &shallow{}},
+		{"interface holding a struct", `{"p":{"zz":2}}`, &holder{P: &Inner{}}},
+	}
+	for _, c := range cases {
+		if err := jobs.DecodeStrict([]byte(c.text), c.v, "args"); err == nil {
+			t.Errorf("%s: DecodeStrict(%s) accepted an unknown key", c.name, c.text)
+		}
+	}
+	// A key refused after the fast path decoded: the value stays zero.
+	var a struct {
+		Table string `json:"table"`
+	}
+	if err := jobs.DecodeStrict([]byte(`{"table":"T","TABLE":"U"}`), &a, "args"); err == nil || a.Table != "" {
+		t.Errorf("DecodeStrict with a refused key: %v, value %+v; want an error and the zero value", err, a)
+	}
+}

@@ -60,6 +60,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	slots := make(chan struct{}, c.Concurrency)
 	done := make(chan struct{}, c.Concurrency) // one token per finished message
 	running := newSlotGoroutines(c.Concurrency, &wg)
+	defer running.close()
 	wake := func() {
 		select { // wake the loop if it waits; never block
 		case done <- struct{}{}:

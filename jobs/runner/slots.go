@@ -13,6 +13,7 @@ type slotGoroutines struct {
 	started int // goroutines started; at most limit
 	limit   int
 	wg      *sync.WaitGroup // done when a goroutine ends, after close
+	closing sync.Once
 }
 
 func newSlotGoroutines(limit int, wg *sync.WaitGroup) *slotGoroutines {
@@ -43,5 +44,7 @@ func (s *slotGoroutines) start(f func()) {
 	s.work <- f
 }
 
-// close ends every goroutine once it finishes its message.
-func (s *slotGoroutines) close() { close(s.work) }
+// close ends every goroutine once it finishes its message. Run calls it
+// before it waits for them, and again (a no-op then) on its way out, so
+// that a panic in the loop does not leave them waiting for work.
+func (s *slotGoroutines) close() { s.closing.Do(func() { close(s.work) }) }
