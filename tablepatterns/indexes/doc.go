@@ -65,7 +65,8 @@
 // beside this one: a membership record with a V property above 1 is left
 // alone (ErrNewerFormat: Reconcile, Sync and rebuild fail, transiently,
 // without writing); a rows RowKey may end in keySep and a 19-digit
-// generation; a list line flagged P is live.
+// generation (a key is listed while any of its rows is live; a rebuild
+// stops at such a row, ErrNewerFormat); a list line flagged P is live.
 //
 // # Key format
 //

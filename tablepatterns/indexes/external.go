@@ -39,6 +39,9 @@ type member struct {
 	// written is the Timestamp of the row that holds the member (not of
 	// a list's line).
 	written time.Time
+	// later marks a rows index row of a later format (see genDigits):
+	// read like this release's, but left to the release that wrote it.
+	later bool
 }
 
 // newer reports whether a write of generation g should replace cur.

@@ -42,7 +42,8 @@ func (f *fixture) recordProps() map[string]any {
 }
 
 // TestNewerRecordFormatRefused: a membership record of a format this
-// release does not know (V above recordFormat, or a V it never writes) is
+// release does not know (V above recordFormat, or a V no release writes:
+// not an integer, or below 1) is
 // left exactly as it is by Reconcile, Sync and Rebuild, which fail with
 // ErrNewerFormat (transient: the message waits for a newer worker) and
 // write nothing to any index; once the record is of a known format again
@@ -53,7 +54,7 @@ func TestNewerRecordFormatRefused(t *testing.T) {
 	f.reconcile("Sales", "001")
 	before := f.dump()
 	cp := idempotent.Checkpoints{Tables: f.store.Tables(), Table: "Checkpoints"}
-	for _, v := range []any{int32(2), int64(7), "2"} {
+	for _, v := range []any{int32(2), int64(7), "2", int32(0), int64(-1)} {
 		written := f.setFormat(v)
 		f.put("Sales", "001", employee("Brown", "brownj@contoso.com"))
 		_, rerr := f.x.Reconcile(f.ctx, employees, "Sales", "001")
@@ -156,8 +157,24 @@ func TestRowsOfLaterFormatRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(missing, []Key{{PK: "Sales", RK: "004"}}) || res.Entries != 4 {
-		t.Errorf("check found %v missing and %d live entries; want Sales/004 and 4 (001 twice, 002, 003)", missing, res.Entries)
+	if !slices.Equal(missing, []Key{{PK: "Sales", RK: "004"}}) || res.Entries != 3 {
+		t.Errorf("check found %v missing and %d live entries; want Sales/004 and 3 (001 once, 002, 003)", missing, res.Entries)
+	}
+	// A key is listed while any of its rows is live: a newer dead row
+	// beside a live format-1 row does not hide it (a later format makes
+	// every older row dead; see genDigits).
+	row("002", "9000000000000000000", true)
+	if got := lookupKeys(t, f.x, "lastNameRows", "Jones", nil); !slices.Equal(got, want) {
+		t.Errorf("lookup Jones with a dead later row beside 002's live one = %v, want %v", got, want)
+	}
+	// A rebuild can neither remove nor prune a later format's rows: it
+	// leaves them to the release that wrote them, and says so.
+	cp := idempotent.Checkpoints{Tables: f.store.Tables(), Table: "Checkpoints"}
+	if _, err := f.x.Rebuild(f.ctx, employees, nil, cp, "rebuild-later", RebuildOptions{}); !errors.Is(err, ErrNewerFormat) {
+		t.Errorf("rebuild over rows of a later format = %v, want ErrNewerFormat", err)
+	}
+	if err := f.raw.Tables().DeleteEntity(f.ctx, ix.table, jones, memberKey("Sales", "002")+keySep+"9000000000000000000", storeadapter.ETagAny); err != nil {
+		t.Fatal(err)
 	}
 	for _, bad := range []string{"42", "000000000000000004x", "00000000000000000042"} {
 		row("002", bad, false)

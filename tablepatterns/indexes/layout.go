@@ -102,9 +102,14 @@ func memberKey(pk, rk string) string { return EscapeKey(pk) + keySep + EscapeKey
 
 // genDigits is the length of a generation in a rows index RowKey of a
 // later format: memberKey + keySep + the generation in genDigits digits,
-// zero-padded (so a key's rows sort by generation, next to each other:
-// an escaped key holds no space). This release writes none; it reads
-// them, so that a release that writes them can roll out beside it.
+// zero-padded. A key's rows sort next to each other, by generation: an
+// escaped key never holds keySep (EscapeKey's space is followed by a hex
+// digit, which sorts after "!"), so whatever follows a key in another
+// key's RowKey sorts after keySep. This release writes none; it reads
+// them, so that a release that writes them can roll out beside it. A key
+// is listed under a value while any of its rows there is live (tkDead
+// false): a later format must make every older row of a key dead, its
+// format-1 row included, and never only add a newer dead one.
 const genDigits = 19
 
 // splitMemberKey reverses memberKey, and reads the key of a rows index
@@ -211,10 +216,12 @@ func readMembership(e *storeadapter.Entity) membership {
 		m.format = int64(v)
 	case int64:
 		m.format = v
-	default: // not a format this release wrote or knows
+	default:
+		m.format = 0
+	}
+	if m.format < 1 { // not a format any release writes: refused
 		m.format = math.MaxInt64
 	}
-	m.format = max(m.format, 1)
 	for name, v := range e.Properties {
 		s, _ := v.(string)
 		switch {

@@ -352,6 +352,9 @@ func (r *rebuild) sweep(ctx context.Context) error {
 			if r.pk != nil && en.PK != *r.pk {
 				return nil
 			}
+			if en.later { // this release can neither remove nor prune it
+				return fmt.Errorf("index %s: %s/%s under %s: a row of a later format: %w", ix.Name, en.PK, en.RK, describe(en.Encoded), ErrNewerFormat)
+			}
 			if en.Dead {
 				pruned, err := r.x.prune(ctx, ix, en)
 				r.st.Res.Pruned += pruned
