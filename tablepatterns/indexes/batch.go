@@ -318,7 +318,7 @@ func (x *Set) clearAll(ctx context.Context, ti *tableIndexes, items []*item, tom
 				continue
 			}
 			if dead := tombstoned[it]; len(dead) > 0 {
-				if next, ok := cleared(readMembership(cur), it.next, dead); ok {
+				if next, ok := cleared(readMembership(cur), it.next, dead, nil); ok {
 					ops = append(ops, storeadapter.TableOp{Action: storeadapter.TxUpdateReplace, Entity: next.entity(it.PK, it.RK), IfMatch: cur.ETag})
 				}
 				it.out.Changed = true
@@ -339,7 +339,7 @@ func (x *Set) clearAll(ctx context.Context, ti *tableIndexes, items []*item, tom
 		}
 		for _, it := range group { // some record changed meanwhile: key by key
 			if dead := tombstoned[it]; len(dead) > 0 {
-				if err := x.clear(ctx, ti.source, it.PK, it.RK, it.next, "", dead); err != nil {
+				if err := x.clear(ctx, ti.source, it.PK, it.RK, it.next, "", dead, nil); err != nil {
 					return err
 				}
 			}

@@ -78,15 +78,22 @@ type write struct {
 	gen     int64
 	live    bool
 	content map[string]any
+	// etag, for a rows index tombstone, is the ETag the membership record
+	// kept of the key's row under value (see membership.live): the write
+	// goes If-Match of it without a read, and reads only when it lost.
+	etag string
 }
 
 // applied is what applyAll made of one write: err wraps ErrConflict (a
 // copy's value live for another entity) or ErrTooLarge (a list at its
 // limit) when the write could not be made; woke is set when the write
-// took its key off a table copy other entities waited for (see wake).
+// took its key off a table copy other entities waited for (see wake);
+// etag is the ETag of the row a rows index write left, when it wrote one
+// alone (not in a transaction).
 type applied struct {
 	err  error
 	woke bool
+	etag string
 }
 
 // applyAll makes the entries of an external index hold the writes, as
@@ -118,7 +125,7 @@ func (x *Set) applyAll(ctx context.Context, ix *index, ws []write) ([]applied, e
 		var err error
 		switch {
 		case ix.Kind == KindRows:
-			err = x.applyRows(ctx, ix, g, group)
+			err = x.applyRows(ctx, ix, g, group, gres)
 		case ix.Kind == KindCopy:
 			err = x.applyCopies(ctx, ix, g, group, gres)
 		case ix.Store == StoreBlob:
@@ -147,47 +154,62 @@ func (x *Set) applyAll(ctx context.Context, ix *index, ws []write) ([]applied, e
 }
 
 // cas runs idempotent.UpdateCAS on an index table (created when missing),
-// replacing the entity. With absent, the entity is expected not to exist
-// (the entry of a value the key is new to): its first round inserts what
-// modify makes of no entity, without reading, and reads only when the
-// insert finds one.
-func (x *Set) cas(ctx context.Context, table, pk, rk string, absent bool, modify func(cur *storeadapter.Entity) (*storeadapter.Entity, error)) error {
-	return idempotent.CreateOnMissing(ctx, idempotent.TableCreator(x.tables, table), func(ctx context.Context) error {
+// replacing the entity, and returns the ETag it left ("" when it wrote
+// nothing). With absent, the entity is expected not to exist (the entry
+// of a value the key is new to): its first round inserts what modify
+// makes of no entity, without reading, and reads only when the insert
+// finds one. With etag, the entity is expected to be as it was when it
+// had that ETag: the first round writes If-Match of it without reading.
+func (x *Set) cas(ctx context.Context, table, pk, rk string, absent bool, etag string, modify func(cur *storeadapter.Entity) (*storeadapter.Entity, error)) (string, error) {
+	var left string
+	err := idempotent.CreateOnMissing(ctx, idempotent.TableCreator(x.tables, table), func(ctx context.Context) error {
 		if absent {
 			e, err := modify(nil)
 			if err != nil || e == nil {
 				return err
 			}
-			_, err = x.tables.InsertEntity(ctx, table, *e)
+			left, err = x.tables.InsertEntity(ctx, table, *e)
 			if !errors.Is(err, storeadapter.ErrAlreadyExists) {
 				return err
 			}
 		}
-		_, err := idempotent.UpdateCAS(ctx, x.tables, table, pk, rk, modify, idempotent.CASOptions{Mode: storeadapter.Replace, Tries: x.cfg.MaxConflicts})
+		o := idempotent.CASOptions{Mode: storeadapter.Replace, Tries: x.cfg.MaxConflicts}
+		if etag != "" && !absent {
+			// Only the ETag matters: a row that changed since loses the
+			// first round, which is then read.
+			o.Start = &storeadapter.Entity{PartitionKey: pk, RowKey: rk, ETag: etag}
+		}
+		e, err := idempotent.UpdateCAS(ctx, x.tables, table, pk, rk, modify, o)
+		left = e.ETag
 		return err
 	})
+	return left, err
 }
 
 // applyRows writes the entries of one value of a rows index (one row
 // per key in the value's partition). One write goes by compare-and-swap,
 // inserting first when it is live (the common case: a key new to the
-// value); several share one range read of their rows and transactions of
-// up to 100 writes, each If-Match the row read (an insert where there was
-// none), and go one by one when a transaction loses to another writer.
-func (x *Set) applyRows(ctx context.Context, ix *index, value string, ws []write) error {
+// value), writing If-Match of the ETag the record kept when it is a
+// tombstone of the key's row it knows (write.etag), and its answer's
+// ETag goes into gres; several share one range read of their rows and
+// transactions of up to 100 writes, each If-Match the row read (an insert
+// where there was none), and go one by one when a transaction loses to
+// another writer.
+func (x *Set) applyRows(ctx context.Context, ix *index, value string, ws []write, gres []applied) error {
 	if len(ws) > 1 {
 		err := x.applyRowsBatch(ctx, ix, value, ws)
 		if err == nil || !idempotent.Lost(err) {
 			return err
 		}
 	}
-	for _, w := range ws {
-		err := x.cas(ctx, ix.table, value, memberKey(w.pk, w.rk), w.live, func(cur *storeadapter.Entity) (*storeadapter.Entity, error) {
+	for i, w := range ws {
+		etag, err := x.cas(ctx, ix.table, value, memberKey(w.pk, w.rk), w.live, w.etag, func(cur *storeadapter.Entity) (*storeadapter.Entity, error) {
 			return rowsEntry(cur, w), nil
 		})
 		if err != nil {
 			return err
 		}
+		gres[i].etag = etag
 	}
 	return nil
 }

@@ -147,6 +147,11 @@ func fitsKey(s string) bool { return storeadapter.ValidateKey("key", s) == nil }
 //	                     one per line: the encoded value, a tab, and the
 //	                     latest generation that made it the index's value
 //	                     (0 when none did)
+//	E_<index>    String  rows store only: the encoded value, a tab, and
+//	                     the ETag of the key's row under it as the clear
+//	                     after its last settle left it (absent: unknown);
+//	                     a tombstone of that row is written If-Match of
+//	                     it, without a read (see membership.live)
 //	Key          String  the entity's RowKey, when the record's RowKey is a hash
 //	V            Int32   the record's format (absent: 1, the one described
 //	                     here; see recordFormat)
@@ -157,7 +162,17 @@ type membership struct {
 	format  int64                // V; 1 when absent
 	applied map[string]string    // index name -> state
 	pending map[string][]pending // index name -> values to settle
+	// live is, per rows index, the ETag of the key's row under a value
+	// (E_<index>), written by the clear of the settle that wrote the row
+	// live. A later tombstone of the row writes If-Match of it at once,
+	// saving the read; a row changed since only loses that first round.
+	// Workers that do not know E_ drop it when they write the record,
+	// which costs the read again and nothing else.
+	live map[string]liveRow
 }
+
+// liveRow is a value and the ETag of the key's rows index row under it.
+type liveRow struct{ value, etag string }
 
 // recordFormat is the newest membership record format this release
 // knows; it writes records without V, that is in format 1. A record of a
@@ -204,7 +219,7 @@ func addPending(ps []pending, value string, target int64) []pending {
 }
 
 func readMembership(e *storeadapter.Entity) membership {
-	m := membership{format: 1, applied: map[string]string{}, pending: map[string][]pending{}}
+	m := membership{format: 1, applied: map[string]string{}, pending: map[string][]pending{}, live: map[string]liveRow{}}
 	if e == nil {
 		return m
 	}
@@ -228,6 +243,10 @@ func readMembership(e *storeadapter.Entity) membership {
 		case s == "":
 		case strings.HasPrefix(name, "A_"):
 			m.applied[name[2:]] = s
+		case strings.HasPrefix(name, "E_"):
+			if value, etag, ok := strings.Cut(s, "\t"); ok && etag != "" {
+				m.live[name[2:]] = liveRow{value, etag}
+			}
 		case strings.HasPrefix(name, "S_"):
 			for line := range strings.SplitSeq(s, "\n") {
 				value, gen, _ := strings.Cut(line, "\t")
@@ -250,6 +269,9 @@ func (m membership) entity(pk, rk string) storeadapter.Entity {
 			e.Properties["A_"+name] = s
 		}
 	}
+	for _, name := range slices.Sorted(maps.Keys(m.live)) {
+		e.Properties["E_"+name] = m.live[name].value + "\t" + m.live[name].etag
+	}
 	for _, name := range slices.Sorted(maps.Keys(m.pending)) {
 		var lines []string
 		for _, p := range m.pending[name] {
@@ -266,6 +288,7 @@ func (m membership) entity(pk, rk string) storeadapter.Entity {
 func (m membership) clone() membership {
 	c := m
 	c.applied = maps.Clone(m.applied)
+	c.live = maps.Clone(m.live)
 	c.pending = map[string][]pending{}
 	for k, v := range m.pending {
 		c.pending[k] = slices.Clone(v)
@@ -289,6 +312,11 @@ func (m membership) declared(ti *tableIndexes) membership {
 	for name := range c.pending {
 		if ti.lookup(name) == nil {
 			delete(c.pending, name)
+		}
+	}
+	for name := range c.live {
+		if ix := ti.lookup(name); ix == nil || ix.Kind != KindRows {
+			delete(c.live, name)
 		}
 	}
 	return c

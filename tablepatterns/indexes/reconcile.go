@@ -58,13 +58,17 @@ type Outcome struct {
 //  4. settles each pending value of the table, rows and blob indexes at
 //     the registered generation: live for the new value, a tombstone for
 //     the others (see apply: an entry changes only for a higher
-//     generation);
+//     generation). A rows index row whose ETag the record kept (E_; see
+//     the next step) is written If-Match of it at once, without the read:
+//     a row changed since loses that write, and is then read and written
+//     like any other;
 //  5. clears the settled values from the record, If-Match of its
-//     registration. When a later generation registered meanwhile, it
+//     registration, and keeps there the ETag each rows index's live row
+//     was left with. When a later generation registered meanwhile, it
 //     carries the values on and settles them too; the record then only
 //     loses the values this generation tombstoned that no later one made
 //     the index's value (see clear), so it stays small however long the
-//     reconciles of one entity overlap.
+//     reconciles of one entity overlap, and its ETags stay as they are.
 //
 // Why it converges. Registrations are serialised by the record's ETag and
 // each reads the entity after reading the record, so a higher generation
@@ -76,6 +80,9 @@ type Outcome struct {
 // writes every entry any earlier one may still write, and an entry keeps
 // the highest generation's write whatever order the requests arrive in: a
 // reconcile that read an older version can never overwrite a newer one.
+// A rows tombstone written If-Match of the ETag the record kept replaces
+// only the very row the settle that kept it left (live, at a lower
+// generation than the one writing): the fence holds without the read.
 //
 // Crash positions: before 3 nothing was written; after 3 the record holds
 // pending values, so any later reconcile (the redelivered message, or
@@ -322,6 +329,7 @@ func (x *Set) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string, fo
 // etag is the record's ETag after the registration, "" when unknown.
 func (x *Set) settle(ctx context.Context, ti *tableIndexes, pk, rk string, m membership, etag string, wants map[string]want, out *Outcome) error {
 	tombstoned := map[string][]string{} // per settled index, the values written as tombstones
+	live := map[string]liveRow{}        // per rows index, the live row written and its ETag
 	for _, ix := range ti.indexes {
 		values := m.pending[ix.Name]
 		if ix.partition() || len(values) == 0 {
@@ -335,12 +343,17 @@ func (x *Set) settle(ctx context.Context, ti *tableIndexes, pk, rk string, m mem
 		if dead, ok := settled(ix, ws, res, out); ok {
 			tombstoned[ix.Name] = dead
 		}
+		for i, w := range ws {
+			if w.live && res[i].etag != "" {
+				live[ix.Name] = liveRow{w.value, res[i].etag}
+			}
+		}
 	}
 	if len(tombstoned) == 0 {
 		return nil
 	}
 	out.Changed = true
-	return x.clear(ctx, ti.source, pk, rk, m, etag, tombstoned)
+	return x.clear(ctx, ti.source, pk, rk, m, etag, tombstoned, live)
 }
 
 // pendingWrites are the writes that settle a record's pending values of
@@ -353,6 +366,8 @@ func pendingWrites(ix *index, pk, rk string, m membership, content map[string]an
 		w := write{value: p.value, pk: pk, rk: rk, gen: m.gen, live: p.value == target}
 		if w.live {
 			w.content = content
+		} else if lr, ok := m.live[ix.Name]; ok && lr.value == p.value && ix.Kind == KindRows {
+			w.etag = lr.etag
 		}
 		ws = append(ws, w)
 	}
@@ -386,14 +401,15 @@ func settled(ix *index, ws []write, res []applied, out *Outcome) (dead []string,
 // clear removes from the membership record the pending values the
 // generation of m (gen) has settled (tombstoned: per settled index, the values
 // it wrote as tombstones). While the record is still at gen, every
-// pending value of those indexes goes. When a later generation registered
+// pending value of those indexes goes, and the record keeps the ETag of
+// each rows index's live row (live; see membership.live). When a later generation registered
 // meanwhile, it carries the values on, and it will settle them too; but a
 // value gen tombstoned that no generation after gen made the index's
 // value (its target is below gen) needs no settling any more: a write
 // of an older generation loses to gen's tombstone, and no later one
 // writes it live. Removing those keeps the record small however long the
 // reconciles of an entity overlap. If-Match, a few rounds.
-func (x *Set) clear(ctx context.Context, table, pk, rk string, m membership, etag string, tombstoned map[string][]string) error {
+func (x *Set) clear(ctx context.Context, table, pk, rk string, m membership, etag string, tombstoned map[string][]string, live map[string]liveRow) error {
 	cur := m // the record as registered, when etag is its ETag
 	for round := 1; ; round++ {
 		if etag == "" {
@@ -406,7 +422,7 @@ func (x *Set) clear(ctx context.Context, table, pk, rk string, m membership, eta
 				return nil // a newer release wrote it: its values are that release's to settle
 			}
 		}
-		next, changed := cleared(cur, m, tombstoned)
+		next, changed := cleared(cur, m, tombstoned, live)
 		if !changed {
 			return nil
 		}
@@ -422,8 +438,11 @@ func (x *Set) clear(ctx context.Context, table, pk, rk string, m membership, eta
 }
 
 // cleared is the record cur with the pending values the generation of m
-// settled removed (see clear), and whether that changes it.
-func cleared(cur, m membership, tombstoned map[string][]string) (membership, bool) {
+// settled removed (see clear), and whether that changes it. While cur is
+// still at m's generation, a settled rows index keeps its live row's
+// ETag (live), or none when it was not learnt (a transaction wrote it):
+// the one kept before names a row that changed.
+func cleared(cur, m membership, tombstoned map[string][]string, live map[string]liveRow) (membership, bool) {
 	next, changed := cur.clone(), false
 	for name, dead := range tombstoned {
 		kept := slices.DeleteFunc(next.pending[name], func(p pending) bool {
@@ -431,6 +450,19 @@ func cleared(cur, m membership, tombstoned map[string][]string) (membership, boo
 		})
 		changed = changed || len(kept) != len(cur.pending[name])
 		next.pending[name] = kept
+		if cur.gen != m.gen {
+			continue
+		}
+		if next.live == nil {
+			next.live = map[string]liveRow{}
+		}
+		lr, ok := live[name]
+		if old, had := next.live[name]; ok && old != lr || !ok && had {
+			changed = true
+		}
+		if delete(next.live, name); ok {
+			next.live[name] = lr
+		}
 	}
 	return next, changed
 }

@@ -456,9 +456,21 @@ func (d direct) changed(ctx context.Context, i int) error {
 			return fmt.Errorf("settle copies: %w", err)
 		}
 	} else {
+		// A rows index's record keeps the ETag of its live row (E_): the
+		// old value's tombstone goes If-Match of it, without a read, and
+		// the clear keeps the new row's.
+		known, _ := rec.Properties["E_"+ixName].(string)
 		for _, v := range []string{encOld, encNew} {
-			if err := d.settle(ctx, i, e, v, v == encNew, gen); err != nil {
+			etag := ""
+			if kv, ke, _ := strings.Cut(known, "\t"); kv == v && v == encOld {
+				etag = ke
+			}
+			left, err := d.settle(ctx, i, e, v, v == encNew, gen, etag)
+			if err != nil {
 				return fmt.Errorf("settle %s: %w", v, err)
+			}
+			if c.kind == indexes.KindRows && v == encNew {
+				rec.Properties["E_"+ixName] = v + "\t" + left
 			}
 		}
 	}
@@ -488,8 +500,10 @@ func (d direct) settleCopies(ctx context.Context, i int, e storeadapter.Entity, 
 }
 
 // settle reads one entry of a table, rows or blob index and writes it back
-// with the entity live (or a tombstone) at generation gen.
-func (d direct) settle(ctx context.Context, i int, e storeadapter.Entity, v string, live bool, gen int64) error {
+// with the entity live (or a tombstone) at generation gen; a rows index
+// tombstone whose row's ETag is known goes If-Match of it without the
+// read. It returns a rows index row's new ETag.
+func (d direct) settle(ctx context.Context, i int, e storeadapter.Entity, v string, live bool, gen int64, etag string) (string, error) {
 	pk, rk, s := ixPK(i), ixRK(i), d.s
 	line := pk + "\t" + rk + "\t" + strconv.FormatInt(gen, 10) + "\tL"
 	if !live {
@@ -517,37 +531,39 @@ func (d direct) settle(ctx context.Context, i int, e storeadapter.Entity, v stri
 		key := indexes.EscapeKey(pk) + " !" + indexes.EscapeKey(rk)
 		next := storeadapter.Entity{PartitionKey: v, RowKey: key, Properties: map[string]any{"tkGen": gen, "tkDead": !live}}
 		if live { // the new value's entry: inserted without a read
-			_, err := d.t.InsertEntity(ctx, s.direct.ixTable, next)
-			return err
+			return d.t.InsertEntity(ctx, s.direct.ixTable, next)
+		}
+		if etag != "" {
+			return d.t.UpdateEntity(ctx, s.direct.ixTable, next, storeadapter.Replace, etag)
 		}
 		cur, err := get(s.direct.ixTable, v, key)
 		if err != nil || cur == nil && !live {
-			return fmt.Errorf("entry: %v (found: %v)", err, cur != nil)
+			return "", fmt.Errorf("entry: %v (found: %v)", err, cur != nil)
 		}
-		return upsert(s.direct.ixTable, cur, next)
+		return "", upsert(s.direct.ixTable, cur, next)
 	case s.combo.store == indexes.StoreBlob:
 		c := s.directStore.Container(s.direct.container)
 		name := s.direct.table + "/" + ixName + "/" + v
 		_, props, err := c.Get(ctx, name)
 		found := err == nil
 		if err != nil && !errors.Is(err, storeadapter.ErrNotFound) || !found && !live {
-			return fmt.Errorf("blob: %v", err)
+			return "", fmt.Errorf("blob: %v", err)
 		}
 		_, err = c.Put(ctx, name, []byte(line+"\n"), storeadapter.PutOptions{ContentType: "text/plain; charset=utf-8", IfMatch: props.ETag, IfNoneMatchAny: !found})
-		return err
+		return "", err
 	default: // a table list
 		lpk := ixName + "_" + v
 		f := storeadapter.And(storeadapter.PartitionEquals(lpk), storeadapter.Compare("RowKey", storeadapter.Ge, "p0000"),
 			storeadapter.Compare("RowKey", storeadapter.Lt, "p:"))
 		p, err := d.t.Query(ctx, s.direct.ixTable, storeadapter.Query{Filter: f})
 		if err != nil || len(p.Entities) == 0 && !live || len(p.Entities) > 1 {
-			return fmt.Errorf("list: %d parts, %v", len(p.Entities), err)
+			return "", fmt.Errorf("list: %d parts, %v", len(p.Entities), err)
 		}
 		part := storeadapter.Entity{PartitionKey: lpk, RowKey: "p0000", Properties: map[string]any{"L0": line + "\n"}}
 		op := storeadapter.TableOp{Action: storeadapter.TxInsert, Entity: part}
 		if len(p.Entities) == 1 {
 			op = storeadapter.TableOp{Action: storeadapter.TxUpdateReplace, Entity: part, IfMatch: p.Entities[0].ETag}
 		}
-		return d.t.Transact(ctx, s.direct.ixTable, []storeadapter.TableOp{op})
+		return "", d.t.Transact(ctx, s.direct.ixTable, []storeadapter.TableOp{op})
 	}
 }
