@@ -154,36 +154,55 @@ func (x *Set) applyAll(ctx context.Context, ix *index, ws []write) ([]applied, e
 }
 
 // cas runs idempotent.UpdateCAS on an index table (created when missing),
-// replacing the entity, and returns the ETag it left ("" when it wrote
-// nothing). With absent, the entity is expected not to exist (the entry
-// of a value the key is new to): its first round inserts what modify
-// makes of no entity, without reading, and reads only when the insert
-// finds one. With etag, the entity is expected to be as it was when it
-// had that ETag: the first round writes If-Match of it without reading.
-func (x *Set) cas(ctx context.Context, table, pk, rk string, absent bool, etag string, modify func(cur *storeadapter.Entity) (*storeadapter.Entity, error)) (string, error) {
-	var left string
+// replacing the entity, and returns the entity as it left it (the zero
+// Entity when there is none). With absent, the entity is expected not to
+// exist (the entry of a value the key is new to): its first round inserts
+// what modify makes of no entity, without reading, and reads only when
+// the insert finds one. With etag, the entity is expected to be as it was
+// when it had that ETag: a first write goes If-Match of it without a
+// read. Either guess, when wrong, costs its one call and leaves
+// UpdateCAS's rounds whole (x.cfg.MaxConflicts, the first without a pause).
+func (x *Set) cas(ctx context.Context, table, pk, rk string, absent bool, etag string, modify func(cur *storeadapter.Entity) (*storeadapter.Entity, error)) (storeadapter.Entity, error) {
+	var left storeadapter.Entity
 	err := idempotent.CreateOnMissing(ctx, idempotent.TableCreator(x.tables, table), func(ctx context.Context) error {
-		if absent {
-			e, err := modify(nil)
-			if err != nil || e == nil {
-				return err
-			}
-			left, err = x.tables.InsertEntity(ctx, table, *e)
-			if !errors.Is(err, storeadapter.ErrAlreadyExists) {
-				return err
-			}
+		var guess *storeadapter.Entity // what the entity is taken to be: nil, absent; else as it had etag
+		switch {
+		case absent:
+		case etag != "":
+			guess = &storeadapter.Entity{PartitionKey: pk, RowKey: rk, ETag: etag} // only the ETag matters
+		default:
+			return x.updateCAS(ctx, table, pk, rk, modify, &left)
 		}
-		o := idempotent.CASOptions{Mode: storeadapter.Replace, Tries: x.cfg.MaxConflicts}
-		if etag != "" && !absent {
-			// Only the ETag matters: a row that changed since loses the
-			// first round, which is then read.
-			o.Start = &storeadapter.Entity{PartitionKey: pk, RowKey: rk, ETag: etag}
+		e, err := modify(guess)
+		switch {
+		case err != nil || e == nil && guess == nil:
+			return err
+		case e == nil: // nothing to write to the guess: read what is there
+			return x.updateCAS(ctx, table, pk, rk, modify, &left)
 		}
-		e, err := idempotent.UpdateCAS(ctx, x.tables, table, pk, rk, modify, o)
-		left = e.ETag
-		return err
+		if guess == nil {
+			left.ETag, err = x.tables.InsertEntity(ctx, table, *e)
+		} else {
+			left.ETag, err = x.tables.UpdateEntity(ctx, table, *e, storeadapter.Replace, etag)
+		}
+		if err == nil {
+			left.PartitionKey, left.RowKey, left.Properties = e.PartitionKey, e.RowKey, e.Properties
+			return nil
+		}
+		etag = "" // a table just created holds no such row
+		if !idempotent.Lost(err) {
+			return err
+		}
+		return x.updateCAS(ctx, table, pk, rk, modify, &left)
 	})
 	return left, err
+}
+
+// updateCAS is cas's compare-and-swap, left set to the entity it leaves.
+func (x *Set) updateCAS(ctx context.Context, table, pk, rk string, modify func(cur *storeadapter.Entity) (*storeadapter.Entity, error), left *storeadapter.Entity) error {
+	var err error
+	*left, err = idempotent.UpdateCAS(ctx, x.tables, table, pk, rk, modify, idempotent.CASOptions{Mode: storeadapter.Replace, Tries: x.cfg.MaxConflicts})
+	return err
 }
 
 // applyRows writes the entries of one value of a rows index (one row
@@ -203,13 +222,18 @@ func (x *Set) applyRows(ctx context.Context, ix *index, value string, ws []write
 		}
 	}
 	for i, w := range ws {
-		etag, err := x.cas(ctx, ix.table, value, memberKey(w.pk, w.rk), w.live, w.etag, func(cur *storeadapter.Entity) (*storeadapter.Entity, error) {
+		left, err := x.cas(ctx, ix.table, value, memberKey(w.pk, w.rk), w.live, w.etag, func(cur *storeadapter.Entity) (*storeadapter.Entity, error) {
 			return rowsEntry(cur, w), nil
 		})
 		if err != nil {
 			return err
 		}
-		gres[i].etag = etag
+		// The ETag of the row as this write made it, and only then: the
+		// record keeps it for a later tombstone without a read, whose
+		// fence is that the row is the one this generation left.
+		if gen, _ := left.Properties[propGen].(int64); gen == w.gen && left.Properties[propDead] == !w.live {
+			gres[i].etag = left.ETag
+		}
 	}
 	return nil
 }

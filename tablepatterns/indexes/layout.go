@@ -164,10 +164,13 @@ type membership struct {
 	pending map[string][]pending // index name -> values to settle
 	// live is, per rows index, the ETag of the key's row under a value
 	// (E_<index>), written by the clear of the settle that wrote the row
-	// live. A later tombstone of the row writes If-Match of it at once,
-	// saving the read; a row changed since only loses that first round.
+	// live (only the ETag of a row that settle wrote or found as it would
+	// have written it). A later tombstone of the row, in a reconcile or a
+	// Sync, writes If-Match of it at once, saving the read; a row changed
+	// since only loses that guess, outside the compare-and-swap's rounds.
 	// Workers that do not know E_ drop it when they write the record,
-	// which costs the read again and nothing else.
+	// which costs the read again and nothing else; Sync and rebuild, whose
+	// transactions return no ETags, drop it too.
 	live map[string]liveRow
 }
 

@@ -1,6 +1,8 @@
 package indexes
 
 import (
+	"context"
+	"fmt"
 	"testing"
 
 	"github.com/tablekeeper/tablekeeper/storeadapter"
@@ -70,4 +72,38 @@ func TestRowsTombstoneWithoutRead(t *testing.T) {
 	}
 	change("White", 6, "the next change, the record's ETag right again")
 	change("", 5, "a delete (the reads, the registration, the tombstone, the clear)")
+}
+
+// TestRowsStaleETagAtOneConflict: a reconcile killed after its tombstone
+// and before its clear leaves the record with the ETag of a row that
+// tombstone changed. With maxConflicts 1 (the least the config takes),
+// the next reconcile's guess loses, and its one compare-and-swap round is
+// still whole: the redelivery and the next change both succeed.
+func TestRowsStaleETagAtOneConflict(t *testing.T) {
+	cfg := only("lastNameRows")
+	cfg.MaxConflicts = 1
+	f := newFixture(t, cfg)
+	f.put("Sales", "000", employee("Jones", "")) // creates the index table
+	f.reconcile("Sales", "000")
+	f.put("Sales", "001", employee("Jones", ""))
+	f.reconcile("Sales", "001")
+	f.put("Sales", "001", employee("Brown", ""))
+	records := 0
+	f.fault = func(_ context.Context, c instrument.Call) error {
+		if c.Op == instrument.OpUpdateEntity && c.Name == employees {
+			if records++; records == 2 { // the registration, then the clear
+				return fmt.Errorf("killed before the clear: %w", storeadapter.ErrUnavailable)
+			}
+		}
+		return nil
+	}
+	if _, err := f.x.Reconcile(f.ctx, employees, "Sales", "001"); err == nil {
+		t.Fatal("the reconcile was not killed at its clear")
+	}
+	f.fault = nil
+	f.reconcile("Sales", "001") // the redelivery
+	f.assertTruth()
+	f.put("Sales", "001", employee("Smith", ""))
+	f.reconcile("Sales", "001")
+	f.assertTruth()
 }
