@@ -27,22 +27,31 @@ func CheckPart(ctx context.Context, b storeadapter.Blobs, mp ManifestPart) error
 	return ReadCheckedPart(ctx, b, mp, nil)
 }
 
+// errOverCount stops ReadCheckedPart's scan at a line past the count.
+var errOverCount = errors.New("more lines than the manifest says")
+
 // ReadCheckedPart streams a listed part's entities to fn, as ReadPart
 // does, and checks the very bytes they came from as CheckPart does, with
 // the same errors. The verdict on length, SHA-256 and line count comes at
 // the part's end, after fn has had every line; a line that does not parse
-// stops the read before it. So an ErrDamaged from it means fn has been
-// handed lines of a part that is not the manifest's: a reader that
-// checked the part first (CheckPart) and reads it again to use it learns
-// that it changed in between, and that what it did with the lines is
-// suspect. An error from fn stops the read and is returned wrapped, never
-// as ErrDamaged. Memory holds one line.
+// stops the read before it, and so does a line past the manifest's count
+// (fn never has more lines than the manifest lists). So an ErrDamaged
+// from it means fn has been handed lines of a part that is not the
+// manifest's: a reader that checked the part first (CheckPart) and reads
+// it again to use it learns that it changed in between, and that what it
+// did with the lines is suspect. An error from fn stops the read and is
+// returned wrapped, never as ErrDamaged. Memory holds one line.
 func ReadCheckedPart(ctx context.Context, b storeadapter.Blobs, mp ManifestPart, fn func(storeadapter.Entity) error) error {
 	var fnErr error
 	var handed int64
+	over := false                                    // a line past the manifest's count came
 	var each func([]byte, storeadapter.Entity) error // nil: CheckPart's counting alone
 	if fn != nil {
 		each = func(_ []byte, e storeadapter.Entity) error {
+			if handed == mp.Entities {
+				over = true
+				return errOverCount
+			}
 			handed++
 			fnErr = fn(e)
 			return fnErr
@@ -56,6 +65,8 @@ func ReadCheckedPart(ctx context.Context, b storeadapter.Blobs, mp ManifestPart,
 	switch {
 	case fnErr != nil:
 		return fmt.Errorf("tableexport: read part %s: %w", mp.Name, fnErr)
+	case over:
+		return fmt.Errorf("tableexport: part %s: more lines than the %d entities the manifest says (those were handed on, no more): %w", mp.Name, mp.Entities, ErrDamaged)
 	case errors.Is(err, storeadapter.ErrNotFound) && !idempotent.Missing(err):
 		return fmt.Errorf("tableexport: part %s: missing: %w", mp.Name, err)
 	case err != nil && (storeadapter.IsTransient(err) || errors.Is(err, storeadapter.ErrForbidden) || ctx.Err() != nil || idempotent.Missing(err)):

@@ -790,4 +790,13 @@ func TestReadCheckedPart(t *testing.T) {
 	if n, err := count(); !errors.Is(err, tableexport.ErrDamaged) || !strings.Contains(err.Error(), mp.Name+": SHA-256") || int64(n) != mp.Entities {
 		t.Errorf("other bytes: %d entities handed over, %v; want all %d, then ErrDamaged naming the part's SHA-256", n, err, mp.Entities)
 	}
+	// A line more than the manifest lists is never handed over.
+	lines := bytes.SplitAfter(bytes.TrimSuffix(data, []byte("\n")), []byte("\n"))
+	data = append(data, append(bytes.TrimSuffix(lines[len(lines)-1], []byte("\n")), '\n')...)
+	if _, err := c.Put(ctx, mp.Name, data, storeadapter.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := count(); !errors.Is(err, tableexport.ErrDamaged) || !strings.Contains(err.Error(), "more lines than the") || int64(n) != mp.Entities {
+		t.Errorf("a line more: %d entities handed over, %v; want %d, then ErrDamaged saying there are more lines", n, err, mp.Entities)
+	}
 }
