@@ -23,7 +23,8 @@ type Planned struct {
 // writing nothing: it reads the manifests, checks every part as the
 // restore would (a damaged or missing part is the restore's permanent
 // error), and for insert and mirror joins the parts' keys with a read of
-// the target in the export's scope (reserved rows left out). Memory holds
+// the target in the export's scope (reserved rows left out), a read that
+// checks each part again as the restore's does. Memory holds
 // one line and one page. The target may change before the restore runs;
 // the counts are those of now.
 func Plan(ctx context.Context, store storeadapter.Store, a Args) (Planned, error) {
@@ -51,7 +52,7 @@ func Plan(ctx context.Context, store storeadapter.Store, a Args) (Planned, error
 	t := newTarget(store.Tables(), src.scope(), nil)
 	extra := func(storeadapter.Entity) error { p.Delete++; return nil }
 	for _, part := range src.manifests[0].Parts {
-		err := tableexport.ReadPart(ctx, src.blobs[0], part.Name, func(e storeadapter.Entity) error {
+		err := tableexport.ReadCheckedPart(ctx, src.blobs[0], part, func(e storeadapter.Entity) error {
 			k := storeadapter.Key{PK: e.PartitionKey, RK: e.RowKey}
 			has, err := t.upTo(ctx, &k, extra)
 			if has && a.Mode != ModeMirror {

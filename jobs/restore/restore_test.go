@@ -508,6 +508,16 @@ func TestRestoreMirrorRefusesAnIncrement(t *testing.T) {
 	}
 }
 
+// swapDigit returns a copy of a part's bytes with another first digit in
+// its first line's Int32: the same length and lines, each of which
+// parses, in key order, and another SHA-256.
+func swapDigit(data []byte) []byte {
+	swapped := append([]byte(nil), data...)
+	at := bytes.Index(swapped, []byte(`"I32":-`)) + len(`"I32":-`)
+	swapped[at] = map[bool]byte{true: '8', false: '9'}[swapped[at] == '9']
+	return swapped
+}
+
 // TestRestoreChecksTheSecondRead: a part whose bytes are swapped after its
 // check, before the read that uses it (a digit of its first line changed:
 // the same length and lines, in key order, each of which parses, another
@@ -550,10 +560,7 @@ func TestRestoreChecksTheSecondRead(t *testing.T) {
 			if err := tableexport.ReadPart(ctx, b, victim.Name, func(x storeadapter.Entity) error { first = x; return stop }); !errors.Is(err, stop) {
 				t.Fatal(err)
 			}
-			// The first line's Int32 gets another first digit.
-			swapped := append([]byte(nil), data...)
-			at := bytes.Index(swapped, []byte(`"I32":-`)) + len(`"I32":-`)
-			swapped[at] = map[bool]byte{true: '8', false: '9'}[swapped[at] == '9']
+			swapped := swapDigit(data)
 			opens := 0
 			e.fault = func(ca instrument.Call) error {
 				if ca.Op == instrument.OpOpen && ca.Blob == victim.Name {
