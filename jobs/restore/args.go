@@ -158,7 +158,7 @@ func (s source) check(ctx context.Context, m, p int, done int64) error {
 	err := tableexport.CheckPart(ctx, s.blobs[m], part)
 	what := fmt.Sprintf("nothing of part %s was written", part.Name)
 	if done > 0 {
-		what = fmt.Sprintf("nothing more of part %s was used (its first %d lines were, by an earlier delivery, when the part still matched its manifest)", part.Name, done)
+		what = fmt.Sprintf("nothing more of part %s was used (its first %d lines were, by an earlier delivery, from the part as it was then)", part.Name, done)
 	}
 	switch {
 	case err == nil:

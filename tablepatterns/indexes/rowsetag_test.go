@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
@@ -106,4 +107,40 @@ func TestRowsStaleETagAtOneConflict(t *testing.T) {
 	f.put("Sales", "001", employee("Smith", ""))
 	f.reconcile("Sales", "001")
 	f.assertTruth()
+}
+
+// TestRowsETagOnlyOfRowsTheSettleLeft: the record keeps a row's ETag only
+// when the row holds the settle's own generation and state. Here the new
+// value's row is already there, dead, at a generation above the
+// registration's (a worker whose clock ran ahead wrote it): the settle
+// leaves it, and must not keep its ETag, or the next change's tombstone
+// would replace it If-Match of it, below its generation.
+func TestRowsETagOnlyOfRowsTheSettleLeft(t *testing.T) {
+	f := newFixture(t, only("lastNameRows"))
+	f.put("Sales", "001", employee("Jones", ""))
+	f.reconcile("Sales", "001")
+	future := time.Now().Add(time.Hour).UnixMicro()
+	brown, _ := EncodeValue("Brown")
+	ix := mustIndex(t, f.x, "lastNameRows")
+	if _, err := f.x.applyAll(f.ctx, ix, []write{{value: brown, pk: "Sales", rk: "001", gen: future}}); err != nil {
+		t.Fatal(err)
+	}
+	f.put("Sales", "001", employee("Brown", ""))
+	f.reconcile("Sales", "001")
+	rec, err := getOptional(f.ctx, f.raw.Tables(), employees, "Sales", memberRowKey("001"))
+	if err != nil || rec == nil {
+		t.Fatalf("the record: %v, %v", rec, err)
+	}
+	if lr, ok := readMembership(rec).live[ix.Name]; ok {
+		t.Errorf("the record kept %+v, the ETag of a row the settle did not write", lr)
+	}
+	f.put("Sales", "001", employee("Smith", ""))
+	f.reconcile("Sales", "001")
+	row, err := getOptional(f.ctx, f.raw.Tables(), ix.table, brown, memberKey("Sales", "001"))
+	if err != nil || row == nil {
+		t.Fatalf("Brown's row: %v, %v", row, err)
+	}
+	if gen, _ := row.Properties[propGen].(int64); gen != future {
+		t.Errorf("Brown's row holds generation %d, want %d: a lower generation replaced it", gen, future)
+	}
 }

@@ -48,7 +48,7 @@ func ReadCheckedPart(ctx context.Context, b storeadapter.Blobs, mp ManifestPart,
 	var each func([]byte, storeadapter.Entity) error // nil: CheckPart's counting alone
 	if fn != nil {
 		each = func(_ []byte, e storeadapter.Entity) error {
-			if handed == mp.Entities {
+			if handed >= mp.Entities {
 				over = true
 				return errOverCount
 			}
@@ -66,7 +66,8 @@ func ReadCheckedPart(ctx context.Context, b storeadapter.Blobs, mp ManifestPart,
 	case fnErr != nil:
 		return fmt.Errorf("tableexport: read part %s: %w", mp.Name, fnErr)
 	case over:
-		return fmt.Errorf("tableexport: part %s: more lines than the %d entities the manifest says (those were handed on, no more): %w", mp.Name, mp.Entities, ErrDamaged)
+		return fmt.Errorf("tableexport: part %s: more lines than the %d entities the manifest says (those were handed on, no more): %w",
+			mp.Name, mp.Entities, ErrDamaged)
 	case errors.Is(err, storeadapter.ErrNotFound) && !idempotent.Missing(err):
 		return fmt.Errorf("tableexport: part %s: missing: %w", mp.Name, err)
 	case err != nil && (storeadapter.IsTransient(err) || errors.Is(err, storeadapter.ErrForbidden) || ctx.Err() != nil || idempotent.Missing(err)):
