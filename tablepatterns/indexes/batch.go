@@ -314,17 +314,21 @@ func (x *Set) clearAll(ctx context.Context, ti *tableIndexes, items []*item, tom
 		var dropped []*item
 		for _, it := range group {
 			cur := recs[memberRowKey(it.RK)]
-			if cur == nil || readMembership(cur).known() != nil { // gone, or a newer release's to clear
+			if cur == nil {
+				continue
+			}
+			m := readMembership(cur)
+			if m.known() != nil { // a newer release's to clear
 				continue
 			}
 			if dead := tombstoned[it]; len(dead) > 0 {
-				if next, ok := cleared(readMembership(cur), it.next, dead, nil); ok {
+				if next, ok := cleared(m, it.next, dead, nil); ok {
 					ops = append(ops, storeadapter.TableOp{Action: storeadapter.TxUpdateReplace, Entity: next.entity(it.PK, it.RK), IfMatch: cur.ETag})
 				}
 				it.out.Changed = true
 				continue
 			}
-			if m := readMembership(cur); !m.held() && m.gen < cut {
+			if !m.held() && m.gen < cut {
 				ops = append(ops, storeadapter.TableOp{Action: storeadapter.TxDelete, Entity: storeadapter.Entity{PartitionKey: pk, RowKey: cur.RowKey}, IfMatch: cur.ETag})
 				dropped = append(dropped, it)
 			}

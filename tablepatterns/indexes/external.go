@@ -88,8 +88,8 @@ type write struct {
 // copy's value live for another entity) or ErrTooLarge (a list at its
 // limit) when the write could not be made; woke is set when the write
 // took its key off a table copy other entities waited for (see wake);
-// etag is the ETag of the row a rows index write left, when it wrote one
-// alone (not in a transaction).
+// etag is the ETag of the row a rows index write left alone (not in a
+// transaction) when the row holds the write's generation and state.
 type applied struct {
 	err  error
 	woke bool

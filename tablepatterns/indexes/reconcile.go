@@ -402,13 +402,14 @@ func settled(ix *index, ws []write, res []applied, out *Outcome) (dead []string,
 // generation of m (gen) has settled (tombstoned: per settled index, the values
 // it wrote as tombstones). While the record is still at gen, every
 // pending value of those indexes goes, and the record keeps the ETag of
-// each rows index's live row (live; see membership.live). When a later generation registered
-// meanwhile, it carries the values on, and it will settle them too; but a
-// value gen tombstoned that no generation after gen made the index's
-// value (its target is below gen) needs no settling any more: a write
-// of an older generation loses to gen's tombstone, and no later one
-// writes it live. Removing those keeps the record small however long the
-// reconciles of an entity overlap. If-Match, a few rounds.
+// each rows index's live row (live; see membership.live). When a later
+// generation registered meanwhile, it carries the values on, and it will
+// settle them too; but a value gen tombstoned that no generation after
+// gen made the index's value (its target is below gen) needs no settling
+// any more: a write of an older generation loses to gen's tombstone, and
+// no later one writes it live. Removing those keeps the record small
+// however long the reconciles of an entity overlap. If-Match, a few
+// rounds.
 func (x *Set) clear(ctx context.Context, table, pk, rk string, m membership, etag string, tombstoned map[string][]string, live map[string]liveRow) error {
 	cur := m // the record as registered, when etag is its ETag
 	for round := 1; ; round++ {
@@ -453,15 +454,13 @@ func cleared(cur, m membership, tombstoned map[string][]string, live map[string]
 		if cur.gen != m.gen {
 			continue
 		}
-		if next.live == nil {
-			next.live = map[string]liveRow{}
-		}
 		lr, ok := live[name]
-		if old, had := next.live[name]; ok && old != lr || !ok && had {
-			changed = true
-		}
-		if delete(next.live, name); ok {
+		old, had := next.live[name]
+		changed = changed || ok != had || old != lr
+		if ok {
 			next.live[name] = lr
+		} else {
+			delete(next.live, name)
 		}
 	}
 	return next, changed
