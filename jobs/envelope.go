@@ -315,7 +315,8 @@ func DecodeStrict(data []byte, v any, prefix string) error {
 // matches no field (with a hint when it matches one in another case). t is
 // the Go type the value decodes into (nil when unknown, as inside a
 // json.RawMessage: then only duplicates are checked); path names the value
-// in errors. It walks the bytes itself (json.Valid has checked them): the
+// in errors. It walks the bytes itself (valid JSON: json.Valid or a
+// json.Unmarshal that succeeded has checked them): the
 // decoder's Token, which it replaces, built and dropped an error for every
 // scalar, a third of a worker's CPU per message.
 type keyScanner struct {
@@ -442,36 +443,47 @@ func structFields(t reflect.Type) map[string]reflect.Type {
 	if f, ok := fieldsOf.Load(t); ok {
 		return f.(map[string]reflect.Type)
 	}
-	f, _ := fieldsOf.LoadOrStore(t, jsonFields(t, map[string]reflect.Type{}))
+	fields, _ := jsonFields(t, map[string]reflect.Type{})
+	f, _ := fieldsOf.LoadOrStore(t, fields)
 	return f.(map[string]reflect.Type)
 }
 
 // jsonFields adds to fields the JSON names of struct type t's fields (those
-// of embedded structs included) with their types, and returns it.
-func jsonFields(t reflect.Type, fields map[string]reflect.Type) map[string]reflect.Type {
+// of embedded structs included) with their types, and returns it. exact
+// reports whether those are the names encoding/json itself gives t's keys:
+// not with an embedded pointer or non-struct (encoding/json flattens the
+// one and ignores the other), a name given twice (it drops the names two
+// embedded structs share, or keeps the shallower) or a tag name outside
+// [A-Za-z0-9_.-] (it ignores some).
+func jsonFields(t reflect.Type, fields map[string]reflect.Type) (_ map[string]reflect.Type, exact bool) {
+	exact = true
 	for f := range t.Fields() {
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 		switch {
 		case name == "-" || !f.IsExported() && !f.Anonymous:
 		case f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct:
-			jsonFields(f.Type, fields)
+			_, e := jsonFields(f.Type, fields)
+			exact = exact && e
 		default:
-			fields[cmp.Or(name, f.Name)] = f.Type
+			embedded := f.Anonymous && name == ""
+			name = cmp.Or(name, f.Name)
+			_, twice := fields[name]
+			exact = exact && !twice && !embedded &&
+				strings.Trim(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-") == ""
+			fields[name] = f.Type
 		}
 	}
-	return fields
+	return fields, exact
 }
 
 // exactOf caches keysExact by type.
 var exactOf sync.Map // reflect.Type → bool
 
 // keysExact reports whether jsonFields names the keys of t, and of every
-// type within it, as encoding/json does, so that checkKeys alone refuses
-// every key encoding/json would ignore. It does not for interface fields
-// (their value decides), embedded pointers and non-structs, names two
-// embedded structs share (encoding/json drops them, or keeps the
-// shallowest) and tag names outside [A-Za-z0-9_.-]; DecodeStrict decodes
-// such types through a json.Decoder that refuses unknown fields besides.
+// type within it, as encoding/json does (see jsonFields), so that
+// checkKeys alone refuses every key encoding/json would ignore. An
+// interface field does not (its value decides). DecodeStrict decodes the
+// other types through a json.Decoder that refuses unknown fields besides.
 func keysExact(t reflect.Type) bool {
 	if e, ok := exactOf.Load(t); ok {
 		return e.(bool)
@@ -494,28 +506,11 @@ func exactWalk(t reflect.Type, seen map[reflect.Type]bool) bool {
 		return true
 	}
 	seen[t] = true
-	names := map[string]bool{}
-	var walk func(t reflect.Type) bool
-	walk = func(t reflect.Type) bool {
-		for f := range t.Fields() {
-			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-			switch {
-			case name == "-" || !f.IsExported() && !f.Anonymous:
-			case f.Anonymous && name == "":
-				if f.Type.Kind() != reflect.Struct || !walk(f.Type) {
-					return false
-				}
-			default:
-				name = cmp.Or(name, f.Name)
-				if names[name] || strings.Trim(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-") != "" || !exactWalk(f.Type, seen) {
-					return false
-				}
-				names[name] = true
-			}
-		}
-		return true
+	fields, exact := jsonFields(t, map[string]reflect.Type{})
+	for _, ft := range fields {
+		exact = exact && exactWalk(ft, seen)
 	}
-	return walk(t)
+	return exact
 }
 
 // jsonValueName names the kind of JSON value that starts with c.
