@@ -269,7 +269,7 @@ func (x *Set) settleAll(ctx context.Context, ti *tableIndexes, items []*item) (m
 		if len(ws) == 0 {
 			continue
 		}
-		res, err := x.applyAll(ctx, ix, ws)
+		res, err := x.applyAll(ctx, ix, ws, nil)
 		if err != nil {
 			return nil, fmt.Errorf("index: %s index %s: %w", ti.source, ix.Name, err)
 		}

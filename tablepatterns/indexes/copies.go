@@ -24,11 +24,13 @@ func copyPartition(ix *index, pk string) string { return ix.Name + "_" + pk }
 // the grace period, whoever owns it now. One write goes by
 // compare-and-swap (inserting first when live); several share reads of
 // their rows (up to 14 values a query) and transactions, and go one by
-// one when a transaction loses to another writer. It returns, per write,
-// the conflict when the value is live for another entity.
-func (x *Set) applyCopies(ctx context.Context, ix *index, pk string, ws []write, res []applied) error {
-	if len(ws) > 1 {
-		err := x.applyCopiesBatch(ctx, ix, pk, ws, res)
+// one when a transaction loses to another writer. rows, when not nil,
+// are the rows of the writes' values already read: the writes go in one
+// transaction from them, however many. It returns, per write, the conflict
+// when the value is live for another entity.
+func (x *Set) applyCopies(ctx context.Context, ix *index, pk string, ws []write, res []applied, rows map[string]*storeadapter.Entity) error {
+	if len(ws) > 1 || rows != nil {
+		err := x.applyCopiesBatch(ctx, ix, pk, ws, res, rows)
 		if err == nil || !idempotent.Lost(err) {
 			return err
 		}
@@ -104,17 +106,19 @@ func (x *Set) copyEntry(ix *index, cur *storeadapter.Entity, w write) (next *sto
 }
 
 // applyCopiesBatch is applyCopies for several writes: the rows of their
-// values read up to 14 a query, the writes applied in order (two writes to
-// one value make one op), then transactions.
-func (x *Set) applyCopiesBatch(ctx context.Context, ix *index, pk string, ws []write, res []applied) error {
-	ppk := copyPartition(ix, pk)
-	var keys []string
-	for _, w := range ws {
-		keys = append(keys, tableCopyRowKey(w.value))
-	}
-	rows, err := x.readRows(ctx, ix.table, ppk, keys)
-	if err != nil {
-		return err
+// values read up to 14 a query (unless rows holds them), the writes
+// applied in order (two writes to one value make one op), then
+// transactions.
+func (x *Set) applyCopiesBatch(ctx context.Context, ix *index, pk string, ws []write, res []applied, rows map[string]*storeadapter.Entity) error {
+	if rows == nil {
+		var keys []string
+		for _, w := range ws {
+			keys = append(keys, tableCopyRowKey(w.value))
+		}
+		var err error
+		if rows, err = x.readRows(ctx, ix.table, copyPartition(ix, pk), keys); err != nil {
+			return err
+		}
 	}
 	type row struct {
 		read *storeadapter.Entity // as read (nil: none)

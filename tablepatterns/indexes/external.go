@@ -99,9 +99,10 @@ type applied struct {
 // applyAll makes the entries of an external index hold the writes, as
 // few calls as the store allows: the writes to one entry (a list's value,
 // a rows index's value partition, a table copy's source partition) share
-// one read and one write. It returns what it made of each write; any
-// other error ends it.
-func (x *Set) applyAll(ctx context.Context, ix *index, ws []write) ([]applied, error) {
+// one read and one write. rows, for a table copy, are the rows of the
+// writes' values already read (nil: read them). It returns what it made
+// of each write; any other error ends it.
+func (x *Set) applyAll(ctx context.Context, ix *index, ws []write, rows map[string]*storeadapter.Entity) ([]applied, error) {
 	res := make([]applied, len(ws))
 	groups := map[string][]int{} // entry group -> indexes in ws, in order
 	var order []string
@@ -127,7 +128,7 @@ func (x *Set) applyAll(ctx context.Context, ix *index, ws []write) ([]applied, e
 		case ix.Kind == KindRows:
 			err = x.applyRows(ctx, ix, g, group, gres)
 		case ix.Kind == KindCopy:
-			err = x.applyCopies(ctx, ix, g, group, gres)
+			err = x.applyCopies(ctx, ix, g, group, gres, rows)
 		case ix.Store == StoreBlob:
 			err = x.applyBlob(ctx, ix, g, group)
 		default:

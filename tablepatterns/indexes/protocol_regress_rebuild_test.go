@@ -199,7 +199,7 @@ func (f *fixture) stray(name string, k Key, value string, gen int64) {
 		f.t.Fatal(err)
 	}
 	w := write{value: enc, pk: k.PK, rk: k.RK, gen: gen, live: true, content: map[string]any{"Dept": "Ghost"}}
-	res, err := f.x.applyAll(f.ctx, mustIndex(f.t, f.x, name), []write{w})
+	res, err := f.x.applyAll(f.ctx, mustIndex(f.t, f.x, name), []write{w}, nil)
 	if err == nil {
 		err = res[0].err
 	}

@@ -218,11 +218,13 @@ func TestProtocolTableCopyContentEdit(t *testing.T) {
 type workerKey struct{}
 
 // crew runs operations as scripted workers. It counts each worker's
-// storage calls from its first call outside the source table on — its
-// settle's reads and writes of the index, then its clear of the record —
-// and can hold a worker at the first of them (holdCalls) until it is let
-// go, or kill it at the j-th: that call and every later one of the worker
-// fail with errKilled. Calls of other contexts pass.
+// storage calls from its first call outside the source table after it
+// registered (wrote to the source table) on — its settle's reads and
+// writes of the index, then its clear of the record — and can hold a
+// worker at the first of them (holdCalls) until it is let go, or kill it
+// at the j-th: that call and every later one of the worker fail with
+// errKilled. Calls of other contexts pass. (A table copy reads its rows
+// before it registers: those reads are not counted.)
 type crew struct {
 	f  *fixture
 	mu sync.Mutex // guards the workers' counts
@@ -234,8 +236,10 @@ type worker struct {
 	killAt int        // the call from its settle on that it dies at (0: never)
 	hold   *holdCalls // nil: never held
 	calls  int        // calls made from its settle on
-	dead   bool
-	done   chan error // the error of an operation run in the background
+	// registered is set once the worker wrote to the source table.
+	registered bool
+	dead       bool
+	done       chan error // the error of an operation run in the background
 }
 
 func newCrew(f *fixture) *crew {
@@ -244,9 +248,17 @@ func newCrew(f *fixture) *crew {
 	return c
 }
 
-// settleCall reports whether a call goes outside the source table: to an
-// index table or the blob container.
-func settleCall(_ context.Context, c instrument.Call) bool { return c.Name != employees }
+// settleCall reports whether a call is one of its worker's settle (see
+// crew): made after the worker registered.
+func settleCall(ctx context.Context, _ instrument.Call) bool {
+	w, _ := ctx.Value(workerKey{}).(*worker)
+	return w != nil && w.calls > 0 // counted by crew.fault, on this goroutine, before it asks
+}
+
+// registers reports whether a call writes to the source table.
+func registers(c instrument.Call) bool {
+	return c.Name == employees && slices.Contains([]instrument.Op{instrument.OpInsertEntity, instrument.OpUpdateEntity, instrument.OpTransact}, c.Op)
+}
 
 func (c *crew) fault(ctx context.Context, call instrument.Call) error {
 	w, _ := ctx.Value(workerKey{}).(*worker)
@@ -254,9 +266,10 @@ func (c *crew) fault(ctx context.Context, call instrument.Call) error {
 		return nil
 	}
 	c.mu.Lock()
-	if w.calls > 0 || settleCall(ctx, call) {
+	if w.calls > 0 || w.registered && call.Name != employees {
 		w.calls++
 	}
+	w.registered = w.registered || registers(call)
 	w.dead = w.dead || w.killAt > 0 && w.calls >= w.killAt
 	dead := w.dead
 	c.mu.Unlock()
@@ -397,7 +410,10 @@ func everyKill(t *testing.T, steps []step) {
 				}
 				if !killed {
 					t.Logf("the last worker killed at each of its %d calls from its settle on", j-1)
-					if j < 3 {
+					// A table copy's settle is one transaction (its clear
+					// is left to the next reconcile: see lazy); the others
+					// read, write and clear.
+					if least := map[bool]int{true: 1, false: 2}[name == "emailAll"]; j-1 < least {
 						t.Errorf("the last worker made %d calls from its settle on: it never settled before dying", j-1)
 					}
 					return

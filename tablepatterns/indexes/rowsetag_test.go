@@ -122,7 +122,7 @@ func TestRowsETagOnlyOfRowsTheSettleLeft(t *testing.T) {
 	future := time.Now().Add(time.Hour).UnixMicro()
 	brown, _ := EncodeValue("Brown")
 	ix := mustIndex(t, f.x, "lastNameRows")
-	if _, err := f.x.applyAll(f.ctx, ix, []write{{value: brown, pk: "Sales", rk: "001", gen: future}}); err != nil {
+	if _, err := f.x.applyAll(f.ctx, ix, []write{{value: brown, pk: "Sales", rk: "001", gen: future}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	f.put("Sales", "001", employee("Brown", ""))
