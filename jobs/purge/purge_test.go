@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -347,14 +348,14 @@ func TestPurgeInterleavedWrites(t *testing.T) {
 			b.oldAndNew(t, 300, 30, 3)
 			w := b.worker(t, purge.Config{})
 			ctx := context.Background()
-			done := false
+			var done atomic.Bool // the fault runs on each partition's goroutine
 			b.fault = func(_ int, call instrument.Call) error {
-				if call.Op != instrument.OpTransact || done {
+				if call.Op != instrument.OpTransact || call.PartitionKey != "u00" || !done.CompareAndSwap(false, true) {
 					return nil
 				}
-				done = true
-				// The first batch is u00's oldest rows: update one in the
-				// middle, delete another before it.
+				// The first batch of u00 (partitions are purged several at
+				// once: another's may come first) is its oldest rows:
+				// update one in the middle, delete another before it.
 				upd := storeadapter.Entity{PartitionKey: "u00", RowKey: "o00150", Properties: map[string]any{"IP": "updated"}}
 				if _, err := b.raw.Tables().UpdateEntity(ctx, "Logins", upd, storeadapter.Merge, storeadapter.ETagAny); err != nil {
 					return err
