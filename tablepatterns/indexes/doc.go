@@ -29,14 +29,16 @@
 //	                tkGen, tkTombs
 //	list/partition  rk on a line of the rows (pk, "~tk.l.<name>_<v>  index entities, option 2
 //	                !NNNN"): parts of one list
-//	list/table      "pk\trk\tgen\tL|D" on a line of the rows           index entities, option 3
+//	list/table      "pk\trk\tgen\tL|P|D" on a line of the rows         index entities, option 3
 //	                ("<name>_<v>", "pNNNN") in Decl.Table
 //	list/blob       the same line in blob "<table>/<name>/<v>" of      index entities, option 1
 //	                Decl.Container
 //	rows            row (v, EscapeKey(pk)+" !"+EscapeKey(rk)) in      one entity per member, for
 //	                Decl.Table, with tkGen and tkDead                 hot or huge values
 //
-// v is the value's key text (EncodeValue, below). A list's parts hold
+// v is the value's key text (EncodeValue, below). A list line's flag is
+// D for a tombstone, P for a live member whose settle made the key's other
+// values dead first (see Set.Reconcile), L for another live one. A list's parts hold
 // lines in string properties L0, L1, … of up to 32,000 characters each
 // and 192 KiB in all; a list that outgrows a part spills over to the
 // next, up to 60 parts, and a lookup reads them all in one range query.
@@ -66,7 +68,8 @@
 // alone (ErrNewerFormat: Reconcile, Sync and rebuild fail, transiently,
 // without writing); a rows RowKey may end in keySep and a 19-digit
 // generation (a key is listed while any of its rows is live; a rebuild
-// stops at such a row, ErrNewerFormat); a list line flagged P is live.
+// stops at such a row, ErrNewerFormat). List lines flagged P, which this
+// release writes, are live to every release (any flag but D is).
 //
 // # Key format
 //

@@ -42,17 +42,24 @@ type member struct {
 	// later marks a rows index row of a later format (see genDigits):
 	// read like this release's, but left to the release that wrote it.
 	later bool
+	// proof marks a live list line flagged P: its settle made every other
+	// value of the key dead first (see ahead).
+	proof bool
 }
 
 // newer reports whether a write of generation g should replace cur.
 func newer(cur *member, g int64) bool { return cur == nil || cur.gen < g }
 
 // listLine renders a member line of a table or blob list: key pair,
-// generation, and "D" for a tombstone.
+// generation, and "D" for a tombstone, "P" for a live member with proof,
+// else "L".
 func listLine(pk, rk string, m member) string {
 	flag := "L"
-	if m.dead {
+	switch {
+	case m.dead:
 		flag = "D"
+	case m.proof:
+		flag = "P"
 	}
 	return pk + "\t" + rk + "\t" + strconv.FormatInt(m.gen, 10) + "\t" + flag
 }
@@ -64,7 +71,7 @@ func parseListLine(line string) (pk, rk string, m member, err error) {
 		return "", "", m, fmt.Errorf("index: list line %q: want 4 fields", text.Truncate(line, 60))
 	}
 	m.gen, err = strconv.ParseInt(f[2], 10, 64)
-	m.dead = f[3] == "D"
+	m.dead, m.proof = f[3] == "D", f[3] == "P"
 	return f[0], f[1], m, err
 }
 
@@ -82,6 +89,8 @@ type write struct {
 	// kept of the key's row under value (see membership.live): the write
 	// goes If-Match of it without a read, and reads only when it lost.
 	etag string
+	// proof, for a live list line, flags it P (see applyKillsFirst).
+	proof bool
 }
 
 // applied is what applyAll made of one write: err wraps ErrConflict (a
@@ -99,10 +108,14 @@ type applied struct {
 // applyAll makes the entries of an external index hold the writes, as
 // few calls as the store allows: the writes to one entry (a list's value,
 // a rows index's value partition, a table copy's source partition) share
-// one read and one write. rows, for a table copy, are the rows of the
-// writes' values already read (nil: read them). It returns what it made
-// of each write; any other error ends it.
-func (x *Set) applyAll(ctx context.Context, ix *index, ws []write, rows map[string]*storeadapter.Entity) ([]applied, error) {
+// one read and one write. a, when not nil, holds entries already read
+// (see readAhead): their first write goes from them. It returns what it
+// made of each write; any other error ends it.
+func (x *Set) applyAll(ctx context.Context, ix *index, ws []write, a *ahead) ([]applied, error) {
+	var pre ahead
+	if a != nil {
+		pre = *a
+	}
 	res := make([]applied, len(ws))
 	groups := map[string][]int{} // entry group -> indexes in ws, in order
 	var order []string
@@ -128,12 +141,12 @@ func (x *Set) applyAll(ctx context.Context, ix *index, ws []write, rows map[stri
 		case ix.Kind == KindRows:
 			err = x.applyRows(ctx, ix, g, group, gres)
 		case ix.Kind == KindCopy:
-			err = x.applyCopies(ctx, ix, g, group, gres, rows)
+			err = x.applyCopies(ctx, ix, g, group, gres, pre.copies)
 		case ix.Store == StoreBlob:
-			err = x.applyBlob(ctx, ix, g, group)
+			err = x.applyBlob(ctx, ix, g, group, pre.blobs[g])
 		default:
 			var errs []error
-			errs, err = x.applyTableList(ctx, ix, g, group)
+			errs, err = x.applyTableList(ctx, ix, g, group, pre.lists[g])
 			for j, e := range errs {
 				gres[j].err = e
 			}
@@ -149,6 +162,34 @@ func (x *Set) applyAll(ctx context.Context, ix *index, ws []write, rows map[stri
 		}
 		for j, r := range gres {
 			res[idx[j]] = r
+		}
+	}
+	return res, nil
+}
+
+// applyKillsFirst is applyAll for one key's writes to a table or blob
+// list: the tombstones first, then the live line, flagged P when every
+// tombstone was made (see ahead). A list at its limit that
+// cannot take a tombstone so leaves the live line without the flag.
+func (x *Set) applyKillsFirst(ctx context.Context, ix *index, ws []write, a *ahead) ([]applied, error) {
+	res := make([]applied, len(ws))
+	proof := true
+	for _, live := range []bool{false, true} {
+		var idx []int
+		var part []write
+		for i, w := range ws {
+			if w.live == live {
+				w.proof = live && proof
+				idx, part = append(idx, i), append(part, w)
+			}
+		}
+		r, err := x.applyAll(ctx, ix, part, a)
+		for j, i := range idx {
+			res[i] = r[j]
+			proof = proof && r[j].err == nil
+		}
+		if err != nil {
+			return res, err
 		}
 	}
 	return res, nil

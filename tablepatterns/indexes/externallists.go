@@ -22,8 +22,9 @@ const tableListBase = "p"
 // one read of its parts and one transaction, again while it loses to
 // another writer. Tombstones go first, so that removals make room; a
 // line that does not fit (the list at its limit) is left out, its error
-// returned for its write, and the others are written.
-func (x *Set) applyTableList(ctx context.Context, ix *index, value string, ws []write) ([]error, error) {
+// returned for its write, and the others are written. pre, when not nil,
+// is the list already read: the first try writes from it.
+func (x *Set) applyTableList(ctx context.Context, ix *index, value string, ws []write, pre *list) ([]error, error) {
 	ppk := tableListPartition(ix, value)
 	order := make([]int, len(ws))
 	for i := range order {
@@ -32,9 +33,11 @@ func (x *Set) applyTableList(ctx context.Context, ix *index, value string, ws []
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(b2i(ws[a].live), b2i(ws[b].live)) })
 	for try := 1; ; try++ {
 		errs := make([]error, len(ws))
-		l, err := readList(ctx, x.tables, ix.table, ppk, tableListBase)
-		if err != nil {
-			return errs, err
+		l, err := pre, error(nil)
+		if try > 1 || l == nil {
+			if l, err = readList(ctx, x.tables, ix.table, ppk, tableListBase); err != nil {
+				return errs, err
+			}
 		}
 		for _, i := range order {
 			w := ws[i]
@@ -42,7 +45,7 @@ func (x *Set) applyTableList(ctx context.Context, ix *index, value string, ws []
 			if cur, ok := lineMember(l.line(key)); ok && !newer(&cur, w.gen) {
 				continue
 			}
-			err := l.set(key, listLine(w.pk, w.rk, member{gen: w.gen, dead: !w.live}))
+			err := l.set(key, listLine(w.pk, w.rk, member{gen: w.gen, dead: !w.live, proof: w.proof}))
 			if errors.Is(err, storeadapter.ErrTooLarge) {
 				errs[i] = err
 				continue
@@ -87,13 +90,18 @@ func lineMember(line string) (member, bool) {
 func blobListName(ix *index, value string) string { return ix.source + "/" + ix.Name + "/" + value }
 
 // applyBlob writes the lines of writes to one value's blob list: one get
-// and one put If-Match, again while it loses to another writer.
-func (x *Set) applyBlob(ctx context.Context, ix *index, value string, ws []write) error {
+// and one put If-Match, again while it loses to another writer. pre, when
+// not nil, is the list already read: the first try writes from it.
+func (x *Set) applyBlob(ctx context.Context, ix *index, value string, ws []write, pre *blobList) error {
 	c := x.store.Container(ix.Container)
 	name := blobListName(ix, value)
 	for try := 1; ; try++ {
-		lines, etag, err := readBlobList(ctx, c, name)
-		if err != nil {
+		var lines []string
+		var etag string
+		var err error
+		if try == 1 && pre != nil {
+			lines, etag = slices.Clone(pre.lines), pre.etag
+		} else if lines, etag, err = readBlobList(ctx, c, name); err != nil {
 			return err
 		}
 		changed := false
@@ -106,7 +114,7 @@ func (x *Set) applyBlob(ctx context.Context, ix *index, value string, ws []write
 				}
 				lines = slices.Delete(lines, i, i+1)
 			}
-			lines, changed = append(lines, listLine(w.pk, w.rk, member{gen: w.gen, dead: !w.live})), true
+			lines, changed = append(lines, listLine(w.pk, w.rk, member{gen: w.gen, dead: !w.live, proof: w.proof})), true
 		}
 		if !changed {
 			return nil

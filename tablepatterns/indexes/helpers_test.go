@@ -88,6 +88,21 @@ func (f *fixture) reconcile(pk, rk string) Outcome {
 	return out
 }
 
+// putCosts writes Sales/001 as props (nil: deletes it), reconciles it and
+// checks that the reconcile made want storage calls (why names the case)
+// and left every index equal to the truth.
+func (f *fixture) putCosts(props map[string]any, want int64, why string) {
+	f.t.Helper()
+	f.put("Sales", "001", props)
+	before := f.calls.Snapshot()
+	f.reconcile("Sales", "001")
+	after := f.calls.Snapshot()
+	if n := after.Total().Calls - before.Total().Calls; n != want {
+		f.t.Errorf("%s: %d calls, want %d:\n%v", why, n, want, after)
+	}
+	f.assertTruth()
+}
+
 func employee(last, email string) map[string]any {
 	p := map[string]any{"Dept": "Sales"}
 	if last != "" {

@@ -146,8 +146,9 @@ func fitsKey(s string) bool { return storeadapter.ValidateKey("key", s) == nil }
 //	                     to be settled at generation Gen (absent: settled),
 //	                     one per line: the encoded value, a tab, and the
 //	                     latest generation that made it the index's value
-//	                     (0 when none did); a table copy's stay after
-//	                     their settle until the next reconcile (see lazy)
+//	                     (0 when none did); a table copy's and a
+//	                     table or blob list's stay after their settle
+//	                     until the next reconcile (see lazy)
 //	E_<index>    String  rows store only: the encoded value, a tab, and
 //	                     the ETag of the key's row under it as the clear
 //	                     after its last settle left it (absent: unknown);

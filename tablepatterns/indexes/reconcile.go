@@ -46,14 +46,15 @@ type Outcome struct {
 //  1. reads its record, then the entity (in that order: see the end);
 //  2. computes each index's value from the entity; if every index's
 //     applied state matches and nothing is pending, stops (two reads).
-//     A table copy index with values to write reads their rows (one query;
-//     see readCopies), and the settle writes from them;
+//     The table copies and the table and blob lists with values to write
+//     read their entries, which the settle writes from, and learn which
+//     pending values the record's generation has settled already (see
+//     ahead in ahead.go);
 //  3. registers: writes the record with a new generation (greater than
 //     the last and than the clock in microseconds), the new applied
 //     states and, per table/rows/blob index, the pending values: those
-//     pending before (less a table copy's values whose rows, read in 2,
-//     hold the key at the record's generation: that generation's settle
-//     wrote them), the old value and the new. The write is If-Match of
+//     pending before, less those shown settled in 2, the old value and
+//     the new. The write is If-Match of
 //     the record read in 1 (an insert when there was none), in one
 //     transaction with every partition-store change: a partition copy
 //     moved to its new RowKey (deleted and inserted on the ETags read), the
@@ -62,7 +63,8 @@ type Outcome struct {
 //  4. settles each pending value of the table, rows and blob indexes at
 //     the registered generation: live for the new value, a tombstone for
 //     the others (see apply: an entry changes only for a higher
-//     generation). A rows index row whose ETag the record kept (E_; see
+//     generation); a list's tombstones first, then its live line, flagged
+//     P when every tombstone was made. A rows index row whose ETag the record kept (E_; see
 //     the next step) is written If-Match of it at once, without the read:
 //     a row changed since loses that write, and is then read and written
 //     like any other;
@@ -73,10 +75,13 @@ type Outcome struct {
 //     loses the values this generation tombstoned that no later one made
 //     the index's value (see clear), so it stays small however long the
 //     reconciles of one entity overlap, and its ETags stay as they are.
-//     When the values to clear are only those of table copies the entity
-//     is still in, the clear is left to the next reconcile (see lazy): a
-//     change drops them in its registration (3), an unchanged reconcile
-//     finds them settled (4 writes nothing) and clears them here.
+//     When the values to clear are only those of table copies and table
+//     and blob lists the entity is still in, and the registration carried
+//     on no value but their old and new ones, the clear is left to the
+//     next reconcile (see lazy): a change drops them in its registration
+//     (3), an unchanged reconcile finds them settled (4 writes nothing)
+//     and clears them here. The record so holds at most two values per
+//     index between reconciles.
 //
 // Why it converges. Registrations are serialised by the record's ETag and
 // each reads the entity after reading the record, so a higher generation
@@ -91,21 +96,24 @@ type Outcome struct {
 // A rows tombstone written If-Match of the ETag the record kept replaces
 // only the very row the settle that kept it left (live, at a lower
 // generation than the one writing): the fence holds without the read.
-// A table copy value dropped in 3 without settling again is one whose row
-// holds the key at generation g, the record's: only g's settle writes
-// that, and a write of an older generation loses to it; the registration
-// above g carries the old value (a tombstone) and the new (live), and
-// every other value was written dead at g, which is right for it still.
-// The rows are read before the registration but only for that, and to
-// write from: a row changed between makes the transaction lose, and the
-// writes go one by one, each read again.
+// A value dropped in 3 without settling again is one that g, the
+// record's generation, settled: its entry holds the key at exactly g (a
+// table copy's row, a list's line), or its list's value was the applied
+// one, whose line holds the key live at g flagged P: every settler of g
+// wrote the record's other values dead before it, and only a settler of g
+// writes it. A write of an older generation loses to g's; the
+// registration above g carries the old value (a tombstone) and the new
+// (live), and every other value was written dead at g, which is right
+// for it still. The entries are read before the registration, but only
+// for that and to write from: an entry changed between makes that write
+// lose, and it is read again.
 //
 // Crash positions: before 3 nothing was written; after 3 the record holds
 // pending values, so any later reconcile (the redelivered message, or
 // another) settles them at that generation (4 and 5 are idempotent: an
 // entry that already holds the generation is left alone), or, when it is
-// a change, carries them into its own registration (a table copy's value
-// only while its row does not show it written); after 4 the entries are
+// a change, carries them into its own registration (a table copy's or a
+// list's value only while its entries do not show it settled); after 4 the entries are
 // right and only the record's pending values remain, cleared by the next
 // reconcile at the cost of rewriting nothing. Two workers
 // reconciling one entity: one wins the registration, the other restarts
@@ -276,14 +284,21 @@ func (x *Set) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string, fo
 		if !register && !settle {
 			return out, nil
 		}
-		// A table copy reads the rows it will write before registering
-		// (see readCopies): the values of an earlier generation found
-		// settled there are dropped, and the settle writes from them.
-		pre, err := x.readCopies(ctx, ti, pk, m, wants, register, force, s)
+		// The table copies and lists read the entries they will write
+		// before registering (see readAhead): the values of the record's
+		// generation found settled there are dropped, and the settle
+		// writes from them.
+		pre, err := x.readAhead(ctx, ti, pk, rk, m, wants, register, force, s)
 		if err != nil {
 			return out, fmt.Errorf("index: %s %s/%s: %w", ti.source, pk, rk, err)
 		}
 		next, etag := m, m.etag
+		// carried is set when the registration carries on a pending value
+		// that is neither an index's old value nor its new one (not shown
+		// settled: a crashed settle's, or one whose entry was pruned since,
+		// see ahead): its settle then clears the record at once, so that
+		// lazy never lets the record grow.
+		carried := false
 		if register {
 			next = m.declared(ti)
 			next.gen = max(m.gen+1, x.clock.Now().UnixMicro())
@@ -296,17 +311,23 @@ func (x *Set) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string, fo
 			var ops []storeadapter.TableOp
 			for _, ix := range ti.indexes {
 				w := wants[ix.Name]
+				old, target := stateValue(m.applied[ix.Name]), stateValue(w.state)
+				unsettled := slices.DeleteFunc(slices.Clone(next.pending[ix.Name]), func(p pending) bool {
+					return pre[ix.Name].settled(p.value)
+				})
+				carried = carried || slices.ContainsFunc(unsettled, func(p pending) bool { return p.value != old && p.value != target })
 				if !force && w.state == m.applied[ix.Name] && len(s.values(ix)) == 0 {
+					if !ix.partition() {
+						next.pending[ix.Name] = unsettled
+					}
 					continue // this index is up to date (or only settling)
 				}
-				values := distinct(stateValue(m.applied[ix.Name]), stateValue(w.state), s.values(ix)...)
+				values := distinct(old, target, s.values(ix)...)
 				if !ix.partition() {
 					// The old value was made the value by a generation
 					// up to m.gen: m.gen bounds its target.
-					ps := slices.DeleteFunc(slices.Clone(m.pending[ix.Name]), func(p pending) bool {
-						return settledAt(pre[ix.Name], p.value, rk, m.gen)
-					})
-					ps = addPending(ps, stateValue(m.applied[ix.Name]), m.gen)
+					carried = carried || len(s.values(ix)) > 0
+					ps := addPending(unsettled, old, m.gen)
 					ps = addPending(ps, stateValue(w.state), next.gen)
 					for _, v := range s.values(ix) {
 						ps = addPending(ps, v, 0)
@@ -348,17 +369,18 @@ func (x *Set) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string, fo
 			}
 			out.Changed = true
 		}
-		return out, x.settle(ctx, ti, pk, rk, next, etag, wants, pre, register, &out)
+		return out, x.settle(ctx, ti, pk, rk, next, etag, wants, pre, register && !carried, &out)
 	}
 }
 
 // settle applies the pending values of the table, rows and blob indexes
 // at the record's generation, then clears them from the record, unless
-// registered (m is this reconcile's registration) and they are only table
-// copies' that the entity is still in (see lazy).
+// deferred (m is this reconcile's registration, which carried no value
+// but the old and new ones) and they are only those of indexes lazy
+// leaves to the next reconcile.
 // etag is the record's ETag after the registration, "" when unknown; pre
-// holds the table copy rows read before it (see readCopies).
-func (x *Set) settle(ctx context.Context, ti *tableIndexes, pk, rk string, m membership, etag string, wants map[string]want, pre map[string]map[string]*storeadapter.Entity, registered bool, out *Outcome) error {
+// holds the entries read before it (see readAhead).
+func (x *Set) settle(ctx context.Context, ti *tableIndexes, pk, rk string, m membership, etag string, wants map[string]want, pre map[string]*ahead, deferred bool, out *Outcome) error {
 	tombstoned := map[string][]string{} // per settled index, the values written as tombstones
 	live := map[string]liveRow{}        // per rows index, the live row written and its ETag
 	for _, ix := range ti.indexes {
@@ -366,8 +388,17 @@ func (x *Set) settle(ctx context.Context, ti *tableIndexes, pk, rk string, m mem
 		if ix.partition() || len(values) == 0 {
 			continue
 		}
-		ws := pendingWrites(ix, pk, rk, m, wants[ix.Name].content)
-		res, err := x.applyAll(ctx, ix, ws, pre[ix.Name])
+		a := pre[ix.Name]
+		ws := slices.DeleteFunc(pendingWrites(ix, pk, rk, m, wants[ix.Name].content), func(w write) bool {
+			return a.writtenAt(w.value, w.gen) // read in this round: needs no write
+		})
+		var res []applied
+		var err error
+		if ix.Kind == KindList {
+			res, err = x.applyKillsFirst(ctx, ix, ws, a)
+		} else {
+			res, err = x.applyAll(ctx, ix, ws, a)
+		}
 		if err != nil {
 			return fmt.Errorf("index: %s %s/%s: index %s: %w", ti.source, pk, rk, ix.Name, err)
 		}
@@ -384,7 +415,7 @@ func (x *Set) settle(ctx context.Context, ti *tableIndexes, pk, rk string, m mem
 		return nil
 	}
 	out.Changed = true
-	if registered && lazy(ti, m, tombstoned) {
+	if deferred && lazy(ti, m, tombstoned) {
 		return nil
 	}
 	return x.clear(ctx, ti.source, pk, rk, m, etag, tombstoned, live)
@@ -392,81 +423,25 @@ func (x *Set) settle(ctx context.Context, ti *tableIndexes, pk, rk string, m mem
 
 // lazy reports whether the clear after a registration's settle can be left
 // to the entity's next reconcile: when every index it would clear is a
-// table copy the entity is still in. Its values stay in the record, though
-// settled; the next change reads their rows anyway, in the query it writes
-// them from, and drops the values it finds settled (readCopies, settledAt)
+// table copy or a table or blob list the entity is still in. Their values
+// stay in the record, though settled; the next change reads their entries
+// anyway, to write them, and drops the values it finds settled (readAhead)
 // in its own registration; an unchanged reconcile reads them and clears
-// them. A change so costs no write more than its entries' one transaction.
-// A removal (and any other index) clears at once, so that the records of
-// deleted entities hold nothing and are dropped (see Sync).
+// them. A change so costs no write more than its entries' own. A removal
+// (and a rows index) clears at once: the records of deleted entities hold
+// nothing and are dropped (see Sync), and a rows index's record keeps the
+// ETag of its live row. So does a registration that carried on a value
+// its reads did not show settled (a crashed settle's, or one whose
+// tombstone was pruned after TombstoneGrace): a value nothing shows
+// settled would otherwise stay in the record for ever.
 func lazy(ti *tableIndexes, m membership, tombstoned map[string][]string) bool {
 	for name := range tombstoned {
 		ix := ti.lookup(name)
-		if ix == nil || ix.Kind != KindCopy || ix.partition() || stateValue(m.applied[name]) == "" {
+		if ix == nil || ix.Kind == KindRows || ix.partition() || stateValue(m.applied[name]) == "" {
 			return false
 		}
 	}
 	return true
-}
-
-// readCopies reads, for each table copy index of the entity that has
-// values to write, the copy rows of those values (one query for up to 14
-// values; their partition is the entity's copy partition), by index name:
-// the values pending in m, the old and new values, and s's. It reads them
-// before the registration, for two uses: a value pending from m's
-// generation whose row holds the key at exactly that generation (the
-// generation's own write, live or a tombstone) is settled, and the
-// registration leaves it out (settledAt); and the settle writes from them,
-// If-Match of their ETags (a row changed since makes the transaction lose,
-// and the writes go one by one, each read again). It reads nothing for a
-// value new to the entity with nothing applied or pending (the settle
-// inserts it without a read) and when nothing is to be written.
-func (x *Set) readCopies(ctx context.Context, ti *tableIndexes, pk string, m membership, wants map[string]want, register, force bool, s *stray) (map[string]map[string]*storeadapter.Entity, error) {
-	pre := map[string]map[string]*storeadapter.Entity{}
-	for _, ix := range ti.indexes {
-		if ix.Kind != KindCopy || ix.partition() {
-			continue
-		}
-		var values []string
-		for _, p := range m.pending[ix.Name] {
-			values = append(values, p.value)
-		}
-		changed := force || wants[ix.Name].state != m.applied[ix.Name] || len(s.values(ix)) > 0
-		if register && changed {
-			values = distinct(stateValue(m.applied[ix.Name]), stateValue(wants[ix.Name].state), append(values, s.values(ix)...)...)
-			if len(values) < 2 && m.applied[ix.Name] == "" && len(m.pending[ix.Name]) == 0 {
-				continue // a value new to the entity: inserted first, without a read
-			}
-		}
-		if len(values) == 0 {
-			continue
-		}
-		keys := make([]string, len(values))
-		for i, v := range values {
-			keys[i] = tableCopyRowKey(v)
-		}
-		rows, err := x.readRows(ctx, ix.table, copyPartition(ix, pk), keys)
-		if err != nil {
-			return nil, fmt.Errorf("index %s: %w", ix.Name, err)
-		}
-		pre[ix.Name] = rows
-	}
-	return pre, nil
-}
-
-// settledAt reports whether the table copy rows read (by RowKey) show a
-// value's write of generation gen for key rk made: its row holds rk,
-// live or as a tombstone, at exactly gen. Only gen's own settle writes
-// that; a later generation registers above it and writes its own, so
-// the value needs no settling at gen any more.
-func settledAt(rows map[string]*storeadapter.Entity, value, rk string, gen int64) bool {
-	row := rows[tableCopyRowKey(value)]
-	if row == nil || gen == 0 {
-		return false
-	}
-	owner, _ := row.Properties[propOwner].(string)
-	ownerGen, _ := row.Properties[propGen].(int64)
-	return owner == rk && ownerGen == gen || parseTombs(row.Properties[propTombs])[rk] == gen
 }
 
 // pendingWrites are the writes that settle a record's pending values of

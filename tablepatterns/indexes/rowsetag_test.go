@@ -26,14 +26,7 @@ func TestRowsTombstoneWithoutRead(t *testing.T) {
 		if last == "" {
 			props = nil
 		}
-		f.put("Sales", "001", props)
-		before := f.calls.Snapshot()
-		f.reconcile("Sales", "001")
-		after := f.calls.Snapshot()
-		if n := after.Total().Calls - before.Total().Calls; n != want {
-			t.Errorf("%s: %d calls, want %d:\n%v", why, n, want, after)
-		}
-		f.assertTruth()
+		f.putCosts(props, want, why)
 	}
 	record := func() map[string]any {
 		t.Helper()

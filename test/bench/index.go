@@ -448,7 +448,8 @@ func (d direct) changed(ctx context.Context, i int) error {
 	// transaction and leaves the clear to the next reconcile.
 	gen := time.Now().UnixMicro()
 	rec.Properties["Gen"], rec.Properties[state], rec.Properties["S_"+ixName] = gen, encNew, encOld+"\n"+encNew
-	if c.kind == indexes.KindCopy {
+	switch c.kind {
+	case indexes.KindCopy:
 		old, err := d.copies(ctx, i, encOld, encNew)
 		if err != nil {
 			return err
@@ -457,12 +458,31 @@ func (d direct) changed(ctx context.Context, i int) error {
 			return fmt.Errorf("register: %w", err)
 		}
 		return d.settleCopies(ctx, i, e, old, encOld, encNew, gen)
+	case indexes.KindList:
+		// Both lists read ahead, the old value's first; the old value's
+		// line written dead, then the new value's live, flagged P.
+		old, err := d.readList(ctx, i, encOld)
+		if err != nil || !old.found {
+			return fmt.Errorf("old list: %v (found: %v)", err, old.found)
+		}
+		nw, err := d.readList(ctx, i, encNew)
+		if err != nil || nw.found {
+			return fmt.Errorf("new list: %v (found: %v)", err, nw.found)
+		}
+		if _, err := d.t.UpdateEntity(ctx, table, rec, storeadapter.Replace, rec.ETag); err != nil {
+			return fmt.Errorf("register: %w", err)
+		}
+		line := ixPK(i) + "\t" + ixRK(i) + "\t" + strconv.FormatInt(gen, 10) + "\t"
+		if err := d.writeList(ctx, i, encOld, old, line+"D"); err != nil {
+			return err
+		}
+		return d.writeList(ctx, i, encNew, nw, line+"P")
 	}
 	etag, err := d.t.UpdateEntity(ctx, table, rec, storeadapter.Replace, rec.ETag)
 	if err != nil {
 		return fmt.Errorf("register: %w", err)
 	}
-	// A rows index's record keeps the ETag of its live row (E_): the
+	// A rows index: its record keeps the ETag of its live row (E_): the
 	// old value's tombstone goes If-Match of it, without a read, and
 	// the clear keeps the new row's.
 	known, _ := rec.Properties["E_"+ixName].(string)
@@ -471,11 +491,11 @@ func (d direct) changed(ctx context.Context, i int) error {
 		if kv, ke, _ := strings.Cut(known, "\t"); kv == v && v == encOld {
 			etag = ke
 		}
-		left, err := d.settle(ctx, i, e, v, v == encNew, gen, etag)
+		left, err := d.settleRow(ctx, i, v, v == encNew, gen, etag)
 		if err != nil {
 			return fmt.Errorf("settle %s: %w", v, err)
 		}
-		if c.kind == indexes.KindRows && v == encNew {
+		if v == encNew {
 			rec.Properties["E_"+ixName] = v + "\t" + left
 		}
 	}
@@ -485,18 +505,24 @@ func (d direct) changed(ctx context.Context, i int) error {
 }
 
 // unchanged makes an unchanged reconcile's calls: the two reads, and for
-// a table copy, whose change (or first reconcile) left its value in the
-// record, the query of that value's row and the clear of the record.
+// a table copy or list, whose change (or first reconcile) left its value
+// in the record, the read of that value's entry and the clear of the
+// record.
 func (d direct) unchanged(ctx context.Context, i int) error {
 	_, rec, err := d.read(ctx, i)
-	if err != nil || d.s.combo.kind != indexes.KindCopy || d.s.combo.store != indexes.StoreTable {
+	if err != nil || d.s.combo.kind == indexes.KindRows || d.s.combo.store == indexes.StorePartition {
 		return err
 	}
 	enc, err := indexes.EncodeValue(ixValue(i, false))
 	if err != nil {
 		return err
 	}
-	if _, err := d.copies(ctx, i, enc); err != nil {
+	if d.s.combo.kind == indexes.KindCopy {
+		_, err = d.copies(ctx, i, enc)
+	} else if l, rerr := d.readList(ctx, i, enc); rerr != nil || !l.found {
+		err = fmt.Errorf("list: %v (found: %v)", rerr, l.found)
+	}
+	if err != nil {
 		return err
 	}
 	delete(rec.Properties, "S_"+ixName)
@@ -538,71 +564,69 @@ func (d direct) settleCopies(ctx context.Context, i int, e, old storeadapter.Ent
 		{Action: storeadapter.TxInsert, Entity: next}})
 }
 
-// settle reads one entry of a table, rows or blob index and writes it back
-// with the entity live (or a tombstone) at generation gen; a rows index
-// tombstone whose row's ETag is known goes If-Match of it without the
-// read. It returns a rows index row's new ETag.
-func (d direct) settle(ctx context.Context, i int, e storeadapter.Entity, v string, live bool, gen int64, etag string) (string, error) {
-	pk, rk, s := ixPK(i), ixRK(i), d.s
-	line := pk + "\t" + rk + "\t" + strconv.FormatInt(gen, 10) + "\tL"
-	if !live {
-		line = line[:len(line)-1] + "D"
+// settleRow writes a rows index's row of value v with the entity live
+// (inserted without a read) or a tombstone at generation gen: If-Match of
+// the row's ETag when known, else read first. It returns the row's new
+// ETag when it learns it.
+func (d direct) settleRow(ctx context.Context, i int, v string, live bool, gen int64, etag string) (string, error) {
+	table := d.s.direct.ixTable
+	key := indexes.EscapeKey(ixPK(i)) + " !" + indexes.EscapeKey(ixRK(i))
+	next := storeadapter.Entity{PartitionKey: v, RowKey: key, Properties: map[string]any{"tkGen": gen, "tkDead": !live}}
+	if live {
+		return d.t.InsertEntity(ctx, table, next)
 	}
-	// upsert writes an entity read (cur, nil when missing) back If-Match,
-	// or inserts it.
-	upsert := func(table string, cur *storeadapter.Entity, next storeadapter.Entity) error {
-		if cur == nil {
-			_, err := d.t.InsertEntity(ctx, table, next)
-			return err
+	if etag == "" {
+		cur, err := d.t.GetEntity(ctx, table, v, key)
+		if err != nil {
+			return "", fmt.Errorf("entry: %w", err)
 		}
-		_, err := d.t.UpdateEntity(ctx, table, next, storeadapter.Replace, cur.ETag)
+		etag = cur.ETag
+	}
+	return d.t.UpdateEntity(ctx, table, next, storeadapter.Replace, etag)
+}
+
+// listEntry is a table or blob list of one value as the direct loop read
+// it: whether it exists, and its one part's or blob's ETag.
+type listEntry struct {
+	found bool
+	etag  string
+}
+
+// readList reads value v's table or blob list (its one part, or its blob).
+func (d direct) readList(ctx context.Context, i int, v string) (listEntry, error) {
+	s := d.s
+	if s.combo.store == indexes.StoreBlob {
+		_, props, err := s.directStore.Container(s.direct.container).Get(ctx, s.direct.table+"/"+ixName+"/"+v)
+		if errors.Is(err, storeadapter.ErrNotFound) {
+			return listEntry{}, nil
+		}
+		return listEntry{found: err == nil, etag: props.ETag}, err
+	}
+	f := storeadapter.And(storeadapter.PartitionEquals(ixName+"_"+v), storeadapter.Compare("RowKey", storeadapter.Ge, "p0000"),
+		storeadapter.Compare("RowKey", storeadapter.Lt, "p:"))
+	p, err := d.t.Query(ctx, s.direct.ixTable, storeadapter.Query{Filter: f})
+	if err != nil || len(p.Entities) > 1 {
+		return listEntry{}, fmt.Errorf("list: %d parts, %v", len(p.Entities), err)
+	}
+	if len(p.Entities) == 0 {
+		return listEntry{}, nil
+	}
+	return listEntry{found: true, etag: p.Entities[0].ETag}, nil
+}
+
+// writeList writes value v's list as the one line, If-Match of the list
+// read (en), or inserts it.
+func (d direct) writeList(ctx context.Context, i int, v string, en listEntry, line string) error {
+	s := d.s
+	if s.combo.store == indexes.StoreBlob {
+		_, err := s.directStore.Container(s.direct.container).Put(ctx, s.direct.table+"/"+ixName+"/"+v, []byte(line+"\n"),
+			storeadapter.PutOptions{ContentType: "text/plain; charset=utf-8", IfMatch: en.etag, IfNoneMatchAny: !en.found})
 		return err
 	}
-	get := func(table, pk, rk string) (*storeadapter.Entity, error) {
-		got, err := d.t.GetEntity(ctx, table, pk, rk)
-		if errors.Is(err, storeadapter.ErrNotFound) {
-			return nil, nil
-		}
-		return &got, err
+	part := storeadapter.Entity{PartitionKey: ixName + "_" + v, RowKey: "p0000", Properties: map[string]any{"L0": line + "\n"}}
+	op := storeadapter.TableOp{Action: storeadapter.TxInsert, Entity: part}
+	if en.found {
+		op = storeadapter.TableOp{Action: storeadapter.TxUpdateReplace, Entity: part, IfMatch: en.etag}
 	}
-	switch {
-	case s.combo.kind == indexes.KindRows:
-		key := indexes.EscapeKey(pk) + " !" + indexes.EscapeKey(rk)
-		next := storeadapter.Entity{PartitionKey: v, RowKey: key, Properties: map[string]any{"tkGen": gen, "tkDead": !live}}
-		if live { // the new value's entry: inserted without a read
-			return d.t.InsertEntity(ctx, s.direct.ixTable, next)
-		}
-		if etag != "" {
-			return d.t.UpdateEntity(ctx, s.direct.ixTable, next, storeadapter.Replace, etag)
-		}
-		cur, err := get(s.direct.ixTable, v, key)
-		if err != nil || cur == nil && !live {
-			return "", fmt.Errorf("entry: %v (found: %v)", err, cur != nil)
-		}
-		return "", upsert(s.direct.ixTable, cur, next)
-	case s.combo.store == indexes.StoreBlob:
-		c := s.directStore.Container(s.direct.container)
-		name := s.direct.table + "/" + ixName + "/" + v
-		_, props, err := c.Get(ctx, name)
-		found := err == nil
-		if err != nil && !errors.Is(err, storeadapter.ErrNotFound) || !found && !live {
-			return "", fmt.Errorf("blob: %v", err)
-		}
-		_, err = c.Put(ctx, name, []byte(line+"\n"), storeadapter.PutOptions{ContentType: "text/plain; charset=utf-8", IfMatch: props.ETag, IfNoneMatchAny: !found})
-		return "", err
-	default: // a table list
-		lpk := ixName + "_" + v
-		f := storeadapter.And(storeadapter.PartitionEquals(lpk), storeadapter.Compare("RowKey", storeadapter.Ge, "p0000"),
-			storeadapter.Compare("RowKey", storeadapter.Lt, "p:"))
-		p, err := d.t.Query(ctx, s.direct.ixTable, storeadapter.Query{Filter: f})
-		if err != nil || len(p.Entities) == 0 && !live || len(p.Entities) > 1 {
-			return "", fmt.Errorf("list: %d parts, %v", len(p.Entities), err)
-		}
-		part := storeadapter.Entity{PartitionKey: lpk, RowKey: "p0000", Properties: map[string]any{"L0": line + "\n"}}
-		op := storeadapter.TableOp{Action: storeadapter.TxInsert, Entity: part}
-		if len(p.Entities) == 1 {
-			op = storeadapter.TableOp{Action: storeadapter.TxUpdateReplace, Entity: part, IfMatch: p.Entities[0].ETag}
-		}
-		return "", d.t.Transact(ctx, s.direct.ixTable, []storeadapter.TableOp{op})
-	}
+	return d.t.Transact(ctx, s.direct.ixTable, []storeadapter.TableOp{op})
 }
