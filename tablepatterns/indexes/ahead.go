@@ -100,11 +100,13 @@ func (a *ahead) member(ix *index, value string) (m member, found, read bool) {
 }
 
 // readAhead reads, for each table copy and table and blob list index of
-// the entity with values to write, their entries (see ahead),
-// by index name. The values are those pending in m and, when the reconcile
-// registers a change of the index, its old and new values and s's. A table
-// copy reads nothing for a value new to the entity with nothing applied or
-// pending: the settle inserts it without a read.
+// the entity with values pending in m, the entries of those values and,
+// when the reconcile registers a change of the index, of its old and new
+// values and s's (see ahead), by index name. An index with nothing pending
+// reads nothing here: its settle reads what it writes after the
+// registration, so that the window between the record's read and its
+// registration stays short (a reconcile that lost its registration to
+// another of the same entity reads nothing ahead either: see reconcile).
 func (x *Set) readAhead(ctx context.Context, ti *tableIndexes, pk, rk string, m membership, wants map[string]want, register, force bool, s *stray) (map[string]*ahead, error) {
 	pre := map[string]*ahead{}
 	for _, ix := range ti.indexes {
@@ -119,8 +121,8 @@ func (x *Set) readAhead(ctx context.Context, ti *tableIndexes, pk, rk string, m 
 		if register && (force || wants[ix.Name].state != m.applied[ix.Name] || len(s.values(ix)) > 0) {
 			writes = distinct(old, stateValue(wants[ix.Name].state), s.values(ix)...)
 		}
-		if len(pendingValues)+len(writes) == 0 || ix.Kind == KindCopy && len(pendingValues) == 0 && len(writes) == 1 && old == "" {
-			continue
+		if len(pendingValues) == 0 {
+			continue // nothing to show settled: the settle reads what it writes
 		}
 		a := &ahead{gen: m.gen, rk: rk, key: pk + "\t" + rk}
 		var err error

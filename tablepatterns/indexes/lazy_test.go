@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -328,4 +329,70 @@ func TestLazyValuesBesideAnotherIndex(t *testing.T) {
 		t.Errorf("the copy's values still pending: %v", p)
 	}
 	f.putCosts(employee("Brown", "b@contoso.com"), 5, "a change of the list")
+}
+
+// TestNoReadAheadAfterLostRegistration: a reconcile whose registration
+// lost to another reconcile of the entity reads nothing ahead in its next
+// round (reads between the record's read and its registration widen the
+// window the other registers in), so it carries the pending values on and
+// clears the record at once, and the index is right.
+func TestNoReadAheadAfterLostRegistration(t *testing.T) {
+	const name = "lastNameAll"
+	f := newFixture(t, only(name))
+	k := Key{PK: "Sales", RK: "001"}
+	f.put(k.PK, k.RK, f.valued(name, "a", "Sales"))
+	f.reconcile(k.PK, k.RK)
+	var once sync.Once
+	f.fault = func(ctx context.Context, c instrument.Call) error {
+		if ctx.Value(lateKey{}) == nil || c.Op != instrument.OpGetEntity || c.RowKey != k.RK {
+			return nil
+		}
+		once.Do(func() { // between the late reconcile's record read and its entity read
+			f.put(k.PK, k.RK, f.valued(name, "b", "Sales"))
+			f.reconcile(k.PK, k.RK) // registers b, leaves a and b pending (lazy)
+			f.put(k.PK, k.RK, f.valued(name, "c", "Sales"))
+		})
+		return nil
+	}
+	if _, err := f.x.Reconcile(context.WithValue(f.ctx, lateKey{}, true), employees, k.PK, k.RK); err != nil {
+		t.Fatal(err)
+	}
+	f.fault = nil
+	if p := f.record(k.PK, k.RK).pending[name]; len(p) != 0 {
+		t.Errorf("pending after a change registered in a second round = %v, want none (carried on, cleared at once)", p)
+	}
+	f.assertOnly(name, k, "c", "a", "b")
+}
+
+// TestNoReadAheadWhenRowsSettle: a registration that settles a rows index
+// value clears the record at once, so the values pending in it are not read
+// ahead: the table copy's rows are read after the registration, as the
+// settle's own read, keeping the window before the registration short.
+func TestNoReadAheadWhenRowsSettle(t *testing.T) {
+	f := newFixture(t, only("emailAll", "lastNameRows"))
+	k := Key{PK: "Sales", RK: "001"}
+	f.put(k.PK, k.RK, employee("Jones", "a@contoso.com"))
+	f.reconcile(k.PK, k.RK)
+	f.put(k.PK, k.RK, employee("Jones", "b@contoso.com"))
+	f.reconcile(k.PK, k.RK) // the copy alone: its values left pending
+	if p := f.record(k.PK, k.RK).pending["emailAll"]; len(p) != 2 {
+		t.Fatalf("the stage: pending %v, want the copy's a and b", p)
+	}
+	var calls []string
+	f.fault = func(_ context.Context, c instrument.Call) error {
+		calls = append(calls, string(c.Op)+" "+c.Name)
+		return nil
+	}
+	f.put(k.PK, k.RK, employee("Smith", "c@contoso.com"))
+	f.reconcile(k.PK, k.RK)
+	f.fault = nil
+	registered := slices.Index(calls, "UpdateEntity "+employees)
+	read := slices.IndexFunc(calls, func(c string) bool { return strings.HasSuffix(c, " EmployeesByEmail") })
+	if registered < 0 || read < registered {
+		t.Errorf("calls %q: the copy rows were read before the registration", calls)
+	}
+	if p := f.record(k.PK, k.RK).pending; len(p["emailAll"])+len(p["lastNameRows"]) != 0 {
+		t.Errorf("pending after the change = %v, want none", p)
+	}
+	f.assertTruth()
 }

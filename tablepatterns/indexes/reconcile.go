@@ -46,10 +46,12 @@ type Outcome struct {
 //  1. reads its record, then the entity (in that order: see the end);
 //  2. computes each index's value from the entity; if every index's
 //     applied state matches and nothing is pending, stops (two reads).
-//     The table copies and the table and blob lists with values to write
-//     read their entries, which the settle writes from, and learn which
-//     pending values the record's generation has settled already (see
-//     ahead in ahead.go);
+//     The table copies and the table and blob lists with values pending
+//     read the entries of those and of the old and new values, which the
+//     settle writes from, and learn which pending values the record's
+//     generation has settled already (see ahead; not when a rows index
+//     has a value to settle, nor after a lost registration: see
+//     readAhead);
 //  3. registers: writes the record with a new generation (greater than
 //     the last and than the clock in microseconds), the new applied
 //     states and, per table/rows/blob index, the pending values: those
@@ -287,10 +289,17 @@ func (x *Set) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string, fo
 		// The table copies and lists read the entries they will write
 		// before registering (see readAhead): the values of the record's
 		// generation found settled there are dropped, and the settle
-		// writes from them.
-		pre, err := x.readAhead(ctx, ti, pk, rk, m, wants, register, force, s)
-		if err != nil {
-			return out, fmt.Errorf("index: %s %s/%s: %w", ti.source, pk, rk, err)
+		// writes from them. Not when a rows index has a value to settle
+		// (settlesRows), nor after a lost registration: reads between the
+		// record's read and its registration widen the window another
+		// reconcile of the entity registers in (big lists, hot entities);
+		// without them the registration carries the values on and the
+		// settle clears.
+		var pre map[string]*ahead
+		if round == 1 && !settlesRows(ti, m, wants) || !register {
+			if pre, err = x.readAhead(ctx, ti, pk, rk, m, wants, register, force, s); err != nil {
+				return out, fmt.Errorf("index: %s %s/%s: %w", ti.source, pk, rk, err)
+			}
 		}
 		next, etag := m, m.etag
 		// carried is set when the registration carries on a pending value
@@ -419,6 +428,19 @@ func (x *Set) settle(ctx context.Context, ti *tableIndexes, pk, rk string, m mem
 		return nil
 	}
 	return x.clear(ctx, ti.source, pk, rk, m, etag, tombstoned, live)
+}
+
+// settlesRows reports whether a registration of m with wants has a value
+// of a rows index to settle: its settle then clears the record at once
+// (see lazy), and values pending in m are most likely those of a
+// registration that overlapped, which carrying them on settles.
+func settlesRows(ti *tableIndexes, m membership, wants map[string]want) bool {
+	for _, ix := range ti.indexes {
+		if ix.Kind == KindRows && (wants[ix.Name].state != m.applied[ix.Name] || len(m.pending[ix.Name]) > 0) {
+			return true
+		}
+	}
+	return false
 }
 
 // lazy reports whether the clear after a registration's settle can be left
