@@ -38,20 +38,23 @@ type indexNames struct {
 // the list of keys by LastName in the partition, in a table, in a blob
 // container and as one row per entity.
 func indexConfig(n indexNames) indexes.Config {
-	return indexes.Config{
+	cfg := indexes.Config{
 		Tables: map[string][]indexes.Decl{n.Source: {
 			{Name: "email", Property: "Email", Kind: indexes.KindCopy, Store: indexes.StorePartition},
 			{Name: "emailAll", Property: "Email", Kind: indexes.KindCopy, Store: indexes.StoreTable, Table: n.ByEmail},
 			{Name: "lastName", Property: "LastName", Kind: indexes.KindList, Store: indexes.StorePartition},
 			{Name: "lastNameAll", Property: "LastName", Kind: indexes.KindList, Store: indexes.StoreTable, Table: n.ByLastName},
 			{Name: "lastNameBlob", Property: "LastName", Kind: indexes.KindList, Store: indexes.StoreBlob, Container: n.Container},
-			{Name: "lastNameRows", Property: "LastName", Kind: indexes.KindRows, Table: n.LastNameRows},
 		}},
 		CheckpointTable: n.Checkpoints,
 		// Twenty lists shared by three busy workers: let a compare-and-swap
 		// lose more rounds before the job is retried.
 		MaxConflicts: 30,
 	}
+	if n.LastNameRows != "" {
+		cfg.Tables[n.Source] = append(cfg.Tables[n.Source], indexes.Decl{Name: "lastNameRows", Property: "LastName", Kind: indexes.KindRows, Table: n.LastNameRows})
+	}
+	return cfg
 }
 
 // The application's vocabulary. Twenty last names, so that lists are
@@ -96,6 +99,10 @@ type indexWorkload struct {
 	// followed at once by its message, so that reconciles of successive
 	// versions of one entity run at the same time.
 	Hot int
+	// NoRows, if set, leaves the rows index out of the table's indexes
+	// (localConvergence): the table copy's and the lists' changes then
+	// leave their clears to the next reconcile (Set.Reconcile).
+	NoRows bool
 }
 
 // indexWrite is one write of the application: an upsert (replace) of the
