@@ -322,7 +322,7 @@ func (x *Set) clearAll(ctx context.Context, ti *tableIndexes, items []*item, tom
 				continue
 			}
 			if dead := tombstoned[it]; len(dead) > 0 {
-				if next, ok := cleared(m, it.next, dead, nil); ok {
+				if next, ok := cleared(m, it.next, dead, nil, nil); ok {
 					ops = append(ops, storeadapter.TableOp{Action: storeadapter.TxUpdateReplace, Entity: next.entity(it.PK, it.RK), IfMatch: cur.ETag})
 				}
 				it.out.Changed = true
@@ -343,7 +343,7 @@ func (x *Set) clearAll(ctx context.Context, ti *tableIndexes, items []*item, tom
 		}
 		for _, it := range group { // some record changed meanwhile: key by key
 			if dead := tombstoned[it]; len(dead) > 0 {
-				if err := x.clear(ctx, ti.source, it.PK, it.RK, it.next, "", dead, nil); err != nil {
+				if err := x.clear(ctx, ti.source, it.PK, it.RK, it.next, "", dead, nil, nil); err != nil {
 					return err
 				}
 			}

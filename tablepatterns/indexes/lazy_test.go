@@ -378,21 +378,77 @@ func TestNoReadAheadWhenRowsSettle(t *testing.T) {
 	if p := f.record(k.PK, k.RK).pending["emailAll"]; len(p) != 2 {
 		t.Fatalf("the stage: pending %v, want the copy's a and b", p)
 	}
+	f.assertReadAfterRegistration(employee("Smith", "c@contoso.com"))
+	if p := f.record(k.PK, k.RK).pending; len(p["emailAll"])+len(p["lastNameRows"]) != 0 {
+		t.Errorf("pending after the change = %v, want none", p)
+	}
+	f.assertTruth()
+}
+
+// assertReadAfterRegistration writes Sales/001 as props, reconciles it and
+// fails unless the table copy's rows (EmployeesByEmail) were first read
+// after the registration: nothing was read ahead.
+func (f *fixture) assertReadAfterRegistration(props map[string]any) {
+	f.t.Helper()
 	var calls []string
 	f.fault = func(_ context.Context, c instrument.Call) error {
 		calls = append(calls, string(c.Op)+" "+c.Name)
 		return nil
 	}
-	f.put(k.PK, k.RK, employee("Smith", "c@contoso.com"))
-	f.reconcile(k.PK, k.RK)
+	f.put("Sales", "001", props)
+	f.reconcile("Sales", "001")
 	f.fault = nil
 	registered := slices.Index(calls, "UpdateEntity "+employees)
 	read := slices.IndexFunc(calls, func(c string) bool { return strings.HasSuffix(c, " EmployeesByEmail") })
 	if registered < 0 || read < registered {
-		t.Errorf("calls %q: the copy rows were read before the registration", calls)
+		f.t.Errorf("calls %q: the copy rows were read before the registration", calls)
 	}
-	if p := f.record(k.PK, k.RK).pending; len(p["emailAll"])+len(p["lastNameRows"]) != 0 {
-		t.Errorf("pending after the change = %v, want none", p)
+}
+
+// TestNoReadAheadWithNothingPending: a change of an entity whose record
+// holds nothing pending (cleared) has nothing to show settled, so it reads
+// its entries after the registration, as the settle's own reads.
+func TestNoReadAheadWithNothingPending(t *testing.T) {
+	f := newFixture(t, only("emailAll"))
+	f.put("Sales", "001", employee("", "a@contoso.com"))
+	f.reconcile("Sales", "001")
+	f.reconcile("Sales", "001") // unchanged: clears what the first left
+	if p := f.record("Sales", "001").pending["emailAll"]; len(p) != 0 {
+		t.Fatalf("the stage: pending %v, want none", p)
 	}
+	f.assertReadAfterRegistration(employee("", "b@contoso.com"))
 	f.assertTruth()
+}
+
+// TestConflictKeepsRecordSmall: found in review. A table copy whose every
+// new value is held by another entity never settles, so its values were
+// never cleared: with a rows index changing beside it (nothing read ahead,
+// every value carried on), each change added one. The clear now also
+// removes the values an unsettled index wrote as tombstones; only the
+// value it could not take stays, and the change before's.
+func TestConflictKeepsRecordSmall(t *testing.T) {
+	f := newFixture(t, only("emailAll", "lastNameRows"))
+	holders := map[string]string{"x@c": "002", "z@c": "003", "y@c": "004", "w@c": "005"}
+	for email, rk := range holders {
+		f.put("Sales", rk, employee("Lee", email))
+		f.reconcile("Sales", rk)
+	}
+	f.put("Sales", "001", employee("Jones", "a@c"))
+	f.reconcile("Sales", "001")
+	for i, step := range []struct{ last, email string }{{"Smith", "x@c"}, {"Brown", "z@c"}, {"Green", "y@c"}, {"White", "w@c"}} {
+		f.put("Sales", "001", employee(step.last, step.email))
+		out, err := f.x.Reconcile(f.ctx, employees, "Sales", "001")
+		if err == nil && len(out.Conflicts) == 0 {
+			t.Fatalf("change %d: no conflict (%v): the stage needs the value held", i, err)
+		}
+		if p := f.record("Sales", "001").pending["emailAll"]; len(p) > 2 {
+			t.Errorf("after change %d the record holds %d values of the copy: %v", i, len(p), p)
+		}
+	}
+	if got := lookupKeys(t, f.x, "emailAll", "a@c", nil); len(got) != 0 {
+		t.Errorf("a@c still lists %v", got)
+	}
+	if got := lookupKeys(t, f.x, "emailAll", "w@c", nil); !slices.Equal(got, []Key{{PK: "Sales", RK: "005"}}) {
+		t.Errorf("w@c lists %v, want its holder only", got)
+	}
 }

@@ -391,6 +391,7 @@ func (x *Set) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string, fo
 // holds the entries read before it (see readAhead).
 func (x *Set) settle(ctx context.Context, ti *tableIndexes, pk, rk string, m membership, etag string, wants map[string]want, pre map[string]*ahead, deferred bool, out *Outcome) error {
 	tombstoned := map[string][]string{} // per settled index, the values written as tombstones
+	partial := map[string][]string{}    // the same for an index not settled (a conflict, a full list)
 	live := map[string]liveRow{}        // per rows index, the live row written and its ETag
 	for _, ix := range ti.indexes {
 		values := m.pending[ix.Name]
@@ -413,6 +414,8 @@ func (x *Set) settle(ctx context.Context, ti *tableIndexes, pk, rk string, m mem
 		}
 		if dead, ok := settled(ix, ws, res, out); ok {
 			tombstoned[ix.Name] = dead
+		} else if len(dead) > 0 {
+			partial[ix.Name] = dead
 		}
 		for i, w := range ws {
 			if w.live && res[i].etag != "" {
@@ -420,14 +423,14 @@ func (x *Set) settle(ctx context.Context, ti *tableIndexes, pk, rk string, m mem
 			}
 		}
 	}
-	if len(tombstoned) == 0 {
+	if len(tombstoned)+len(partial) == 0 {
 		return nil
 	}
 	out.Changed = true
-	if deferred && lazy(ti, m, tombstoned) {
+	if deferred && len(partial) == 0 && lazy(ti, m, tombstoned) {
 		return nil
 	}
-	return x.clear(ctx, ti.source, pk, rk, m, etag, tombstoned, live)
+	return x.clear(ctx, ti.source, pk, rk, m, etag, tombstoned, partial, live)
 }
 
 // settlesRows reports whether a registration of m with wants has a value
@@ -518,9 +521,13 @@ func settled(ix *index, ws []write, res []applied, out *Outcome) (dead []string,
 // gen made the index's value (its target is below gen) needs no settling
 // any more: a write of an older generation loses to gen's tombstone, and
 // no later one writes it live. Removing those keeps the record small
-// however long the reconciles of an entity overlap. If-Match, a few
-// rounds.
-func (x *Set) clear(ctx context.Context, table, pk, rk string, m membership, etag string, tombstoned map[string][]string, live map[string]liveRow) error {
+// however long the reconciles of an entity overlap. The same goes for
+// the values gen tombstoned of an index it could not settle (partial: a
+// copy's value held by another entity, a list at its limit), whatever
+// the record's generation: the value it could not write stays, and a
+// conflict that lasts over many changes does not grow the record.
+// If-Match, a few rounds.
+func (x *Set) clear(ctx context.Context, table, pk, rk string, m membership, etag string, tombstoned, partial map[string][]string, live map[string]liveRow) error {
 	cur := m // the record as registered, when etag is its ETag
 	for round := 1; ; round++ {
 		if etag == "" {
@@ -533,7 +540,7 @@ func (x *Set) clear(ctx context.Context, table, pk, rk string, m membership, eta
 				return nil // a newer release wrote it: its values are that release's to settle
 			}
 		}
-		next, changed := cleared(cur, m, tombstoned, live)
+		next, changed := cleared(cur, m, tombstoned, partial, live)
 		if !changed {
 			return nil
 		}
@@ -553,8 +560,15 @@ func (x *Set) clear(ctx context.Context, table, pk, rk string, m membership, eta
 // still at m's generation, a settled rows index keeps its live row's
 // ETag (live), or none when it was not learnt (a transaction wrote it):
 // the one kept before names a row that changed.
-func cleared(cur, m membership, tombstoned map[string][]string, live map[string]liveRow) (membership, bool) {
+func cleared(cur, m membership, tombstoned, partial map[string][]string, live map[string]liveRow) (membership, bool) {
 	next, changed := cur.clone(), false
+	for name, dead := range partial {
+		kept := slices.DeleteFunc(next.pending[name], func(p pending) bool {
+			return p.target < m.gen && slices.Contains(dead, p.value)
+		})
+		changed = changed || len(kept) != len(cur.pending[name])
+		next.pending[name] = kept
+	}
 	for name, dead := range tombstoned {
 		kept := slices.DeleteFunc(next.pending[name], func(p pending) bool {
 			return cur.gen == m.gen || p.target < m.gen && slices.Contains(dead, p.value)

@@ -36,12 +36,6 @@ func TestIndexConvergesOnLocalstore(t *testing.T) {
 	localConvergence(t, indexWorkload{Employees: 8000, Window: [2]int{10, 200}, DupRate: 0.1, MaxBacklog: 400, Hot: 4})
 }
 
-// TestIndexConvergesOnLocalstoreWithLongKeys is TestIndexConvergesOnLocalstore
-// with RowKeys of 480 characters, so that membership records are keyed by
-// a hash of the RowKey and list lines are long, and with most employees of
-// one partition sharing one last name, so that its lists, in the
-// partition and in the table, outgrow one entity and spill over to more
-// parts.
 // TestIndexConvergesOnLocalstoreDeferred is TestIndexConvergesOnLocalstore,
 // smaller, without the rows index, so that the table copy's and the lists'
 // clears are left to the next reconcile, whose reads show what the one
@@ -51,6 +45,12 @@ func TestIndexConvergesOnLocalstoreDeferred(t *testing.T) {
 	localConvergence(t, indexWorkload{Employees: 3000, Window: [2]int{10, 200}, DupRate: 0.1, MaxBacklog: 400, Hot: 4, NoRows: true})
 }
 
+// TestIndexConvergesOnLocalstoreWithLongKeys is TestIndexConvergesOnLocalstore
+// with RowKeys of 480 characters, so that membership records are keyed by
+// a hash of the RowKey and list lines are long, and with most employees of
+// one partition sharing one last name, so that its lists, in the
+// partition and in the table, outgrow one entity and spill over to more
+// parts.
 func TestIndexConvergesOnLocalstoreWithLongKeys(t *testing.T) {
 	localConvergence(t, indexWorkload{Employees: 1600, Partitions: 1, Window: [2]int{5, 50}, DupRate: 0.1, MaxBacklog: 200, Hot: 2,
 		LastNames: []string{"Jones", "Smith", "Brown", "Lee"}, RowKeyLen: 480})
