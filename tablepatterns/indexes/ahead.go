@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
@@ -84,7 +83,7 @@ func (a *ahead) member(ix *index, value string) (m member, found, read bool) {
 		if !ok {
 			return m, false, false
 		}
-		i := slices.IndexFunc(b.lines, func(l string) bool { return strings.HasPrefix(l, a.key+"\t") })
+		i := blobLine(b.lines, a.key)
 		if i < 0 {
 			return m, false, true
 		}
@@ -113,6 +112,9 @@ func (x *Set) readAhead(ctx context.Context, ti *tableIndexes, pk, rk string, m 
 		if ix.partition() || ix.Kind == KindRows {
 			continue
 		}
+		if len(m.pending[ix.Name]) == 0 {
+			continue // nothing to show settled: the settle reads what it writes
+		}
 		var pendingValues, writes []string
 		for _, p := range m.pending[ix.Name] {
 			pendingValues = append(pendingValues, p.value)
@@ -121,10 +123,7 @@ func (x *Set) readAhead(ctx context.Context, ti *tableIndexes, pk, rk string, m 
 		if register && (force || wants[ix.Name].state != m.applied[ix.Name] || len(s.values(ix)) > 0) {
 			writes = distinct(old, stateValue(wants[ix.Name].state), s.values(ix)...)
 		}
-		if len(pendingValues) == 0 {
-			continue // nothing to show settled: the settle reads what it writes
-		}
-		a := &ahead{gen: m.gen, rk: rk, key: pk + "\t" + rk}
+		a := &ahead{gen: m.gen, rk: rk, key: pk + "\t" + rk, lists: map[string]*list{}, blobs: map[string]*blobList{}}
 		var err error
 		if ix.Kind == KindCopy {
 			err = a.readCopies(ctx, x, ix, pk, append(writes, pendingValues...))
@@ -188,24 +187,16 @@ func (a *ahead) readLists(ctx context.Context, x *Set, ix *index, old string, pe
 func (a *ahead) readList(ctx context.Context, x *Set, ix *index, value string) error {
 	if ix.Store == StoreBlob {
 		lines, etag, err := readBlobList(ctx, x.store.Container(ix.Container), blobListName(ix, value))
-		if err != nil {
-			return err
+		if err == nil {
+			a.blobs[value] = &blobList{lines: lines, etag: etag}
 		}
-		if a.blobs == nil {
-			a.blobs = map[string]*blobList{}
-		}
-		a.blobs[value] = &blobList{lines: lines, etag: etag}
-		return nil
-	}
-	l, err := readList(ctx, x.tables, ix.table, tableListPartition(ix, value), tableListBase)
-	if err != nil {
 		return err
 	}
-	if a.lists == nil {
-		a.lists = map[string]*list{}
+	l, err := readList(ctx, x.tables, ix.table, tableListPartition(ix, value), tableListBase)
+	if err == nil {
+		a.lists[value] = l
 	}
-	a.lists[value] = l
-	return nil
+	return err
 }
 
 // proveEach takes as settled each pending value whose entry, read, holds

@@ -107,7 +107,7 @@ func (x *Set) applyBlob(ctx context.Context, ix *index, value string, ws []write
 		changed := false
 		for _, w := range ws {
 			key := w.pk + "\t" + w.rk
-			i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, key+"\t") })
+			i := blobLine(lines, key)
 			if i >= 0 {
 				if cur, ok := lineMember(lines[i]); ok && !newer(&cur, w.gen) {
 					continue
@@ -134,6 +134,12 @@ func (x *Set) applyBlob(ctx context.Context, ix *index, value string, ws []write
 			return err
 		}
 	}
+}
+
+// blobLine is the index in a blob list's lines of key's line (key: pk, a
+// tab, rk), -1 when it has none.
+func blobLine(lines []string, key string) int {
+	return slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, key+"\t") })
 }
 
 // readBlobList reads a blob list's lines and ETag ("" when missing).

@@ -56,8 +56,8 @@ type Outcome struct {
 //     the last and than the clock in microseconds), the new applied
 //     states and, per table/rows/blob index, the pending values: those
 //     pending before, less those shown settled in 2, the old value and
-//     the new. The write is If-Match of
-//     the record read in 1 (an insert when there was none), in one
+//     the new. The write is If-Match of the record read in 1 (an insert
+//     when there was none), in one
 //     transaction with every partition-store change: a partition copy
 //     moved to its new RowKey (deleted and inserted on the ETags read), the
 //     entity's RowKey moved between partition lists. A lost
@@ -66,10 +66,10 @@ type Outcome struct {
 //     the registered generation: live for the new value, a tombstone for
 //     the others (see apply: an entry changes only for a higher
 //     generation); a list's tombstones first, then its live line, flagged
-//     P when every tombstone was made. A rows index row whose ETag the record kept (E_; see
-//     the next step) is written If-Match of it at once, without the read:
-//     a row changed since loses that write, and is then read and written
-//     like any other;
+//     P when every tombstone was made. A rows index row whose ETag the
+//     record kept (E_; see the next step) is written If-Match of it at
+//     once, without the read: a row changed since loses that write, and is
+//     then read and written like any other;
 //  5. clears the settled values from the record, If-Match of its
 //     registration, and keeps there the ETag each rows index's live row
 //     was left with. When a later generation registered meanwhile, it
@@ -115,9 +115,9 @@ type Outcome struct {
 // another) settles them at that generation (4 and 5 are idempotent: an
 // entry that already holds the generation is left alone), or, when it is
 // a change, carries them into its own registration (a table copy's or a
-// list's value only while its entries do not show it settled); after 4 the entries are
-// right and only the record's pending values remain, cleared by the next
-// reconcile at the cost of rewriting nothing. Two workers
+// list's value only while its entries do not show it settled); after 4
+// the entries are right and only the record's pending values remain,
+// cleared by the next reconcile at the cost of rewriting nothing. Two workers
 // reconciling one entity: one wins the registration, the other restarts
 // and either sees nothing to do or registers a later generation; two
 // workers settling one generation write the same entries. Two workers
@@ -337,7 +337,7 @@ func (x *Set) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string, fo
 					// up to m.gen: m.gen bounds its target.
 					carried = carried || len(s.values(ix)) > 0
 					ps := addPending(unsettled, old, m.gen)
-					ps = addPending(ps, stateValue(w.state), next.gen)
+					ps = addPending(ps, target, next.gen)
 					for _, v := range s.values(ix) {
 						ps = addPending(ps, v, 0)
 					}
@@ -562,19 +562,20 @@ func (x *Set) clear(ctx context.Context, table, pk, rk string, m membership, eta
 // the one kept before names a row that changed.
 func cleared(cur, m membership, tombstoned, partial map[string][]string, live map[string]liveRow) (membership, bool) {
 	next, changed := cur.clone(), false
-	for name, dead := range partial {
+	// drop removes an index's pending values: all of them, or those dead
+	// that no generation from m's on made the index's value.
+	drop := func(name string, dead []string, all bool) {
 		kept := slices.DeleteFunc(next.pending[name], func(p pending) bool {
-			return p.target < m.gen && slices.Contains(dead, p.value)
+			return all || p.target < m.gen && slices.Contains(dead, p.value)
 		})
 		changed = changed || len(kept) != len(cur.pending[name])
 		next.pending[name] = kept
 	}
+	for name, dead := range partial {
+		drop(name, dead, false)
+	}
 	for name, dead := range tombstoned {
-		kept := slices.DeleteFunc(next.pending[name], func(p pending) bool {
-			return cur.gen == m.gen || p.target < m.gen && slices.Contains(dead, p.value)
-		})
-		changed = changed || len(kept) != len(cur.pending[name])
-		next.pending[name] = kept
+		drop(name, dead, cur.gen == m.gen)
 		if cur.gen != m.gen {
 			continue
 		}
