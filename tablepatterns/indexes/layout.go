@@ -154,6 +154,11 @@ func fitsKey(s string) bool { return storeadapter.ValidateKey("key", s) == nil }
 //	                     after its last settle left it (absent: unknown);
 //	                     a tombstone of that row is written If-Match of
 //	                     it, without a read (see membership.live)
+//	R            String  the ETag of the entity as the last write of the
+//	                     record that read it after reading the record
+//	                     found it (absent: unknown, as older releases
+//	                     leave it, or there was no entity); see
+//	                     Set.Reconcile, step 2
 //	Key          String  the entity's RowKey, when the record's RowKey is a hash
 //	V            Int32   the record's format (absent: 1, the one described
 //	                     here; see recordFormat)
@@ -174,6 +179,9 @@ type membership struct {
 	// which costs the read again and nothing else; Sync and rebuild, whose
 	// transactions return no ETags, drop it too.
 	live map[string]liveRow
+	// seen is R: the version of the entity the record's last write was
+	// computed from, "" when unknown (see Set.Reconcile, step 2).
+	seen string
 }
 
 // liveRow is a value and the ETag of the key's rows index row under it.
@@ -246,6 +254,8 @@ func readMembership(e *storeadapter.Entity) membership {
 		s, _ := v.(string)
 		switch {
 		case s == "":
+		case name == "R":
+			m.seen = s
 		case strings.HasPrefix(name, "A_"):
 			m.applied[name[2:]] = s
 		case strings.HasPrefix(name, "E_"):
@@ -269,6 +279,9 @@ func (m membership) entity(pk, rk string) storeadapter.Entity {
 	if strings.HasPrefix(e.RowKey, memberHashPrefix) {
 		e.Properties["Key"] = rk
 	}
+	if m.seen != "" {
+		e.Properties["R"] = m.seen
+	}
 	for _, name := range slices.Sorted(maps.Keys(m.applied)) {
 		if s := m.applied[name]; s != "" {
 			e.Properties["A_"+name] = s
@@ -287,6 +300,16 @@ func (m membership) entity(pk, rk string) storeadapter.Entity {
 		}
 	}
 	return e
+}
+
+// seenTag is how a record's R names the version of the entity e a
+// reconcile read: its ETag, "" when there was none (no ETag names an
+// absence: the entity may have been made and deleted again since).
+func seenTag(e *storeadapter.Entity) string {
+	if e == nil {
+		return ""
+	}
+	return e.ETag
 }
 
 // clone returns a deep copy.

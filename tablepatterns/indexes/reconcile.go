@@ -14,7 +14,9 @@ import (
 
 // Outcome is what one reconcile did.
 type Outcome struct {
-	// Changed is true when the reconcile wrote anything.
+	// Changed is true when the reconcile wrote an index entry or the
+	// membership record, other than the fence of an unchanged entity (see
+	// Reconcile, step 2).
 	Changed bool
 	// Conflicts are copy indexes whose value another entity holds (each
 	// error wraps ErrConflict); the entity is not in them yet.
@@ -51,7 +53,15 @@ type Outcome struct {
 //     settle writes from, and learn which pending values the record's
 //     generation has settled already (see ahead; not when a rows index
 //     has a value to settle, nor after a lost registration: see
-//     readAhead);
+//     readAhead). When the entity was written since the record's last
+//     write read it (the ETag kept there, R, differs from the entity's,
+//     or either is unknown: an older release wrote the record, or there
+//     is no entity) and this reconcile registers nothing, it fences: it writes
+//     the record as it is with the entity's ETag, If-Match (a lost
+//     compare-and-swap restarts at 1). A reconcile that read the record
+//     before and an older version of the entity then loses its
+//     registration, instead of registering what the application has
+//     since undone (a value set back, an entity deleted again);
 //  3. registers: writes the record with a new generation (greater than
 //     the last and than the clock in microseconds), the new applied
 //     states and, per table/rows/blob index, the pending values: those
@@ -61,7 +71,10 @@ type Outcome struct {
 //     transaction with every partition-store change: a partition copy
 //     moved to its new RowKey (deleted and inserted on the ETags read), the
 //     entity's RowKey moved between partition lists. A lost
-//     compare-and-swap restarts at 1;
+//     compare-and-swap restarts at 1. The record keeps the entity's ETag
+//     (R). A first registration (there was no record) has no record to
+//     be fenced by: it reads the entity again, and restarts at 1 when it
+//     was written since;
 //  4. settles each pending value of the table, rows and blob indexes at
 //     the registered generation: live for the new value, a tombstone for
 //     the others (see apply: an entry changes only for a higher
@@ -87,8 +100,19 @@ type Outcome struct {
 //
 // Why it converges. Registrations are serialised by the record's ETag and
 // each reads the entity after reading the record, so a higher generation
-// always saw an equal or newer version of the entity: the last
-// registration after the application's last write saw the truth. A
+// always saw an equal or newer version of the entity. The reconcile that
+// read the record after the application's last write saw the truth: it
+// registers it; or it finds nothing to change, and then no registration
+// of an older version can follow. Either the record's R is the entity's
+// ETag, so that the entity was not written between the read that R
+// names, which came before the record's last write, and this one (ETags
+// never repeat): every reconcile that read this record read this version
+// too, and finds nothing to change either. Or this reconcile fences
+// (2): every reconcile that read the record before loses its
+// registration, and reads both again. A first registration, which
+// inserts the record, is checked by the entity's read after it: written
+// since, it starts again; else the application's later writes are
+// reconciled by reads that find the record. A
 // partition store changes atomically with its registration, so it always
 // matches the record. The pending values of a registration include those
 // of every earlier one that was not settled, so the last generation
@@ -283,6 +307,25 @@ func (x *Set) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string, fo
 				settle = true
 			}
 		}
+		seen := seenTag(e)
+		if !register && m.exists && (seen == "" || m.seen != seen) {
+			// The entity was written since the record's last write read
+			// it: fence out a reconcile that read the record before and
+			// an older version of the entity since (see step 2).
+			fenced := m.clone()
+			fenced.seen = seen
+			etag, err := x.tables.UpdateEntity(ctx, ti.source, fenced.entity(pk, rk), storeadapter.Replace, m.etag)
+			if idempotent.Lost(err) && round < x.cfg.MaxConflicts {
+				if err := x.pause(ctx, round); err != nil {
+					return out, err
+				}
+				continue
+			}
+			if err != nil {
+				return out, fmt.Errorf("index: %s %s/%s: fence: %w", ti.source, pk, rk, err)
+			}
+			m, m.etag = fenced, etag
+		}
 		if !register && !settle {
 			return out, nil
 		}
@@ -311,6 +354,7 @@ func (x *Set) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string, fo
 		if register {
 			next = m.declared(ti)
 			next.gen = max(m.gen+1, x.clock.Now().UnixMicro())
+			next.seen = seen
 			if s != nil {
 				// The stray entry's generation may be above this clock (a
 				// worker whose clock ran ahead wrote it): its tombstone
@@ -377,6 +421,25 @@ func (x *Set) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string, fo
 				return out, fmt.Errorf("index: %s %s/%s: register generation: %w", ti.source, pk, rk, err)
 			}
 			out.Changed = true
+			if !m.exists {
+				// No record fenced this registration: one that found
+				// none and no change (the entity gone again, or without
+				// indexed values) wrote nothing. The entity is read again:
+				// written since, it is registered again (see step 3).
+				now, err := getOptional(ctx, x.tables, ti.source, pk, rk)
+				if err != nil {
+					return out, fmt.Errorf("index: %s %s/%s: %w", ti.source, pk, rk, err)
+				}
+				if seenTag(now) != seen {
+					if round >= x.cfg.MaxConflicts {
+						return out, fmt.Errorf("index: %s %s/%s: the entity changed while it was first registered, %d times: %w", ti.source, pk, rk, round, storeadapter.ErrPreconditionFailed)
+					}
+					if err := x.pause(ctx, round); err != nil {
+						return out, err
+					}
+					continue
+				}
+			}
 		}
 		return out, x.settle(ctx, ti, pk, rk, next, etag, wants, pre, register && !carried, &out)
 	}

@@ -211,6 +211,93 @@ func TestLateReconcileCannotUndoNewer(t *testing.T) {
 	}
 }
 
+// TestStaleRegistrationFenced holds a reconcile at its registration, after
+// it read a version of the entity that the application then undoes (the
+// value set back, the entity deleted again, the indexed values removed
+// again): the reconcile of that last write finds nothing changed. Let go,
+// the held registration must not win with what it read: an unchanged
+// reconcile that finds the entity written since the record's last write
+// fences the record, and a first registration (no record to fence) reads
+// the entity again.
+func TestStaleRegistrationFenced(t *testing.T) {
+	isRecordWrite := func(_ context.Context, c instrument.Call) bool {
+		switch c.Op {
+		case instrument.OpInsertEntity, instrument.OpUpdateEntity, instrument.OpTransact:
+			return c.Name == employees
+		}
+		return false
+	}
+	for _, tc := range []struct {
+		name          string
+		before, final map[string]any // the entity before the held reconcile read it, and after
+		deleted       bool           // the entity was indexed and deleted before
+	}{
+		{"value set back", employee("Jones", "jonesj@contoso.com"), employee("Jones", "jonesj@contoso.com"), false},
+		{"entity deleted again", nil, nil, false},
+		{"entity deleted again, its record kept", employee("Jones", "jonesj@contoso.com"), nil, true},
+		{"indexed values removed again", map[string]any{"Dept": "Sales"}, map[string]any{"Dept": "Sales"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, sixIndexes())
+			f.put("Sales", "000", employee("First", "first@contoso.com")) // creates the index tables
+			f.reconcile("Sales", "000")
+			if tc.before != nil {
+				f.put("Sales", "001", tc.before)
+				f.reconcile("Sales", "001")
+			}
+			if tc.deleted {
+				f.put("Sales", "001", nil)
+				f.reconcile("Sales", "001")
+			}
+			h := &holdCalls{release: make(chan struct{}), held: make(chan struct{}), match: isRecordWrite}
+			f.fault = h.fault
+			f.put("Sales", "001", employee("Brown", "brownj@contoso.com"))
+			done := f.lateReconcile(h, "the registration")
+			f.put("Sales", "001", tc.final)
+			f.reconcile("Sales", "001")
+			f.assertTruth()
+			close(h.release)
+			if err := <-done; err != nil {
+				t.Fatalf("late reconcile: %v", err)
+			}
+			f.assertTruth()
+		})
+	}
+}
+
+// TestFenceCosts: the record keeps the version of the entity its last
+// write read (R), so that an unchanged reconcile is the two reads whether
+// a reconcile or a Sync registered the entity; a write of a property no
+// index reads, a record without R (an older release wrote it) and an
+// entity gone cost the fence, once.
+func TestFenceCosts(t *testing.T) {
+	f := newFixture(t, only("lastName", "lastNameRows"))
+	f.put("Sales", "000", employee("First", "")) // creates the index table
+	f.reconcile("Sales", "000")
+	f.put("Sales", "001", employee("Jones", ""))
+	if _, err := f.x.Sync(f.ctx, employees, Partition("Sales", "", "")); err != nil {
+		t.Fatal(err)
+	}
+	f.costs(2, "an unchanged reconcile after a Sync registered the entity")
+	props := employee("Jones", "")
+	props["Phone"] = "555-0100"
+	f.putCosts(props, 3, "a write of a property no index reads (the reads, the fence)")
+	f.costs(2, "an unchanged reconcile after the fence")
+	rec, err := getOptional(f.ctx, f.raw.Tables(), employees, "Sales", memberRowKey("001"))
+	if err != nil || rec == nil {
+		t.Fatalf("the record: %v, %v", rec, err)
+	}
+	delete(rec.Properties, "R")
+	if _, err := f.raw.Tables().UpdateEntity(f.ctx, employees, *rec, storeadapter.Replace, storeadapter.ETagAny); err != nil {
+		t.Fatal(err)
+	}
+	f.costs(3, "an unchanged reconcile of a record an older release wrote (the reads, the fence)")
+	f.costs(2, "an unchanged reconcile after the fence")
+	f.put("Sales", "001", nil)
+	f.reconcile("Sales", "001")
+	f.costs(3, "an unchanged reconcile of an entity gone (no ETag names an absence)")
+}
+
 // TestConcurrentReconcilesConverge runs many reconciles of a few
 // entities at once while the entities change, with storage calls delayed
 // at random (so requests arrive out of order) and some failing; after a

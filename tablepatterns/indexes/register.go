@@ -131,6 +131,9 @@ func (x *Set) registerGroup(ctx context.Context, ti *tableIndexes, pk string, it
 		}
 		next := it.m.declared(ti)
 		next.gen = max(it.m.gen+1, x.clock.Now().UnixMicro())
+		// The chunk read the entity after its record (see chunk): the
+		// version it read is kept, as a reconcile keeps it.
+		next.seen = seenTag(it.e)
 		for _, ix := range ti.indexes {
 			w := it.wants[ix.Name]
 			old := it.m.applied[ix.Name]

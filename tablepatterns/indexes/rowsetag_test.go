@@ -47,7 +47,7 @@ func TestRowsTombstoneWithoutRead(t *testing.T) {
 
 	f.put("Sales", "000", employee("Jones", "")) // creates the index table
 	f.reconcile("Sales", "000")
-	change("Jones", 5, "a new entity (the reads, the record inserted, the row inserted, the clear)")
+	change("Jones", 6, "a new entity (the reads, the record inserted, the entity read again, the row inserted, the clear)")
 	brown, _ := EncodeValue("Brown")
 	change("Brown", 6, "a change (the reads, the registration, the tombstone If-Match, the insert, the clear)")
 	if e, _ := record()["E_lastNameRows"].(string); len(e) <= len(brown)+1 || e[:len(brown)+1] != brown+"\t" {
