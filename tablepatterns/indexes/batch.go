@@ -21,7 +21,9 @@ import (
 //     register (with force: always) or only settle.
 //  3. Register, per partition, in transactions of up to 100 operations:
 //     each key's record (If-Match the ETag read, or an insert) with its
-//     partition stores' changes, computed as Reconcile computes them from
+//     partition stores' changes, and the fence of each key that registers
+//     nothing but must be fenced (Reconcile's step 2: its record as it is,
+//     with R, If-Match), computed as Reconcile computes them from
 //     the entries read for the transaction (partition copies up to 14 a
 //     query, lists up to 7): a copy another key holds is a conflict and
 //     is not written, every write is If-Match the ETag read or an insert.
@@ -29,7 +31,11 @@ import (
 //     leaves) never share a transaction: the second waits for the next,
 //     which reads the row again. A transaction that fails — an entry or a
 //     record changed since it was read, too large — rolls back whole,
-//     and its keys go through Reconcile one by one.
+//     and its keys go through Reconcile one by one. After a partition's
+//     transactions, the entities of the keys whose records they inserted
+//     are read again (as readRecords reads records: one range query for
+//     many): a key whose entity was written since goes through Reconcile
+//     (Reconcile's step 3).
 //  4. Settle the external indexes' pending values of every registered key
 //     with applyAll: one read and one write per value of a list, per value
 //     partition of a rows index, per source partition of a table copy.
@@ -60,6 +66,9 @@ type item struct {
 	wants    map[string]want
 	register bool
 	settle   bool
+	// fence is set when the key registers nothing but its record must be
+	// fenced (see Reconcile, step 2): written as it is, with R.
+	fence    bool
 	next     membership // the record as registered
 	out      Outcome
 	fallback bool // went through Reconcile
@@ -140,7 +149,7 @@ func (x *Set) syncChunk(ctx context.Context, ti *tableIndexes, items []*item, fo
 		if err := it.m.known(); err != nil {
 			return res, fmt.Errorf("index: %s %s/%s: %w", ti.source, it.PK, it.RK, err)
 		}
-		if !it.register && !it.settle {
+		if !it.register && !it.settle && !it.fence {
 			continue
 		}
 		if _, ok := byPK[it.PK]; !ok {
@@ -229,6 +238,8 @@ func (x *Set) plan(ti *tableIndexes, it *item, force bool) {
 		}
 	}
 	it.next = it.m
+	seen := seenTag(it.e)
+	it.fence = !it.register && it.rec != nil && (seen == "" || it.m.seen != seen)
 }
 
 // fallback reconciles one key through Reconcile.

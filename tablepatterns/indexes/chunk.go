@@ -135,27 +135,50 @@ func (x *Set) readRecords(ctx context.Context, ti *tableIndexes, pk string, item
 			plain = append(plain, rk)
 		}
 	}
-	const few = 2 * (storeadapter.MaxFilterComparisons - 1)
-	if len(plain) <= few {
+	if len(plain) <= fewKeys {
 		return x.readRows(ctx, ti.source, pk, append(plain, hashed...))
 	}
 	recs, err := x.readRows(ctx, ti.source, pk, hashed)
 	if err != nil {
 		return nil, err
 	}
-	lo, hi := plain[0], plain[0]
-	for _, rk := range plain[1:] {
-		lo, hi = minUTF16(lo, rk), maxUTF16(hi, rk)
+	return recs, x.readSpanOf(ctx, ti.source, pk, plain, recs)
+}
+
+// fewKeys is how many RowKeys readKeys reads with point comparisons (two
+// queries); more are read with one range query over their span.
+const fewKeys = 2 * (storeadapter.MaxFilterComparisons - 1)
+
+// readKeys reads the rows of a partition with those RowKeys (a missing
+// one is not in the map) as readRecords reads records: few by point
+// comparisons, many (a chunk's keys are contiguous) by their span.
+func (x *Set) readKeys(ctx context.Context, table, pk string, rks []string) (map[string]*storeadapter.Entity, error) {
+	if len(rks) <= fewKeys {
+		return x.readRows(ctx, table, pk, rks)
+	}
+	rows := map[string]*storeadapter.Entity{}
+	return rows, x.readSpanOf(ctx, table, pk, rks, rows)
+}
+
+// readSpanOf adds to rows those of the partition with the RowKeys rks
+// (not empty), read with one range query from the least to the greatest.
+func (x *Set) readSpanOf(ctx context.Context, table, pk string, rks []string, rows map[string]*storeadapter.Entity) error {
+	lo, hi := rks[0], rks[0]
+	want := make(map[string]bool, len(rks))
+	for _, rk := range rks {
+		lo, hi, want[rk] = minUTF16(lo, rk), maxUTF16(hi, rk), true
 	}
 	f := storeadapter.And(storeadapter.PartitionEquals(pk), storeadapter.Compare("RowKey", storeadapter.Ge, lo), storeadapter.Compare("RowKey", storeadapter.Le, hi))
-	err = queryAll(ctx, x.tables, ti.source, storeadapter.Query{Filter: f}, func(e storeadapter.Entity) error {
-		recs[e.RowKey] = &e
+	err := queryAll(ctx, x.tables, table, storeadapter.Query{Filter: f}, func(e storeadapter.Entity) error {
+		if want[e.RowKey] {
+			rows[e.RowKey] = &e
+		}
 		return nil
 	})
 	if err != nil && !idempotent.Missing(err) {
-		return nil, err
+		return err
 	}
-	return recs, nil
+	return nil
 }
 
 // readHashed reads the records named by a hash (of RowKeys longer than

@@ -106,13 +106,13 @@ type Outcome struct {
 // of an older version can follow. Either the record's R is the entity's
 // ETag, so that the entity was not written between the read that R
 // names, which came before the record's last write, and this one (ETags
-// never repeat): every reconcile that read this record read this version
-// too, and finds nothing to change either. Or this reconcile fences
-// (2): every reconcile that read the record before loses its
-// registration, and reads both again. A first registration, which
-// inserts the record, is checked by the entity's read after it: written
-// since, it starts again; else the application's later writes are
-// reconciled by reads that find the record. A
+// never repeat): every reconcile that read this record read the entity
+// after that write, so this version (or a later write's), never an older
+// one. Or this reconcile fences (2): every reconcile that read the record
+// before loses its registration, and reads both again. A first
+// registration, which inserts the record, is checked by the entity's read
+// after it: written since, it starts again; else the application's later
+// writes are reconciled by reads that find the record. A
 // partition store changes atomically with its registration, so it always
 // matches the record. The pending values of a registration include those
 // of every earlier one that was not settled, so the last generation

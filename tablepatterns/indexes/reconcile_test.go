@@ -160,15 +160,22 @@ func (h *holdCalls) fault(ctx context.Context, c instrument.Call) error {
 // error, once it returns.
 func (f *fixture) lateReconcile(h *holdCalls, what string) <-chan error {
 	f.t.Helper()
+	return f.late(h, what, func(ctx context.Context) error {
+		_, err := f.x.Reconcile(ctx, employees, "Sales", "001")
+		return err
+	})
+}
+
+// late runs op with a context h may hold, waits until h holds one of its
+// calls (what names it) and returns op's error, once it returns.
+func (f *fixture) late(h *holdCalls, what string, op func(ctx context.Context) error) <-chan error {
+	f.t.Helper()
 	done := make(chan error, 1)
-	go func() {
-		_, err := f.x.Reconcile(context.WithValue(f.ctx, lateKey{}, true), employees, "Sales", "001")
-		done <- err
-	}()
+	go func() { done <- op(context.WithValue(f.ctx, lateKey{}, true)) }()
 	select {
 	case <-h.held:
 	case <-time.After(10 * time.Second):
-		f.t.Fatalf("the late reconcile never reached %s", what)
+		f.t.Fatalf("the late operation never reached %s", what)
 	}
 	return done
 }
@@ -214,19 +221,13 @@ func TestLateReconcileCannotUndoNewer(t *testing.T) {
 // TestStaleRegistrationFenced holds a reconcile at its registration, after
 // it read a version of the entity that the application then undoes (the
 // value set back, the entity deleted again, the indexed values removed
-// again): the reconcile of that last write finds nothing changed. Let go,
-// the held registration must not win with what it read: an unchanged
-// reconcile that finds the entity written since the record's last write
-// fences the record, and a first registration (no record to fence) reads
-// the entity again.
+// again): the reconcile of that last write (a Reconcile, or a Sync: a
+// restore or copy that wrote the entity back, a purge that deleted it)
+// finds nothing changed. Let go, the held registration must not win with
+// what it read: an unchanged reconcile that finds the entity written
+// since the record's last write fences the record, and a first
+// registration (no record to fence) reads the entity again.
 func TestStaleRegistrationFenced(t *testing.T) {
-	isRecordWrite := func(_ context.Context, c instrument.Call) bool {
-		switch c.Op {
-		case instrument.OpInsertEntity, instrument.OpUpdateEntity, instrument.OpTransact:
-			return c.Name == employees
-		}
-		return false
-	}
 	for _, tc := range []struct {
 		name          string
 		before, final map[string]any // the entity before the held reconcile read it, and after
@@ -237,39 +238,47 @@ func TestStaleRegistrationFenced(t *testing.T) {
 		{"entity deleted again, its record kept", employee("Jones", "jonesj@contoso.com"), nil, true},
 		{"indexed values removed again", map[string]any{"Dept": "Sales"}, map[string]any{"Dept": "Sales"}, false},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, sixIndexes())
-			f.put("Sales", "000", employee("First", "first@contoso.com")) // creates the index tables
-			f.reconcile("Sales", "000")
-			if tc.before != nil {
-				f.put("Sales", "001", tc.before)
-				f.reconcile("Sales", "001")
-			}
-			if tc.deleted {
-				f.put("Sales", "001", nil)
-				f.reconcile("Sales", "001")
-			}
-			h := &holdCalls{release: make(chan struct{}), held: make(chan struct{}), match: isRecordWrite}
-			f.fault = h.fault
-			f.put("Sales", "001", employee("Brown", "brownj@contoso.com"))
-			done := f.lateReconcile(h, "the registration")
-			f.put("Sales", "001", tc.final)
-			f.reconcile("Sales", "001")
-			f.assertTruth()
-			close(h.release)
-			if err := <-done; err != nil {
-				t.Fatalf("late reconcile: %v", err)
-			}
-			f.assertTruth()
-		})
+		for _, by := range []string{"Reconcile", "Sync"} {
+			t.Run(tc.name+", then "+by, func(t *testing.T) {
+				f := newFixture(t, sixIndexes())
+				f.put("Sales", "000", employee("First", "first@contoso.com")) // creates the index tables
+				f.reconcile("Sales", "000")
+				if tc.before != nil {
+					f.put("Sales", "001", tc.before)
+					f.reconcile("Sales", "001")
+				}
+				if tc.deleted {
+					f.put("Sales", "001", nil)
+					f.reconcile("Sales", "001")
+				}
+				h := &holdCalls{release: make(chan struct{}), held: make(chan struct{}), match: isRecordWrite}
+				f.fault = h.fault
+				f.put("Sales", "001", employee("Brown", "brownj@contoso.com"))
+				done := f.lateReconcile(h, "the registration")
+				f.put("Sales", "001", tc.final)
+				if by == "Reconcile" {
+					f.reconcile("Sales", "001")
+				} else if res, err := f.x.Sync(f.ctx, employees, Partition("Sales", "", "")); err != nil || res.Registered != 0 {
+					t.Fatalf("Sync: %+v, %v; want nothing registered (a fence is not a registration)", res, err)
+				}
+				f.assertTruth()
+				close(h.release)
+				if err := <-done; err != nil {
+					t.Fatalf("late reconcile: %v", err)
+				}
+				f.fault = nil
+				f.assertTruth()
+			})
+		}
 	}
 }
 
 // TestFenceCosts: the record keeps the version of the entity its last
 // write read (R), so that an unchanged reconcile is the two reads whether
 // a reconcile or a Sync registered the entity; a write of a property no
-// index reads, a record without R (an older release wrote it) and an
-// entity gone cost the fence, once.
+// index reads and a record without R (an older release wrote it) cost
+// the fence, once; an entity gone costs it every time (no ETag names an
+// absence).
 func TestFenceCosts(t *testing.T) {
 	f := newFixture(t, only("lastName", "lastNameRows"))
 	f.put("Sales", "000", employee("First", "")) // creates the index table
@@ -296,6 +305,7 @@ func TestFenceCosts(t *testing.T) {
 	f.put("Sales", "001", nil)
 	f.reconcile("Sales", "001")
 	f.costs(3, "an unchanged reconcile of an entity gone (no ETag names an absence)")
+	f.costs(3, "another unchanged reconcile of an entity gone")
 }
 
 // TestConcurrentReconcilesConverge runs many reconciles of a few

@@ -15,7 +15,7 @@ import (
 func (x *Set) registerAll(ctx context.Context, ti *tableIndexes, pk string, items []*item, force bool) error {
 	var reg []*item
 	for _, it := range items {
-		if it.register {
+		if it.register || it.fence {
 			reg = append(reg, it)
 		}
 	}
@@ -51,7 +51,7 @@ func (x *Set) registerAll(ctx context.Context, ti *tableIndexes, pk string, item
 		// rows again.
 		reg = append(deferred, reg[n:]...)
 	}
-	return nil
+	return x.recheck(ctx, ti, pk, items, force)
 }
 
 // listKey orders items by the partition lists they change.
@@ -124,6 +124,13 @@ func (x *Set) registerGroup(ctx context.Context, ti *tableIndexes, pk string, it
 	var members []*item
 	writes := map[string]storeadapter.TableOp{} // RowKey -> the write of a partition copy
 	for _, it := range items {
+		if !it.register { // a fence
+			next := it.m.clone()
+			next.seen = seenTag(it.e)
+			it.next = next
+			ops = append(ops, recordOp(it.m, next.entity(it.PK, it.RK)))
+			continue
+		}
 		rks := copyRowKeys(ti, []*item{it}, force)
 		if slices.ContainsFunc(rks, func(rk string) bool { _, ok := writes[rk]; return ok }) {
 			deferred = append(deferred, it)
@@ -191,6 +198,37 @@ func (x *Set) registerGroup(ctx context.Context, ti *tableIndexes, pk string, it
 		it.settle = true
 	}
 	return deferred, nil
+}
+
+// recheck reads again, after their registrations, the entities of the
+// items of one partition whose records the batch inserted: no record
+// fenced those registrations (see Set.Reconcile, step 3). A key whose
+// entity was written since goes through Reconcile, which registers it
+// again.
+func (x *Set) recheck(ctx context.Context, ti *tableIndexes, pk string, items []*item, force bool) error {
+	var inserted []*item
+	var rks []string
+	for _, it := range items {
+		if it.register && it.settle && !it.fallback && !it.m.exists {
+			inserted = append(inserted, it)
+			rks = append(rks, it.RK)
+		}
+	}
+	if len(inserted) == 0 {
+		return nil
+	}
+	now, err := x.readKeys(ctx, ti.source, pk, rks)
+	if err != nil {
+		return err
+	}
+	for _, it := range inserted {
+		if seenTag(now[it.RK]) != seenTag(it.e) {
+			if err := x.fallback(ctx, ti, it, force); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // copyRowKeys are the partition copy rows the items' registrations read

@@ -1,0 +1,64 @@
+package indexes
+
+import (
+	"context"
+	"testing"
+
+	"github.com/tablekeeper/tablekeeper/idempotent"
+	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
+)
+
+// isRecordWrite matches the writes of the source table: the membership
+// records' (and the partition stores', in their transactions).
+func isRecordWrite(_ context.Context, c instrument.Call) bool {
+	switch c.Op {
+	case instrument.OpInsertEntity, instrument.OpUpdateEntity, instrument.OpTransact:
+		return c.Name == employees
+	}
+	return false
+}
+
+// TestStaleSyncRegistrationRechecked: a Sync (and a rebuild) held at the
+// first registration of an entity the application then deletes, or
+// strips of its indexed values, must not leave the entity indexed: the
+// reconcile of that last write found no record and wrote nothing, so the
+// batch reads the entities it registered first again.
+func TestStaleSyncRegistrationRechecked(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		final map[string]any
+		run   func(f *fixture, ctx context.Context) error
+	}{
+		{"sync, entity deleted", nil, func(f *fixture, ctx context.Context) error {
+			_, err := f.x.Sync(ctx, employees, Partition("Sales", "", ""))
+			return err
+		}},
+		{"sync, indexed values removed", map[string]any{"Dept": "Sales"}, func(f *fixture, ctx context.Context) error {
+			_, err := f.x.Sync(ctx, employees, Partition("Sales", "", ""))
+			return err
+		}},
+		{"rebuild, entity deleted", nil, func(f *fixture, ctx context.Context) error {
+			cp := idempotent.Checkpoints{Tables: f.store.Tables(), Table: "Checkpoints"}
+			_, err := f.x.Rebuild(ctx, employees, nil, cp, "op", RebuildOptions{})
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, sixIndexes())
+			f.put("Sales", "000", employee("First", "first@contoso.com")) // creates the index tables
+			f.reconcile("Sales", "000")
+			f.put("Sales", "001", employee("Brown", "brownj@contoso.com")) // not reconciled yet
+			h := &holdCalls{release: make(chan struct{}), held: make(chan struct{}), match: isRecordWrite}
+			f.fault = h.fault
+			done := f.late(h, "a write of the source table", func(ctx context.Context) error { return tc.run(f, ctx) })
+			f.put("Sales", "001", tc.final)
+			f.reconcile("Sales", "001")
+			close(h.release)
+			if err := <-done; err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			f.fault = nil
+			f.assertTruth()
+		})
+	}
+}
