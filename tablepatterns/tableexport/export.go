@@ -438,7 +438,7 @@ func (e *exporter) checkContainer(ctx context.Context) error {
 // run exports pass after pass until the checkpoint is done (see Export's
 // steps).
 func (e *exporter) run(ctx context.Context) error {
-	cur := newCursor(e.t, e.src.Table, e.filter, e.st.Last, e.o.PageSize, e.o.Transform)
+	cur := newCursor(e.t, e.src.Table, e.filter, e.selected, e.st.Last, e.o.PageSize, e.o.Transform)
 	defer cur.close()
 	if e.etag == "" {
 		// The first page, read before the create, finds a missing table

@@ -165,6 +165,15 @@ func (e *exporter) filter(after *storeadapter.Key) storeadapter.Filter {
 	return f
 }
 
+// selected reports whether a row the filter returned is the export's: an
+// increment skips one whose Timestamp is before its lower bound, which
+// Azurite returns, comparing DateTimes to the millisecond
+// (docs/azure-behaviour.md, "DateTime to the 100 ns tick"); Azure
+// compares ticks.
+func (e *exporter) selected(row storeadapter.Entity) bool {
+	return e.st.Since.IsZero() || !row.Timestamp.Before(e.st.Since)
+}
+
 // ensureMark derives the mark from the checkpoint's creation Timestamp:
 // it reads the checkpoint, and while its ETag is still the one of the
 // create (no save since), takes its Timestamp minus the margin. The mark

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -62,6 +63,9 @@ type cursor struct {
 	finished bool
 	// transform, when set, turns a row into what its line holds.
 	transform func(context.Context, storeadapter.Entity) (storeadapter.Entity, error)
+	// keep says whether a row the filter selected is the export's
+	// (exporter.selected).
+	keep func(storeadapter.Entity) bool
 	// ahead is the page being read after the current one, nil when none.
 	ahead *pageAhead
 }
@@ -109,8 +113,8 @@ func (c *cursor) query(ctx context.Context) (storeadapter.Page, error) {
 	return c.t.Query(ctx, c.table, c.q)
 }
 
-func newCursor(t storeadapter.Tables, table string, filter func(*storeadapter.Key) storeadapter.Filter, after *storeadapter.Key, top int, transform func(context.Context, storeadapter.Entity) (storeadapter.Entity, error)) *cursor {
-	c := &cursor{t: t, table: table, filter: filter, top: top, transform: transform}
+func newCursor(t storeadapter.Tables, table string, filter func(*storeadapter.Key) storeadapter.Filter, keep func(storeadapter.Entity) bool, after *storeadapter.Key, top int, transform func(context.Context, storeadapter.Entity) (storeadapter.Entity, error)) *cursor {
+	c := &cursor{t: t, table: table, filter: filter, keep: keep, top: top, transform: transform}
 	c.reset(after)
 	return c
 }
@@ -137,6 +141,7 @@ func (c *cursor) peek(ctx context.Context) (e storeadapter.Entity, line []byte, 
 		}
 		c.started = true
 		c.page, c.i, c.lineOf, c.q.Continuation = page.Entities, 0, -1, page.Next
+		c.page = slices.DeleteFunc(c.page, func(e storeadapter.Entity) bool { return !c.keep(e) })
 		if page.Next != "" {
 			c.readAhead(ctx, c.q)
 		}
