@@ -31,11 +31,11 @@ import (
 //     leaves) never share a transaction: the second waits for the next,
 //     which reads the row again. A transaction that fails — an entry or a
 //     record changed since it was read, too large — rolls back whole,
-//     and its keys go through Reconcile one by one. After a partition's
-//     transactions, the entities of the keys whose records they inserted
-//     are read again (as readRecords reads records: one range query for
-//     many): a key whose entity was written since goes through Reconcile
-//     (Reconcile's step 3).
+//     and its keys go through Reconcile one by one. Then the entities of
+//     the keys whose records the chunk's transactions inserted are read
+//     again (see recheck: one query, two for a few keys of one
+//     partition): a key whose entity was written since goes through
+//     Reconcile (Reconcile's step 3).
 //  4. Settle the external indexes' pending values of every registered key
 //     with applyAll: one read and one write per value of a list, per value
 //     partition of a rows index, per source partition of a table copy.
@@ -89,7 +89,8 @@ type SyncResult struct {
 	// reasons (see Outcome).
 	Conflicts, Unindexable int
 	// Fallbacks is how many keys went through Reconcile one by one (a
-	// batch write lost to another writer, a limit, a conflict).
+	// batch write lost to another writer, a limit, a conflict, an entity
+	// written since its record was first registered).
 	Fallbacks int
 }
 
@@ -161,6 +162,9 @@ func (x *Set) syncChunk(ctx context.Context, ti *tableIndexes, items []*item, fo
 		if err := x.registerAll(ctx, ti, pk, byPK[pk], force); err != nil {
 			return res, err
 		}
+	}
+	if err := x.recheck(ctx, ti, items, force); err != nil {
+		return res, err
 	}
 	var work []*item
 	for _, pk := range pks {

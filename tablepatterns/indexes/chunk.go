@@ -145,14 +145,14 @@ func (x *Set) readRecords(ctx context.Context, ti *tableIndexes, pk string, item
 	return recs, x.readSpanOf(ctx, ti.source, pk, plain, recs)
 }
 
-// fewKeys is how many RowKeys readKeys reads with point comparisons (two
+// fewKeys is how many RowKeys readRowKeys reads with point comparisons (two
 // queries); more are read with one range query over their span.
 const fewKeys = 2 * (storeadapter.MaxFilterComparisons - 1)
 
-// readKeys reads the rows of a partition with those RowKeys (a missing
+// readRowKeys reads the rows of a partition with those RowKeys (a missing
 // one is not in the map) as readRecords reads records: few by point
 // comparisons, many (a chunk's keys are contiguous) by their span.
-func (x *Set) readKeys(ctx context.Context, table, pk string, rks []string) (map[string]*storeadapter.Entity, error) {
+func (x *Set) readRowKeys(ctx context.Context, table, pk string, rks []string) (map[string]*storeadapter.Entity, error) {
 	if len(rks) <= fewKeys {
 		return x.readRows(ctx, table, pk, rks)
 	}

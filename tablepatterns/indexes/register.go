@@ -13,11 +13,17 @@ import (
 
 // registerAll registers the items of one partition (batch step 3).
 func (x *Set) registerAll(ctx context.Context, ti *tableIndexes, pk string, items []*item, force bool) error {
-	var reg []*item
+	var reg, fences []*item
 	for _, it := range items {
-		if it.register || it.fence {
+		switch {
+		case it.register:
 			reg = append(reg, it)
+		case it.fence:
+			fences = append(fences, it)
 		}
+	}
+	if err := x.fenceAll(ctx, ti, fences); err != nil {
+		return err
 	}
 	// Keys that move between the same lists go together, so each
 	// transaction touches few list parts.
@@ -51,7 +57,34 @@ func (x *Set) registerAll(ctx context.Context, ti *tableIndexes, pk string, item
 		// rows again.
 		reg = append(deferred, reg[n:]...)
 	}
-	return x.recheck(ctx, ti, pk, items, force)
+	return nil
+}
+
+// fenceAll writes the fences of items of one partition (see
+// Set.Reconcile, step 2), up to a transaction's operations at once: each
+// record as it is, with the entity's ETag as R, If-Match the record read.
+// A transaction that loses sends its keys through Reconcile, which reads
+// them again.
+func (x *Set) fenceAll(ctx context.Context, ti *tableIndexes, items []*item) error {
+	for group := range slices.Chunk(items, storeadapter.MaxBatchOps) {
+		ops := make([]storeadapter.TableOp, 0, len(group))
+		for _, it := range group {
+			next := it.m.clone()
+			next.seen = seenTag(it.e)
+			it.next = next
+			ops = append(ops, recordOp(it.m, next.entity(it.PK, it.RK)))
+		}
+		err := x.tables.Transact(ctx, ti.source, ops)
+		if err == nil || !idempotent.Lost(err) {
+			return err
+		}
+		for _, it := range group {
+			if err := x.fallback(ctx, ti, it, false); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // listKey orders items by the partition lists they change.
@@ -124,13 +157,6 @@ func (x *Set) registerGroup(ctx context.Context, ti *tableIndexes, pk string, it
 	var members []*item
 	writes := map[string]storeadapter.TableOp{} // RowKey -> the write of a partition copy
 	for _, it := range items {
-		if !it.register { // a fence
-			next := it.m.clone()
-			next.seen = seenTag(it.e)
-			it.next = next
-			ops = append(ops, recordOp(it.m, next.entity(it.PK, it.RK)))
-			continue
-		}
 		rks := copyRowKeys(ti, []*item{it}, force)
 		if slices.ContainsFunc(rks, func(rk string) bool { _, ok := writes[rk]; return ok }) {
 			deferred = append(deferred, it)
@@ -201,11 +227,13 @@ func (x *Set) registerGroup(ctx context.Context, ti *tableIndexes, pk string, it
 }
 
 // recheck reads again, after their registrations, the entities of the
-// items of one partition whose records the batch inserted: no record
-// fenced those registrations (see Set.Reconcile, step 3). A key whose
-// entity was written since goes through Reconcile, which registers it
-// again.
-func (x *Set) recheck(ctx context.Context, ti *tableIndexes, pk string, items []*item, force bool) error {
+// items of a chunk whose records the batch inserted: no record fenced
+// those registrations (see Set.Reconcile, step 3). A key whose entity was
+// written since goes through Reconcile, which registers it again. One
+// partition's are read as readRecords reads records (by RowKey, or their
+// span); several partitions' with one query over the span from the first
+// key to the last.
+func (x *Set) recheck(ctx context.Context, ti *tableIndexes, items []*item, force bool) error {
 	var inserted []*item
 	var rks []string
 	for _, it := range items {
@@ -217,12 +245,35 @@ func (x *Set) recheck(ctx context.Context, ti *tableIndexes, pk string, items []
 	if len(inserted) == 0 {
 		return nil
 	}
-	now, err := x.readKeys(ctx, ti.source, pk, rks)
-	if err != nil {
-		return err
+	now := map[Key]*storeadapter.Entity{}
+	lo, hi := inserted[0].Key, inserted[0].Key
+	for _, it := range inserted[1:] {
+		if it.Key.Compare(lo) < 0 {
+			lo = it.Key
+		}
+		if it.Key.Compare(hi) > 0 {
+			hi = it.Key
+		}
+	}
+	if lo.PK == hi.PK {
+		rows, err := x.readRowKeys(ctx, ti.source, lo.PK, rks)
+		if err != nil {
+			return err
+		}
+		for rk, e := range rows {
+			now[Key{PK: lo.PK, RK: rk}] = e
+		}
+	} else {
+		err := queryAll(ctx, x.tables, ti.source, storeadapter.Query{Filter: Span{From: &lo, Through: &hi}.filter("")}, func(e storeadapter.Entity) error {
+			now[Key{PK: e.PartitionKey, RK: e.RowKey}] = &e
+			return nil
+		})
+		if err != nil && !idempotent.Missing(err) {
+			return err
+		}
 	}
 	for _, it := range inserted {
-		if seenTag(now[it.RK]) != seenTag(it.e) {
+		if seenTag(now[it.Key]) != seenTag(it.e) {
 			if err := x.fallback(ctx, ti, it, force); err != nil {
 				return err
 			}

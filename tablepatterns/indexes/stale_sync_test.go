@@ -2,6 +2,7 @@ package indexes
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/tablekeeper/tablekeeper/idempotent"
@@ -61,4 +62,35 @@ func TestStaleSyncRegistrationRechecked(t *testing.T) {
 			f.assertTruth()
 		})
 	}
+}
+
+// TestSyncFenceCost: a Sync over entities the application rewrote as they
+// were (a copy run again) only fences their records: the chunk's reads
+// and one transaction of fences, without reading the lists the entities
+// are in.
+func TestSyncFenceCost(t *testing.T) {
+	f := newFixture(t, Config{Tables: map[string][]Decl{employees: {
+		{Name: "lastName", Property: "LastName", Kind: KindList, Store: StorePartition},
+	}}})
+	write := func() {
+		for i := range 100 {
+			f.put("Sales", fmt.Sprintf("%03d", i), employee(fmt.Sprintf("Name%03d", i), ""))
+		}
+	}
+	write()
+	if _, err := f.x.Sync(f.ctx, employees, Partition("Sales", "", "")); err != nil {
+		t.Fatal(err)
+	}
+	write()
+	before := f.calls.Snapshot()
+	res, err := f.x.Sync(f.ctx, employees, Partition("Sales", "", ""))
+	if err != nil || res.Registered != 0 || res.Fallbacks != 0 {
+		t.Fatalf("Sync: %+v, %v; want nothing registered, no key by key", res, err)
+	}
+	after := f.calls.Snapshot()
+	if n, tx := after.Total().Calls-before.Total().Calls, after[instrument.OpTransact].Calls-before[instrument.OpTransact].Calls; n > 5 || tx != 1 {
+		t.Errorf("a Sync that only fences 100 records: %d calls, %d transactions; want the chunk's 4 queries and 1 transaction:\n%v", n, tx, after)
+	}
+	f.assertTruth()
+	f.costs(2, "a reconcile after the Sync fenced")
 }
