@@ -349,7 +349,7 @@ func TestBadArgs(t *testing.T) {
 		{`{"mode":"offload","table":"Missing","pk":"Sales","rk":"1","property":"Bio","container":"blobs"}`, "args.table: table Missing does not exist"},
 		{`{"mode":"attach","table":"Employees","pk":"Sales","rk":"1","property":"Bio","container":"nope","blob":"x"}`, "args.container: container nope does not exist"},
 		{`{"mode":"attach","table":"Employees","pk":"Sales","rk":"1","property":"Bio","container":"blobs","blob":"x"}`, "args.blob: blob x does not exist"},
-		{`{"mode":"reconcile","table":"Employees","container":"blobs","grace":"29m"}`, "args.grace: must be at least the blobsync maxRunTime (30m0s)"},
+		{`{"mode":"reconcile","table":"Employees","container":"blobs","grace":"29m"}`, "args.grace: must be at least the longest maxRunTime of the kinds that write a managed blob before its entity (blobsync, archive, copy, restore), 30m0s"},
 		{`{"mode":"reconcile","table":"Employees","container":"nope"}`, "args.container: container nope does not exist"},
 	} {
 		_, err := b.run(t, "op-bad-"+strconv.Itoa(i), c.args)
@@ -390,7 +390,7 @@ func TestConfigValidate(t *testing.T) {
 		cfg  blobsync.Config
 		want string
 	}{
-		{blobsync.Config{Grace: jobs.Duration(time.Minute)}, "blobsync.grace: must be at least the blobsync maxRunTime (30m0s)"},
+		{blobsync.Config{Grace: jobs.Duration(time.Minute)}, "blobsync.grace: must be at least the longest maxRunTime of the kinds that write a managed blob before its entity (blobsync, archive, copy, restore), 30m0s"},
 		{blobsync.Config{OnMissing: "drop"}, "blobsync.onMissing:"},
 		{blobsync.Config{PageSize: 1001}, "blobsync.pageSize: must be 1-1000"},
 		{blobsync.Config{MaxConflicts: 101}, "blobsync.maxConflicts"},

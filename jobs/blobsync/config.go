@@ -28,10 +28,16 @@ type Config struct {
 	Tables largeentity.Layout `json:"tables,omitempty"`
 	// Grace is how old a blob in the managed layout must be (by its
 	// LastModified) before reconcile may delete it as an orphan. Default
-	// 24h; at least MaxRunTime (an offload writes its blob before its
-	// entity and runs at most MaxRunTime, so a younger unreferenced blob
-	// may belong to an offload still running), at most 365 days.
+	// 24h; at least the longest of MaxRunTime and Writers (an offload, an
+	// archive, a copy or a restore writes its blob before its entity and
+	// runs at most its maxRunTime, so a younger unreferenced blob may
+	// belong to a job still running), at most 365 days.
 	Grace jobs.Duration `json:"grace,omitempty"`
+	// Writers is the longest maxRunTime of the other kinds that put a
+	// managed blob before the entity that names it (archive, copy,
+	// restore: largeentity.Carry and Place). The worker's config sets it
+	// (jobs/catalog); it is not in the file.
+	Writers jobs.Duration `json:"-"`
 	// OnMissing is what reconcile does with a reference whose blob is
 	// gone: "report" (default: count it and name it in the result) or
 	// "clear" (remove the reference from the entity, If-Match).
@@ -66,7 +72,7 @@ func (c *Config) Validate() error {
 	if c.MaxConflicts < 1 || c.MaxConflicts > MaxMaxConflicts {
 		return fmt.Errorf("blobsync.maxConflicts: must be 1-%d, got %d", MaxMaxConflicts, c.MaxConflicts)
 	}
-	if err := checkGrace(time.Duration(c.Grace), time.Duration(c.MaxRunTime)); err != nil {
+	if err := c.checkGrace(time.Duration(c.Grace)); err != nil {
 		return fmt.Errorf("blobsync.grace: %w", err)
 	}
 	if err := checkOnMissing(c.OnMissing); err != nil {
@@ -81,11 +87,11 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// checkGrace applies the sanity bound of a grace period.
-func checkGrace(grace, maxRunTime time.Duration) error {
-	switch {
-	case grace < maxRunTime:
-		return fmt.Errorf("must be at least the blobsync maxRunTime (%v): a younger unreferenced blob may belong to an offload still running, got %v", maxRunTime, grace)
+// checkGrace applies the bounds of a grace period.
+func (c *Config) checkGrace(grace time.Duration) error {
+	switch least := time.Duration(max(c.MaxRunTime, c.Writers)); {
+	case grace < least:
+		return fmt.Errorf("must be at least the longest maxRunTime of the kinds that write a managed blob before its entity (blobsync, archive, copy, restore), %v: a younger unreferenced blob may belong to a job still running, got %v", least, grace)
 	case grace > MaxGrace:
 		return fmt.Errorf("must be at most %v, got %v", MaxGrace, grace)
 	}

@@ -48,7 +48,7 @@ func (w *Worker) reconcile(ctx context.Context, opID string, a Args) (Result, er
 	if a.Grace != nil {
 		grace = time.Duration(*a.Grace)
 	}
-	if err := checkGrace(grace, time.Duration(w.cfg.MaxRunTime)); err != nil {
+	if err := w.cfg.checkGrace(grace); err != nil {
 		return res, jobs.Permanentf("args.grace: %w", err)
 	}
 	prefix := w.cfg.Tables.PrefixFor(a.Table, a.Container)

@@ -28,7 +28,10 @@ func TestBackupKeepsOffloadedBlobs(t *testing.T) {
 	const copied = "EmployeesCopy"
 	cfg := catalog.Config{}
 	cfg.Blobsync.Tables = largeentity.Layout{{Table: staff, Container: "staff-blobs", Prefix: "large", Properties: []string{"Bio"}}}
-	cfg.Blobsync.MaxRunTime = jobs.Duration(time.Minute)
+	// A grace of a minute: every kind that writes a blob before its
+	// entity runs at most that long.
+	cfg.Blobsync.MaxRunTime, cfg.Archive.MaxRunTime = jobs.Duration(time.Minute), jobs.Duration(time.Minute)
+	cfg.Copy.MaxRunTime, cfg.Restore.MaxRunTime = jobs.Duration(time.Minute), jobs.Duration(time.Minute)
 	cfg.Blobsync.Grace = jobs.Duration(time.Minute)
 	a := newApp(t, cfg)
 	for _, c := range []string{"staff-blobs", "backups"} {

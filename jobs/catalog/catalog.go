@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"cmp"
 	"errors"
 	"slices"
 
@@ -60,6 +61,7 @@ type Config struct {
 // Validate fills every section's defaults and checks it; each error names
 // the section and the field.
 func (c *Config) Validate() error {
+	c.link()
 	var errs []error
 	for _, k := range kinds {
 		errs = append(errs, k.validate(c))
@@ -67,11 +69,26 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// link tells the sections whose bounds depend on how long other kinds'
+// jobs may run what that is (each section's own maxRunTime, or the
+// default): the index kind's tombstones must outlast every job that writes
+// index entries (archive, purge, restore and copy sync their indexes),
+// blobsync's grace every job that puts a managed blob before the entity
+// that names it (archive, copy, restore).
+func (c *Config) link() {
+	runTime := func(d jobs.Duration) jobs.Duration { return cmp.Or(d, jobs.Duration(jobs.DefaultMaxRunTime)) }
+	c.Index.Writers = max(runTime(c.Archive.MaxRunTime), runTime(c.Purge.MaxRunTime), runTime(c.Restore.MaxRunTime), runTime(c.Copy.MaxRunTime))
+	c.Blobsync.Writers = max(runTime(c.Archive.MaxRunTime), runTime(c.Copy.MaxRunTime), runTime(c.Restore.MaxRunTime))
+}
+
 // NewRegistry returns the registry of every kind's worker, each built on
 // store and clk (nil: the wall clock) with its section of cfg and the
 // libraries the kinds share (the declared indexes, the offload layout: see
 // kit.Deps) and opts; argsRef blobs are read from store.
 func NewRegistry(store storeadapter.Store, clk clock.Clock, cfg Config, opts ...Option) (*jobs.Registry, error) {
+	if err := cfg.Validate(); err != nil { // the sections the workers get, linked and filled
+		return nil, err
+	}
 	deps, err := Deps(store, clk, cfg, opts...)
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/catalog"
@@ -47,6 +48,40 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if _, err := catalog.NewRegistry(localstore.New(localstore.Options{}), nil, catalog.Config{Archive: cfg.Archive}); err == nil {
 		t.Fatal("NewRegistry accepted an invalid archive section")
+	}
+}
+
+// TestGracesOutlastOtherKinds: blobsync's grace must outlast every job
+// that puts a managed blob before the entity naming it (an archive still
+// running would else find its blob collected as an orphan), and the index
+// tombstones every job that writes index entries: a longer archive,
+// copy, restore or purge maxRunTime raises the least grace, and the
+// tombstones' default with it.
+func TestGracesOutlastOtherKinds(t *testing.T) {
+	for _, set := range []func(*catalog.Config, jobs.Duration){
+		func(c *catalog.Config, d jobs.Duration) { c.Archive.MaxRunTime = d },
+		func(c *catalog.Config, d jobs.Duration) { c.Copy.MaxRunTime = d },
+		func(c *catalog.Config, d jobs.Duration) { c.Restore.MaxRunTime = d },
+	} {
+		var cfg catalog.Config
+		set(&cfg, jobs.Duration(2*time.Hour))
+		cfg.Blobsync.Grace = jobs.Duration(time.Hour)
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "blobsync.grace: must be at least the longest maxRunTime of the kinds that write a managed blob before its entity (blobsync, archive, copy, restore), 2h0m0s") {
+			t.Errorf("Validate = %v, want the blobsync.grace rule at 2h", err)
+		}
+		cfg.Blobsync.Grace = jobs.Duration(2 * time.Hour)
+		if _, err := catalog.NewRegistry(localstore.New(localstore.Options{}), nil, cfg); err != nil {
+			t.Errorf("NewRegistry with the grace at 2h: %v", err)
+		}
+	}
+	var cfg catalog.Config
+	cfg.Purge.MaxRunTime = jobs.Duration(3 * time.Hour)
+	if err := cfg.Validate(); err != nil || time.Duration(cfg.Index.TombstoneGrace) != 3*time.Hour+5*time.Minute {
+		t.Errorf("Validate = %v, index.tombstoneGrace %v; want the default raised to purge's maxRunTime + 5m", err, time.Duration(cfg.Index.TombstoneGrace))
+	}
+	cfg.Index.TombstoneGrace = jobs.Duration(time.Hour)
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "index.tombstoneGrace: must be at least the longest maxRunTime of the kinds that write index entries (index, archive, purge, restore, copy) + 5m (3h5m0s)") {
+		t.Errorf("Validate = %v, want the index.tombstoneGrace rule at 3h5m", err)
 	}
 }
 

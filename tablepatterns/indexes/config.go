@@ -63,9 +63,15 @@ type Config struct {
 	// TombstoneGrace is how long the record of a removed index entry is
 	// kept in the table, rows and blob stores, so that a reconcile that
 	// read an older version of the entity and is still running cannot add
-	// the entry back. Default 1h; at least maxRunTime + 5m (a job's storage
-	// calls end by then) and at most 30 days.
+	// the entry back. Default 1h; at least the longest of maxRunTime and
+	// Writers, + 5m (a job's storage calls end by then), and at most 30
+	// days.
 	TombstoneGrace jobs.Duration `json:"tombstoneGrace,omitempty"`
+	// Writers is the longest maxRunTime of the other kinds that write index
+	// entries (archive, purge, restore and copy sync the indexes of what
+	// they move): a job of theirs may still be writing that long. The
+	// worker's config sets it (jobs/catalog); it is not in the file.
+	Writers jobs.Duration `json:"-"`
 	// MaxConflicts bounds the rounds of one compare-and-swap (the
 	// membership record, a shared index entity) lost to other workers
 	// before the job is retried later. Default 8, 1–100.
@@ -120,7 +126,8 @@ func (c *Config) Validate() error {
 		return err
 	}
 	c.RebuildParallel = cmp.Or(c.RebuildParallel, DefaultRebuildParallel)
-	c.TombstoneGrace = cmp.Or(c.TombstoneGrace, jobs.Duration(max(DefaultTombstoneGrace, time.Duration(c.MaxRunTime)+5*time.Minute)))
+	least := time.Duration(max(c.MaxRunTime, c.Writers)) + 5*time.Minute
+	c.TombstoneGrace = cmp.Or(c.TombstoneGrace, jobs.Duration(max(DefaultTombstoneGrace, least)))
 	if c.MaxConflicts < 1 || c.MaxConflicts > MaxMaxConflicts {
 		return fmt.Errorf("index.maxConflicts: must be 1-%d, got %d", MaxMaxConflicts, c.MaxConflicts)
 	}
@@ -130,8 +137,8 @@ func (c *Config) Validate() error {
 	if c.RebuildParallel < 1 || c.RebuildParallel > MaxRebuildParallel {
 		return fmt.Errorf("index.rebuildParallel: must be 1-%d, got %d", MaxRebuildParallel, c.RebuildParallel)
 	}
-	if d, least := time.Duration(c.TombstoneGrace), time.Duration(c.MaxRunTime)+5*time.Minute; d < least || d > 30*24*time.Hour {
-		return fmt.Errorf("index.tombstoneGrace: must be at least maxRunTime + 5m (%v) and at most 720h, got %v", least, d)
+	if d := time.Duration(c.TombstoneGrace); d < least || d > 30*24*time.Hour {
+		return fmt.Errorf("index.tombstoneGrace: must be at least the longest maxRunTime of the kinds that write index entries (index, archive, purge, restore, copy) + 5m (%v) and at most 720h, got %v", least, d)
 	}
 	_, err := compile(*c)
 	return err
