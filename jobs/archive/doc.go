@@ -143,8 +143,15 @@
 //     SHA-256. A crash after a carried blob and before the copy leaves an
 //     unreferenced blob that a reconcile of the target collects after its
 //     grace; the redelivery puts it again (same name, same bytes). A blob
-//     missing or not matching its reference is a permanent error: the move
-//     would lose the property.
+//     missing or not matching its reference is read as an offload that
+//     replaced it since the source was read (the application wrote the
+//     property, and blobsync moved it to a new blob and deleted the old):
+//     the source is read again, and when it changed (or went) the move
+//     goes on with that version, as a lost delete in step 3 does. Only a
+//     blob gone from an unchanged source is a permanent error: the move
+//     would lose the property. The grace must outlast the move's run
+//     (jobs/catalog checks blobsync's grace against archive's
+//     maxRunTime).
 //   - Indexes (the config's "index" section): a table target's indexes
 //     take the copy before the source goes (indexes.Set.Reconcile of the
 //     target key after step 2, so a crash before step 3 redoes it on the

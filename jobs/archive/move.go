@@ -37,6 +37,13 @@ func (m *mover) one(ctx context.Context, rk string, e *storeadapter.Entity) erro
 			e = &got
 		}
 		v, err := m.prepare(ctx, *e)
+		if errors.Is(err, errOffloadChanged) {
+			if again, err := m.offloadChanged(ctx, *e, err); !again {
+				return err
+			}
+			e = nil // an offload replaced the blob: move the new version
+			continue
+		}
 		if err != nil {
 			return err
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/tablekeeper/tablekeeper/idempotent"
@@ -102,12 +101,30 @@ func (m *mover) movePage(ctx context.Context, entities []storeadapter.Entity) (u
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		es := slices.Clone(entities[:len(batch)]) // Batches keeps one partition's order
-		entities = entities[len(batch):]
-		for i := range es {
-			if es[i], err = m.prepare(ctx, es[i]); err != nil {
+		var es []storeadapter.Entity // Batches keeps one partition's order
+		var later []string           // rows whose blob an offload replaced since the page was read: moved one by one
+		for _, e := range entities[:len(batch)] {
+			v, err := m.prepare(ctx, e)
+			switch {
+			case errors.Is(err, errOffloadChanged):
+				later = append(later, e.RowKey)
+				continue
+			case err != nil:
 				return nil, err
 			}
+			es = append(es, v)
+		}
+		entities = entities[len(batch):]
+		for _, rk := range later {
+			switch err := m.one(ctx, rk, nil); {
+			case errors.Is(err, errKeptChanging):
+				unsettled = append(unsettled, rk)
+			case err != nil:
+				return nil, err
+			}
+		}
+		if len(es) == 0 {
+			continue
 		}
 		out, err := m.target.write(ctx, es, m.sources)
 		if err != nil {

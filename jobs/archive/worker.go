@@ -69,12 +69,34 @@ func (m *mover) prepare(ctx context.Context, e storeadapter.Entity) (storeadapte
 	}
 	switch {
 	case errors.Is(err, largeentity.ErrMismatch) || errors.Is(err, storeadapter.ErrNotFound):
-		return out, jobs.Permanentf("archive: %s %s/%s: its offloaded properties cannot be moved: %w", m.args.Table, e.PartitionKey, e.RowKey, err)
+		return out, fmt.Errorf("archive: %s %s/%s: %w: %w", m.args.Table, e.PartitionKey, e.RowKey, errOffloadChanged, err)
 	case err != nil:
 		return out, fmt.Errorf("archive: %s %s/%s: offloaded properties: %w", m.args.Table, e.PartitionKey, e.RowKey, err)
 	}
 	out.ETag = e.ETag
 	return out, nil
+}
+
+// errOffloadChanged marks an entity whose offloaded blob is gone or
+// differs from its reference: an offload that replaced the blob after the
+// entity was read (the move then goes on with the version read again,
+// see offloadChanged), or a blob lost.
+var errOffloadChanged = errors.New("an offloaded property's blob is gone or changed")
+
+// offloadChanged decides about an entity e whose blob prepare found gone
+// or changed (err): when the source entity changed since e was read (or
+// went), an offload replaced its blob, and the move goes on with the
+// version read again (again true); else the blob is lost, and the move
+// fails permanently, naming it.
+func (m *mover) offloadChanged(ctx context.Context, e storeadapter.Entity, err error) (again bool, _ error) {
+	cur, gerr := m.w.Store.Tables().GetEntity(ctx, m.args.Table, e.PartitionKey, e.RowKey)
+	switch {
+	case errors.Is(gerr, storeadapter.ErrNotFound) || gerr == nil && cur.ETag != e.ETag:
+		return true, nil
+	case gerr != nil:
+		return false, fmt.Errorf("archive: read %s %s/%s again: %w", m.args.Table, e.PartitionKey, e.RowKey, gerr)
+	}
+	return false, jobs.Permanentf("archive: %s %s/%s: its offloaded properties cannot be moved: %w", m.args.Table, e.PartitionKey, e.RowKey, err)
 }
 
 // reconcile brings the indexes of one key of table (the source or a
