@@ -38,6 +38,11 @@ func blobsyncConfig(t *testing.T, tbl, c, ckpt string) string {
 	t.Helper()
 	return writeWorkerConfig(t, map[string]any{
 		"runner": fastRunner(),
+		// The kinds that write a managed blob before its entity run as
+		// briefly as blobsync, so that the grace may be as short.
+		"archive": map[string]any{"maxRunTime": bsGrace.String()},
+		"copy":    map[string]any{"maxRunTime": bsGrace.String()},
+		"restore": map[string]any{"maxRunTime": bsGrace.String()},
 		"blobsync": map[string]any{
 			"tables": []map[string]any{{"table": tbl, "container": c, "prefix": "managed", "properties": []string{"Doc"},
 				"offloadOver": 16 << 10}},
@@ -715,7 +720,7 @@ func TestBadArgsPoisonedOnFirstDelivery(t *testing.T) {
 		{id: "attach-blob", cli: []string{"blobsync", "attach", "-table", tbl, "-pk", "p", "-rk", "r", "-property", "Photo", "-container", c, "-blob", "no/such/blob"},
 			want: []string{"args.blob", "blob no/such/blob does not exist"}},
 		{id: "reconcile-grace", cli: []string{"blobsync", "reconcile", "-table", tbl, "-container", c, "-grace", "1s"},
-			want: []string{"args.grace", "must be at least the blobsync maxRunTime (" + bsGrace.String() + ")"}},
+			want: []string{"args.grace", "must be at least the longest maxRunTime of the kinds that write a managed blob before its entity (blobsync, archive, copy, restore), " + bsGrace.String()}},
 	}
 	for _, tc := range cases {
 		id := "op-" + tc.id + "-" + e.suffix
