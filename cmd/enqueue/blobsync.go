@@ -101,7 +101,7 @@ func (m *Main) blobsyncEnqueue(ctx context.Context, mode string, args []string) 
 		fs.StringVar(&blob, "blob", "", "the application's blob, in -container (required)")
 	case blobsync.ModeReconcile:
 		fs.StringVar(&prefix, "prefix", "", "prefix of the managed blob names (default: the config's for the table)")
-		cli.DurationVar(fs, &grace, "grace", 0, "keep unreferenced blobs younger than this (default: the config's, 24h; at least the kind's maxRunTime)")
+		cli.DurationVar(fs, &grace, "grace", 0, "keep unreferenced blobs younger than this (default: the config's, 24h; at least the longest maxRunTime of blobsync, archive, copy and restore)")
 		fs.StringVar(&miss, "on-missing", "", "report or clear references whose blob is gone (default: the config's, report)")
 	}
 	fs.StringVar(&id, "id", "", "operation id, 1-128 characters of A-Za-z0-9._:- (default: generated op-<UTC time>-<random>)")
