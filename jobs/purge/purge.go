@@ -30,7 +30,8 @@ const maxRounds = 5
 // RKFrom and/or RKTo the half-open RowKey range [RKFrom, RKTo) in Azure's
 // key order (a nil or empty bound is open), as the export kind's source.
 // OlderThan keeps only the entities whose Timestamp is older than the
-// first delivery's time minus OlderThan.
+// storage service's time at the first delivery (its checkpoint's create)
+// minus OlderThan.
 type Args struct {
 	Table     string         `json:"table"`
 	PK        *string        `json:"pk,omitempty"`
@@ -57,8 +58,15 @@ func (a Args) source() storeadapter.Range {
 	return storeadapter.Range{Table: a.Table, PK: a.PK, RKFrom: a.RKFrom, RKTo: a.RKTo}
 }
 
-// stateVersion is the "v" of the checkpoints this package writes.
-const stateVersion = 1
+// stateVersion is the "v" of the checkpoints of purges without
+// olderThan; stateVersionServiceCutoff that of purges with it, whose
+// cut-off is the storage service's time (see serviceCutoff): a release
+// that knows only version 1 refuses them (a transient error) rather than
+// purge with no cut-off while CutoffPending holds it. Both are read.
+const (
+	stateVersion              = 1
+	stateVersionServiceCutoff = 2
+)
 
 // state is a purge's checkpoint, stored as JSON in its token.
 type state struct {
@@ -70,6 +78,11 @@ type state struct {
 	// Cutoff is fixed by the first delivery: with olderThan, entities
 	// whose Timestamp is before it match; nil without olderThan.
 	Cutoff *time.Time `json:"cutoff,omitempty"`
+	// CutoffPending is set, with olderThan, from the checkpoint's create
+	// until its first save, which writes Cutoff: meanwhile the cut-off is
+	// the checkpoint's Timestamp (the service's time of the create) minus
+	// olderThan (see serviceCutoff).
+	CutoffPending bool `json:"cutoffPending,omitempty"`
 	// Token is the continuation of the scan after the last page whose
 	// deletes are all done ("" before the first page).
 	Token string `json:"token,omitempty"`
@@ -94,11 +107,16 @@ type state struct {
 //
 //  1. Load the checkpoint (operation id, "purge"); one written for other
 //     arguments (their digest differs: the id reused) is a permanent
-//     error. Done: record "already done" and return. None: fix the cut-off (now − olderThan), read the
+//     error. Done: record "already done" and return. None: read the
 //     first page (a missing table fails here, permanently, before
-//     anything is written) and create the checkpoint with an insert; a
+//     anything is written; with olderThan, by the worker's clock, and
+//     read again below) and create the checkpoint with an insert; a
 //     delivery that loses the insert takes the winner's checkpoint (its
-//     cut-off) and reads again from its position.
+//     cut-off) and reads again from its position. With olderThan the
+//     checkpoint is created CutoffPending, and the cut-off is the
+//     checkpoint's Timestamp (the service's time of the create) minus
+//     olderThan, derived by every delivery alike until the first save
+//     writes it (see serviceCutoff).
 //  2. Read the next page of the query — the source's keys (PartitionKey
 //     eq, RowKey ge/lt) and, with olderThan, Timestamp lt the cut-off,
 //     built with storeadapter's filter helpers — from the checkpoint's
@@ -248,6 +266,7 @@ func (p *purger) run(ctx context.Context) error {
 	} else {
 		p.st = state{V: stateVersion, Args: idempotent.Digest(p.args)}
 		if p.args.OlderThan != nil {
+			// For the first page only: the cut-off is the service's.
 			cut := storeadapter.DateTime(p.w.Clock.Now().Add(-time.Duration(*p.args.OlderThan)))
 			p.st.Cutoff = &cut
 		}
@@ -257,14 +276,20 @@ func (p *purger) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if p.args.OlderThan != nil {
+			p.st.V, p.st.Cutoff, p.st.CutoffPending = stateVersionServiceCutoff, nil, true
+		}
 		st, won, err := p.cell.Put(ctx, p.st)
 		if err != nil {
 			return err
 		}
 		p.st = st
-		if won { // else another delivery created it: its cut-off rules
+		if won && !p.st.CutoffPending { // else another delivery created it: its cut-off rules
 			first = &page
 		}
+	}
+	if err := p.serviceCutoff(ctx); err != nil {
+		return err
 	}
 	var ahead *prefetch
 	defer func() { ahead.discard() }()
@@ -476,11 +501,47 @@ func (p *purger) matching(ctx context.Context, ops []storeadapter.TableOp) (map[
 // check refuses a checkpoint of another version, or one written for other
 // arguments (the operation id reused: errOtherArgs).
 func (p *purger) check(st state) error {
-	if st.V != stateVersion {
-		return fmt.Errorf("checkpoint %s/%s: not a purge checkpoint of version %d (version %d)", p.opID, checkpointStep, stateVersion, st.V)
+	if st.V != stateVersion && st.V != stateVersionServiceCutoff {
+		return fmt.Errorf("checkpoint %s/%s: not a purge checkpoint of version %d or %d (version %d)", p.opID, checkpointStep, stateVersion, stateVersionServiceCutoff, st.V)
 	}
 	if st.Args != idempotent.Digest(p.args) {
 		return errOtherArgs
+	}
+	return nil
+}
+
+// serviceCutoff fixes, while the checkpoint says CutoffPending, the
+// cut-off from the storage service's clock, which the rows' Timestamps
+// are read by (a worker whose clock runs ahead by more than olderThan
+// would otherwise delete rows written after the purge began): the
+// checkpoint's Timestamp, its create's as long as no save changed it
+// (its ETag is still the one this delivery holds), minus olderThan. Every
+// delivery before the first save derives the same cut-off; that save
+// writes it. When the checkpoint changed meanwhile, its state is taken
+// (another delivery saved the cut-off).
+func (p *purger) serviceCutoff(ctx context.Context) error {
+	if p.st.CutoffPending && p.args.OlderThan == nil { // the digest says they are the same args: never
+		return jobs.Permanentf("checkpoint %s/%s: a cut-off is pending, but args.olderThan is not set", p.opID, checkpointStep)
+	}
+	for p.st.CutoffPending {
+		c := p.w.Checkpoints
+		e, err := c.Tables.GetEntity(ctx, c.Table, p.opID, checkpointStep)
+		if err != nil {
+			return fmt.Errorf("read the checkpoint %s/%s for the cut-off: %w", p.opID, checkpointStep, err)
+		}
+		if e.ETag != p.cell.ETag() {
+			st, found, err := p.cell.Load(ctx)
+			if err != nil {
+				return err
+			}
+			if !found {
+				return fmt.Errorf("checkpoint %s/%s vanished while the purge ran (cleared by another process); the redelivery starts again", p.opID, checkpointStep)
+			}
+			p.st = st
+			continue
+		}
+		cut := storeadapter.DateTime(e.Timestamp.Add(-time.Duration(*p.args.OlderThan)))
+		p.st.Cutoff, p.st.CutoffPending = &cut, false
 	}
 	return nil
 }

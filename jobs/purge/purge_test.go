@@ -506,29 +506,41 @@ func TestPurgeContinues(t *testing.T) {
 // 100 rows of a partition plus a query and a checkpoint save per page, and
 // a few for the checkpoint's start.
 func TestPurgeCalls(t *testing.T) {
-	b := newBundle(t)
-	b.seed(t, 4000, 4, "r") // 1000 rows per partition
-	w := b.worker(t, purge.Config{})
-	res, err := run(t, w, "op-calls", `{"table":"Logins"}`)
-	if err != nil || len(b.keys(t)) != 0 {
-		t.Fatalf("purge = %v, %d rows left", err, len(b.keys(t)))
-	}
-	s := b.counts.Snapshot()
-	t.Logf("%s\n%s", res, s)
-	// Pages of 1000 rows: one partition each; the last page ends the scan.
-	for op, want := range map[instrument.Op]int64{
-		instrument.OpTransact: 40, instrument.OpQuery: 4, instrument.OpUpdateEntity: 4,
-		instrument.OpGetEntity: 1, instrument.OpInsertEntity: 2, instrument.OpCreateTable: 1,
+	for _, c := range []struct {
+		args  string
+		start int64 // calls to start: the checkpoint's load and create, the table's create; with olderThan the checkpoint's read and the first page again
+	}{
+		{`{"table":"Logins"}`, 4},
+		{`{"table":"Logins","olderThan":"1m"}`, 6},
 	} {
-		if got := s[op].Calls; got != want {
-			t.Errorf("%s: %d calls, want %d", op, got, want)
-		}
-	}
-	if total := s.Total().Calls; total != 4000/100+2*4+4 {
-		t.Errorf("%d calls in all, want N/100 + 2 per page + 4 = %d", total, 4000/100+2*4+4)
-	}
-	if res != "deleted 4000 entities in 40 batches over 4 pages" {
-		t.Errorf("result %q", res)
+		t.Run(c.args, func(t *testing.T) {
+			b := newBundle(t)
+			b.seed(t, 4000, 4, "r") // 1000 rows per partition
+			b.clock.Advance(time.Hour)
+			w := b.worker(t, purge.Config{})
+			res, err := run(t, w, "op-calls", c.args)
+			if err != nil || len(b.keys(t)) != 0 {
+				t.Fatalf("purge = %v, %d rows left", err, len(b.keys(t)))
+			}
+			s := b.counts.Snapshot()
+			t.Logf("%s\n%s", res, s)
+			// Pages of 1000 rows: one partition each; the last page ends the scan.
+			extra := (c.start - 4) / 2
+			for op, want := range map[instrument.Op]int64{
+				instrument.OpTransact: 40, instrument.OpQuery: 4 + extra, instrument.OpUpdateEntity: 4,
+				instrument.OpGetEntity: 1 + extra, instrument.OpInsertEntity: 2, instrument.OpCreateTable: 1,
+			} {
+				if got := s[op].Calls; got != want {
+					t.Errorf("%s: %d calls, want %d", op, got, want)
+				}
+			}
+			if total := s.Total().Calls; total != 4000/100+2*4+c.start {
+				t.Errorf("%d calls in all, want N/100 + 2 per page + %d = %d", total, c.start, 4000/100+2*4+c.start)
+			}
+			if res != "deleted 4000 entities in 40 batches over 4 pages" {
+				t.Errorf("result %q", res)
+			}
+		})
 	}
 }
 
@@ -589,5 +601,106 @@ func TestPurgeOverlapsRoundTrips(t *testing.T) {
 	}
 	if total := b.counts.Snapshot().Total().Calls; total != 4000/100+2*4+4 {
 		t.Errorf("%d calls in all, want the same as one at a time: %d", total, 4000/100+2*4+4)
+	}
+}
+
+// crashAfterCreate runs a delivery that fails at its first delete, after
+// it created the checkpoint.
+func (b *bundle) crashAfterCreate(t *testing.T, w *purge.Worker, id, args string) {
+	t.Helper()
+	created := false
+	b.fault = func(_ int, c instrument.Call) error {
+		switch {
+		case c.Name == "Checkpoints" && (c.Op == instrument.OpInsertEntity || c.Op == instrument.OpUpsertEntity):
+			created = true
+		case created && c.Op == instrument.OpTransact:
+			return fmt.Errorf("crash after the checkpoint's create: %w", storeadapter.ErrUnavailable)
+		}
+		return nil
+	}
+	if _, err := run(t, w, id, args); err == nil || !created {
+		t.Fatalf("the first delivery: %v (checkpoint created %v); want it to crash at its first delete", err, created)
+	}
+	b.fault = nil
+}
+
+// TestPurgeCutoffIsTheServicesTime: the cut-off is the storage service's
+// time, which the rows' Timestamps are read by, not the worker's: a
+// worker whose clock runs 10 minutes ahead, purging olderThan 5m, keeps a
+// row written just before the purge began (found by review: it deleted
+// it). And it is fixed once: a delivery that crashed after the
+// checkpoint's create, redelivered an hour later, deletes none of the
+// rows written meanwhile.
+func TestPurgeCutoffIsTheServicesTime(t *testing.T) {
+	b := newBundle(t)
+	b.seed(t, 30, 3, "o")
+	b.clock.Advance(time.Hour)
+	b.seed(t, 30, 3, "n") // written just before the purge: not 5 minutes old
+	ahead := clock.NewFake(b.clock.Now().Add(10 * time.Minute))
+	w, err := purge.New(kit.Deps{Store: b.store, Clock: ahead}, purge.Config{CheckpointTable: "Checkpoints", PageSize: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := without(b.keys(t), isOld)
+	b.crashAfterCreate(t, w, "op-skew", `{"table":"Logins","olderThan":"5m"}`)
+	b.clock.Advance(time.Hour)
+	ahead.Advance(time.Hour)
+	b.seed(t, 30, 3, "m") // written after the purge began, an hour before the redelivery
+	want = append(want, without(b.keys(t), func(_, rk string) bool { return !strings.HasPrefix(rk, "m") })...)
+	slices.Sort(want)
+	if _, err := run(t, w, "op-skew", `{"table":"Logins","olderThan":"5m"}`); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.keys(t); !slices.Equal(got, want) {
+		t.Fatalf("after the purge: %d rows, want %d (every row but the old ones):\n%v", len(got), len(want), got)
+	}
+}
+
+// TestPurgeCutoffTakenFromASave: a delivery that loaded the checkpoint
+// before its first save, and reads its Timestamp for the cut-off after
+// another delivery saved, takes that delivery's cut-off instead of
+// deriving a later one from the save's time (which would delete the rows
+// written after the purge began).
+func TestPurgeCutoffTakenFromASave(t *testing.T) {
+	b := newBundle(t)
+	b.seed(t, 30, 3, "o")
+	b.clock.Advance(time.Hour)
+	w := b.worker(t, purge.Config{PageSize: 10})
+	const args = `{"table":"Logins","olderThan":"5m"}`
+	b.crashAfterCreate(t, w, "op-late", args)
+	b.clock.Advance(30 * time.Minute)
+	b.seed(t, 30, 3, "m") // after the purge began
+	b.clock.Advance(30 * time.Minute)
+	want := without(b.keys(t), isOld)
+	reads, held, release := 0, make(chan struct{}), make(chan struct{})
+	b.fault = func(_ int, c instrument.Call) error {
+		if c.Name == "Checkpoints" && c.Op == instrument.OpGetEntity {
+			if reads++; reads == 2 { // the late delivery's read for the cut-off, after its load
+				close(held)
+				<-release
+			}
+		}
+		return nil
+	}
+	late := make(chan error, 1)
+	go func() {
+		_, err := run(t, w, "op-late", args)
+		late <- err
+	}()
+	select {
+	case <-held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the late delivery never read the checkpoint for its cut-off")
+	}
+	if _, err := run(t, w, "op-late", args); err != nil { // another delivery: derives, purges, saves
+		t.Fatal(err)
+	}
+	b.clock.Advance(time.Hour)
+	close(release)
+	if err := <-late; err != nil {
+		t.Fatal(err)
+	}
+	if got := b.keys(t); !slices.Equal(got, want) {
+		t.Fatalf("after both deliveries: %d rows, want %d (every row but the old ones)", len(got), len(want))
 	}
 }
