@@ -38,10 +38,11 @@ func (m *mover) one(ctx context.Context, rk string, e *storeadapter.Entity) erro
 		}
 		v, err := m.prepare(ctx, *e)
 		if errors.Is(err, errOffloadChanged) {
-			if again, err := m.offloadChanged(ctx, *e, err); !again {
+			cur, err := m.offloadChanged(ctx, *e, err)
+			if err != nil {
 				return err
 			}
-			e = nil // an offload replaced the blob: move the new version
+			e = cur // an offload replaced the blob: move the new version (nil: gone, read again)
 			continue
 		}
 		if err != nil {

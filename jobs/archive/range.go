@@ -101,24 +101,30 @@ func (m *mover) movePage(ctx context.Context, entities []storeadapter.Entity) (u
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		var es []storeadapter.Entity // Batches keeps one partition's order
-		var later []string           // rows whose blob an offload replaced since the page was read: moved one by one
+		var es []storeadapter.Entity    // Batches keeps one partition's order
+		var later []storeadapter.Entity // rows whose blob an offload replaced since the page was read: moved one by one
 		for _, e := range entities[:len(batch)] {
 			v, err := m.prepare(ctx, e)
-			switch {
-			case errors.Is(err, errOffloadChanged):
-				later = append(later, e.RowKey)
+			if errors.Is(err, errOffloadChanged) {
+				cur, err := m.offloadChanged(ctx, e, err)
+				if err != nil {
+					return nil, err
+				}
+				if cur != nil { // else the application deleted it: nothing to move
+					later = append(later, *cur)
+				}
 				continue
-			case err != nil:
+			}
+			if err != nil {
 				return nil, err
 			}
 			es = append(es, v)
 		}
 		entities = entities[len(batch):]
-		for _, rk := range later {
-			switch err := m.one(ctx, rk, nil); {
+		for _, e := range later {
+			switch err := m.one(ctx, e.RowKey, &e); {
 			case errors.Is(err, errKeptChanging):
-				unsettled = append(unsettled, rk)
+				unsettled = append(unsettled, e.RowKey)
 			case err != nil:
 				return nil, err
 			}

@@ -119,7 +119,7 @@ func (m *mover) exportRange(ctx context.Context, opID string) error {
 			Blobs: blobs, Prefix: prefix, MaxPartBytes: m.w.cfg.MaxPartBytes, OpID: exportID,
 			Checkpoints: m.w.Checkpoints, Step: step, Passes: m.rounds, CreateContainer: true, SkipEmptyManifest: true,
 			AfterPart: func(ctx context.Context, p tableexport.Part) error { return m.deletePart(ctx, blobs, p) },
-			Transform: m.prepare,
+			Transform: m.exported,
 		})
 	switch {
 	case errors.Is(err, storeadapter.ErrTableNotFound):

@@ -52,8 +52,9 @@ func (w *Worker) Work(ctx context.Context, job *jobs.Job[Args]) error {
 // target with its offloaded properties carried to blobs of its new key
 // (largeentity.Carry), for a blob target with them read back inline
 // (largeentity.Restore). Keys and ETag stay the source's. A blob that is
-// missing or does not match its reference is a permanent error: moving
-// the entity would lose the property.
+// missing or does not match its reference is errOffloadChanged: the
+// caller reads the source again (offloadChanged) to tell an offload that
+// replaced it from a lost blob.
 func (m *mover) prepare(ctx context.Context, e storeadapter.Entity) (storeadapter.Entity, error) {
 	if len(largeentity.Refs(e)) == 0 {
 		return e, nil
@@ -84,19 +85,37 @@ func (m *mover) prepare(ctx context.Context, e storeadapter.Entity) (storeadapte
 var errOffloadChanged = errors.New("an offloaded property's blob is gone or changed")
 
 // offloadChanged decides about an entity e whose blob prepare found gone
-// or changed (err): when the source entity changed since e was read (or
-// went), an offload replaced its blob, and the move goes on with the
-// version read again (again true); else the blob is lost, and the move
-// fails permanently, naming it.
-func (m *mover) offloadChanged(ctx context.Context, e storeadapter.Entity, err error) (again bool, _ error) {
-	cur, gerr := m.w.Store.Tables().GetEntity(ctx, m.args.Table, e.PartitionKey, e.RowKey)
+// or changed (err): it reads the source again. Changed since e was read,
+// an offload replaced its blob, and the move goes on with cur, the version
+// read now; gone (cur nil, no error), the application deleted it. Else
+// the blob is lost, and the move fails permanently, naming it.
+func (m *mover) offloadChanged(ctx context.Context, e storeadapter.Entity, err error) (cur *storeadapter.Entity, _ error) {
+	got, gerr := m.w.Store.Tables().GetEntity(ctx, m.args.Table, e.PartitionKey, e.RowKey)
 	switch {
-	case errors.Is(gerr, storeadapter.ErrNotFound) || gerr == nil && cur.ETag != e.ETag:
-		return true, nil
+	case errors.Is(gerr, storeadapter.ErrNotFound):
+		return nil, nil
 	case gerr != nil:
-		return false, fmt.Errorf("archive: read %s %s/%s again: %w", m.args.Table, e.PartitionKey, e.RowKey, gerr)
+		return nil, fmt.Errorf("archive: read %s %s/%s again: %w", m.args.Table, e.PartitionKey, e.RowKey, gerr)
+	case got.ETag != e.ETag:
+		return &got, nil
 	}
-	return false, jobs.Permanentf("archive: %s %s/%s: its offloaded properties cannot be moved: %w", m.args.Table, e.PartitionKey, e.RowKey, err)
+	return nil, jobs.Permanentf("archive: %s %s/%s: its offloaded properties cannot be moved: %w", m.args.Table, e.PartitionKey, e.RowKey, err)
+}
+
+// exported is prepare for the rows of a range to blobs, which the
+// exporter writes as it reads them: a row whose blob an offload replaced
+// (or that the application deleted) since the page was read fails the
+// delivery transiently, and the redelivery reads it again; a blob lost
+// from an unchanged row is permanent, as in a table move.
+func (m *mover) exported(ctx context.Context, e storeadapter.Entity) (storeadapter.Entity, error) {
+	v, err := m.prepare(ctx, e)
+	if !errors.Is(err, errOffloadChanged) {
+		return v, err
+	}
+	if _, cerr := m.offloadChanged(ctx, e, err); cerr != nil {
+		return v, cerr
+	}
+	return v, fmt.Errorf("archive: %s %s/%s changed while its page was exported (an offload replaced its blob); retrying: %w", m.args.Table, e.PartitionKey, e.RowKey, err)
 }
 
 // reconcile brings the indexes of one key of table (the source or a
