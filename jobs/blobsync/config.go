@@ -38,6 +38,8 @@ type Config struct {
 	// restore: largeentity.Carry and Place). The worker's config sets it
 	// (jobs/catalog); it is not in the file.
 	Writers jobs.Duration `json:"-"`
+	// WritersFrom names the setting Writers comes from, for the error.
+	WritersFrom string `json:"-"`
 	// OnMissing is what reconcile does with a reference whose blob is
 	// gone: "report" (default: count it and name it in the result) or
 	// "clear" (remove the reference from the entity, If-Match).
@@ -89,9 +91,13 @@ func (c *Config) Validate() error {
 
 // checkGrace applies the bounds of a grace period.
 func (c *Config) checkGrace(grace time.Duration) error {
+	from := "blobsync.maxRunTime"
+	if c.Writers > c.MaxRunTime {
+		from = c.WritersFrom
+	}
 	switch least := time.Duration(max(c.MaxRunTime, c.Writers)); {
 	case grace < least:
-		return fmt.Errorf("must be at least the longest maxRunTime of the kinds that write a managed blob before its entity (blobsync, archive, copy, restore), %v: a younger unreferenced blob may belong to a job still running, got %v", least, grace)
+		return fmt.Errorf("must be at least the longest maxRunTime of the kinds that write a managed blob before its entity (blobsync, archive, copy, restore), %v (%s): a younger unreferenced blob may belong to a job still running, got %v", least, from, grace)
 	case grace > MaxGrace:
 		return fmt.Errorf("must be at most %v, got %v", MaxGrace, grace)
 	}

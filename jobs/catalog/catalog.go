@@ -76,9 +76,23 @@ func (c *Config) Validate() error {
 // blobsync's grace every job that puts a managed blob before the entity
 // that names it (archive, copy, restore).
 func (c *Config) link() {
-	runTime := func(d jobs.Duration) jobs.Duration { return cmp.Or(d, jobs.Duration(jobs.DefaultMaxRunTime)) }
-	c.Index.Writers = max(runTime(c.Archive.MaxRunTime), runTime(c.Purge.MaxRunTime), runTime(c.Restore.MaxRunTime), runTime(c.Copy.MaxRunTime))
-	c.Blobsync.Writers = max(runTime(c.Archive.MaxRunTime), runTime(c.Copy.MaxRunTime), runTime(c.Restore.MaxRunTime))
+	type runTime struct {
+		name string
+		d    jobs.Duration
+	}
+	longest := func(rs ...runTime) (jobs.Duration, string) {
+		var best runTime
+		for _, r := range rs {
+			if d := cmp.Or(r.d, jobs.Duration(jobs.DefaultMaxRunTime)); d > best.d {
+				best = runTime{r.name, d}
+			}
+		}
+		return best.d, best.name + ".maxRunTime"
+	}
+	archive, purge := runTime{"archive", c.Archive.MaxRunTime}, runTime{"purge", c.Purge.MaxRunTime}
+	restore, copies := runTime{"restore", c.Restore.MaxRunTime}, runTime{"copy", c.Copy.MaxRunTime}
+	c.Index.Writers, c.Index.WritersFrom = longest(archive, purge, restore, copies)
+	c.Blobsync.Writers, c.Blobsync.WritersFrom = longest(archive, copies, restore)
 }
 
 // NewRegistry returns the registry of every kind's worker, each built on

@@ -58,16 +58,16 @@ func TestConfigValidate(t *testing.T) {
 // copy, restore or purge maxRunTime raises the least grace, and the
 // tombstones' default with it.
 func TestGracesOutlastOtherKinds(t *testing.T) {
-	for _, set := range []func(*catalog.Config, jobs.Duration){
-		func(c *catalog.Config, d jobs.Duration) { c.Archive.MaxRunTime = d },
-		func(c *catalog.Config, d jobs.Duration) { c.Copy.MaxRunTime = d },
-		func(c *catalog.Config, d jobs.Duration) { c.Restore.MaxRunTime = d },
+	for kind, set := range map[string]func(*catalog.Config, jobs.Duration){
+		"archive": func(c *catalog.Config, d jobs.Duration) { c.Archive.MaxRunTime = d },
+		"copy":    func(c *catalog.Config, d jobs.Duration) { c.Copy.MaxRunTime = d },
+		"restore": func(c *catalog.Config, d jobs.Duration) { c.Restore.MaxRunTime = d },
 	} {
 		var cfg catalog.Config
 		set(&cfg, jobs.Duration(2*time.Hour))
 		cfg.Blobsync.Grace = jobs.Duration(time.Hour)
-		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "blobsync.grace: must be at least the longest maxRunTime of the kinds that write a managed blob before its entity (blobsync, archive, copy, restore), 2h0m0s") {
-			t.Errorf("Validate = %v, want the blobsync.grace rule at 2h", err)
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "blobsync.grace: must be at least the longest maxRunTime of the kinds that write a managed blob before its entity (blobsync, archive, copy, restore), 2h0m0s ("+kind+".maxRunTime)") {
+			t.Errorf("Validate = %v, want the blobsync.grace rule at 2h, naming %s.maxRunTime", err, kind)
 		}
 		cfg.Blobsync.Grace = jobs.Duration(2 * time.Hour)
 		if _, err := catalog.NewRegistry(localstore.New(localstore.Options{}), nil, cfg); err != nil {
@@ -80,7 +80,7 @@ func TestGracesOutlastOtherKinds(t *testing.T) {
 		t.Errorf("Validate = %v, index.tombstoneGrace %v; want the default raised to purge's maxRunTime + 5m", err, time.Duration(cfg.Index.TombstoneGrace))
 	}
 	cfg.Index.TombstoneGrace = jobs.Duration(time.Hour)
-	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "index.tombstoneGrace: must be at least the longest maxRunTime of the kinds that write index entries (index, archive, purge, restore, copy) + 5m (3h5m0s)") {
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "index.tombstoneGrace: must be at least the longest maxRunTime of the kinds that write index entries (index, archive, purge, restore, copy) + 5m (3h5m0s, from purge.maxRunTime)") {
 		t.Errorf("Validate = %v, want the index.tombstoneGrace rule at 3h5m", err)
 	}
 }

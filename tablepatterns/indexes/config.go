@@ -72,6 +72,8 @@ type Config struct {
 	// they move): a job of theirs may still be writing that long. The
 	// worker's config sets it (jobs/catalog); it is not in the file.
 	Writers jobs.Duration `json:"-"`
+	// WritersFrom names the setting Writers comes from, for the error.
+	WritersFrom string `json:"-"`
 	// MaxConflicts bounds the rounds of one compare-and-swap (the
 	// membership record, a shared index entity) lost to other workers
 	// before the job is retried later. Default 8, 1–100.
@@ -138,7 +140,11 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("index.rebuildParallel: must be 1-%d, got %d", MaxRebuildParallel, c.RebuildParallel)
 	}
 	if d := time.Duration(c.TombstoneGrace); d < least || d > 30*24*time.Hour {
-		return fmt.Errorf("index.tombstoneGrace: must be at least the longest maxRunTime of the kinds that write index entries (index, archive, purge, restore, copy) + 5m (%v) and at most 720h, got %v", least, d)
+		from := "index.maxRunTime"
+		if c.Writers > c.MaxRunTime {
+			from = c.WritersFrom
+		}
+		return fmt.Errorf("index.tombstoneGrace: must be at least the longest maxRunTime of the kinds that write index entries (index, archive, purge, restore, copy) + 5m (%v, from %s) and at most 720h, got %v", least, from, d)
 	}
 	_, err := compile(*c)
 	return err
