@@ -80,10 +80,12 @@ func indexConfig(path string) (indexes.Config, error) {
 	if err := cli.ReadConfigFile(path, &f); err != nil {
 		return indexes.Config{}, &usageError{err: err}
 	}
-	cfg := f.Index
-	if err := cfg.Validate(); err != nil {
+	// The whole file, as the worker checks it: the index section's
+	// tombstones depend on the other kinds' run times.
+	if err := f.Validate(); err != nil {
 		return indexes.Config{}, usagef("-config %s: %v", path, err)
 	}
+	cfg := f.Index
 	if len(cfg.Tables) == 0 {
 		return indexes.Config{}, usagef("-config %s: declares no indexes (its \"index\" section has no \"tables\")", path)
 	}
