@@ -93,6 +93,21 @@ func (c Checkpoints) Create(ctx context.Context, opID, step, token string) (etag
 	return etag, nil
 }
 
+// WrittenAt returns the storage service's time of the checkpoint's last
+// write (its Timestamp) while its ETag is still etag, the one the caller
+// created or saved it with; changed reports a write since (the caller
+// reloads; ErrNotFound when it is gone). A caller that derives a bound
+// from its create's time (an export's mark, a purge's cut-off) so takes
+// the service's clock, which rows' Timestamps are read by, not its own,
+// and every delivery before its first save derives the same bound.
+func (c Checkpoints) WrittenAt(ctx context.Context, opID, step, etag string) (at time.Time, changed bool, err error) {
+	e, err := c.Tables.GetEntity(ctx, c.Table, opID, step)
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("read the checkpoint %s/%s for its time: %w", opID, step, err)
+	}
+	return e.Timestamp, e.ETag != etag, nil
+}
+
 // SaveIfMatch replaces a step's token only while the checkpoint still has
 // the ETag etag, and returns its new ETag. A checkpoint changed meanwhile
 // is left as it is and the error wraps storeadapter.ErrPreconditionFailed

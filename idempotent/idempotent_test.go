@@ -209,6 +209,18 @@ func TestCheckpointsCompareAndSwap(t *testing.T) {
 	if tok, etag, err := cp.LoadETag(ctx, "op-1", "export"); err != nil || tok != "next" || etag != e2 {
 		t.Fatalf("LoadETag = %q, %q, %v; want \"next\", %q", tok, etag, err, e2)
 	}
+	// WrittenAt: the service's time of the last write, and whether one
+	// came after the caller's.
+	row, err := s.Tables().GetEntity(ctx, "Checkpoints", "op-1", "export")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if at, changed, err := cp.WrittenAt(ctx, "op-1", "export", e2); err != nil || changed || !at.Equal(row.Timestamp) {
+		t.Fatalf("WrittenAt at the current ETag = %v, %v, %v; want %v, unchanged", at, changed, err, row.Timestamp)
+	}
+	if _, changed, err := cp.WrittenAt(ctx, "op-1", "export", e1); err != nil || !changed {
+		t.Fatalf("WrittenAt at a stale ETag = changed %v, %v; want changed", changed, err)
+	}
 	if err := cp.Clear(ctx, "op-1", "export"); err != nil {
 		t.Fatal(err)
 	}

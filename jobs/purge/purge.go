@@ -524,12 +524,11 @@ func (p *purger) serviceCutoff(ctx context.Context) error {
 		return jobs.Permanentf("checkpoint %s/%s: a cut-off is pending, but args.olderThan is not set", p.opID, checkpointStep)
 	}
 	for p.st.CutoffPending {
-		c := p.w.Checkpoints
-		e, err := c.Tables.GetEntity(ctx, c.Table, p.opID, checkpointStep)
+		at, changed, err := p.w.Checkpoints.WrittenAt(ctx, p.opID, checkpointStep, p.cell.ETag())
 		if err != nil {
-			return fmt.Errorf("read the checkpoint %s/%s for the cut-off: %w", p.opID, checkpointStep, err)
+			return fmt.Errorf("the cut-off: %w", err)
 		}
-		if e.ETag != p.cell.ETag() {
+		if changed {
 			st, found, err := p.cell.Load(ctx)
 			if err != nil {
 				return err
@@ -540,7 +539,7 @@ func (p *purger) serviceCutoff(ctx context.Context) error {
 			p.st = st
 			continue
 		}
-		cut := storeadapter.DateTime(e.Timestamp.Add(-time.Duration(*p.args.OlderThan)))
+		cut := storeadapter.DateTime(at.Add(-time.Duration(*p.args.OlderThan)))
 		p.st.Cutoff, p.st.CutoffPending = &cut, false
 	}
 	return nil

@@ -242,8 +242,7 @@ func (x *Set) plan(ti *tableIndexes, it *item, force bool) {
 		}
 	}
 	it.next = it.m
-	seen := seenTag(it.e)
-	it.fence = !it.register && it.rec != nil && (seen == "" || it.m.seen != seen)
+	it.fence = !it.register && it.m.unfenced(it.e)
 }
 
 // fallback reconciles one key through Reconcile.

@@ -312,6 +312,15 @@ func seenTag(e *storeadapter.Entity) string {
 	return e.ETag
 }
 
+// unfenced reports whether a reconcile that found the record m and the
+// entity e (nil: none), and registers nothing, must fence the record (see
+// Set.Reconcile, step 2): it exists, and the entity may have been written
+// since its last write read it.
+func (m membership) unfenced(e *storeadapter.Entity) bool {
+	seen := seenTag(e)
+	return m.exists && (seen == "" || m.seen != seen)
+}
+
 // clone returns a deep copy.
 func (m membership) clone() membership {
 	c := m

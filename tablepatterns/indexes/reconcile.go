@@ -56,9 +56,9 @@ type Outcome struct {
 //     readAhead). When the entity was written since the record's last
 //     write read it (the ETag kept there, R, differs from the entity's,
 //     or either is unknown: an older release wrote the record, or there
-//     is no entity) and this reconcile registers nothing, it fences: it writes
-//     the record as it is with the entity's ETag, If-Match (a lost
-//     compare-and-swap restarts at 1). A reconcile that read the record
+//     is no entity) and this reconcile registers nothing, it fences: it
+//     writes the record as it is with the entity's ETag, If-Match (a
+//     lost compare-and-swap restarts at 1). A reconcile that read the record
 //     before and an older version of the entity then loses its
 //     registration, instead of registering what the application has
 //     since undone (a value set back, an entity deleted again);
@@ -308,7 +308,7 @@ func (x *Set) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string, fo
 			}
 		}
 		seen := seenTag(e)
-		if !register && m.exists && (seen == "" || m.seen != seen) {
+		if !register && m.unfenced(e) {
 			// The entity was written since the record's last write read
 			// it: fence out a reconcile that read the record before and
 			// an older version of the entity since (see step 2).

@@ -182,18 +182,17 @@ func (e *exporter) selected(row storeadapter.Entity) bool {
 // the reloaded checkpoint holds it.
 func (e *exporter) ensureMark(ctx context.Context) error {
 	for e.st.MarkPending {
-		c := e.o.Checkpoints
-		ent, err := c.Tables.GetEntity(ctx, c.Table, e.o.OpID, e.o.Step)
+		at, changed, err := e.o.Checkpoints.WrittenAt(ctx, e.o.OpID, e.o.Step, e.etag)
 		if err != nil {
-			return fmt.Errorf("tableexport: read the checkpoint %s/%s for the mark: %w", e.o.OpID, e.o.Step, err)
+			return fmt.Errorf("tableexport: the mark: %w", err)
 		}
-		if ent.ETag != e.etag {
+		if changed {
 			if err := e.reload(ctx); err != nil {
 				return err
 			}
 			continue
 		}
-		e.st.Mark = storeadapter.DateTime(ent.Timestamp.Add(-e.o.MarkMargin))
+		e.st.Mark = storeadapter.DateTime(at.Add(-e.o.MarkMargin))
 		e.st.MarkPending = false
 	}
 	return nil
