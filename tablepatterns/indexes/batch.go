@@ -174,11 +174,11 @@ func (x *Set) syncChunk(ctx context.Context, ti *tableIndexes, items []*item, fo
 			}
 		}
 	}
-	tombstoned, err := x.settleAll(ctx, ti, work)
+	settledBy, err := x.settleAll(ctx, ti, work)
 	if err != nil {
 		return res, err
 	}
-	if err := x.clearAll(ctx, ti, items, tombstoned, &res); err != nil {
+	if err := x.clearAll(ctx, ti, items, settledBy, &res); err != nil {
 		return res, err
 	}
 	var wake []wakeup
@@ -218,12 +218,17 @@ func (m membership) held() bool {
 			return true
 		}
 	}
+	for _, st := range m.rows {
+		if !st.idle() {
+			return true
+		}
+	}
 	return false
 }
 
 // plan computes an item's wants and what it needs, as Reconcile does.
 func (x *Set) plan(ti *tableIndexes, it *item, force bool) {
-	it.m = readMembership(it.rec)
+	it.m = readMembership(it.rec, ti)
 	it.wants = map[string]want{}
 	for _, ix := range ti.indexes {
 		w := wantOf(ix, it.e)
@@ -237,12 +242,12 @@ func (x *Set) plan(ti *tableIndexes, it *item, force bool) {
 		if w.state != it.m.applied[ix.Name] || force && (it.e != nil || it.m.held()) {
 			it.register = true
 		}
-		if !ix.partition() && len(it.m.pending[ix.Name]) > 0 {
-			it.settle = true
-		}
 	}
+	it.settle = it.m.unsettled(ti)
 	it.next = it.m
-	it.fence = !it.register && it.m.unfenced(it.e)
+	// A format-1 record with rows to settle is written in format 2 before
+	// them, as a fence is (see fromFormat1).
+	it.fence = !it.register && (it.m.unfenced(it.e) || it.m.rewrite)
 }
 
 // fallback reconciles one key through Reconcile.
@@ -260,13 +265,43 @@ func (x *Set) fallback(ctx context.Context, ti *tableIndexes, it *item, force bo
 }
 
 // settleAll settles the pending values of the external indexes of the
-// items (batch step 4) and returns, per item, the values each settled
-// index wrote as tombstones (see clear); an index missing from an item's
-// map is not settled for it.
-func (x *Set) settleAll(ctx context.Context, ti *tableIndexes, items []*item) (map[*item]map[string][]string, error) {
-	tombstoned := map[*item]map[string][]string{}
+// items (batch step 4) and returns, per item, what it settled (see
+// done); an index missing from an item's is not settled for it. The rows
+// indexes are settled without probes (settleRowsAll).
+func (x *Set) settleAll(ctx context.Context, ti *tableIndexes, items []*item) (map[*item]done, error) {
+	settledBy := map[*item]done{}
+	of := func(it *item) done {
+		d, ok := settledBy[it]
+		if !ok {
+			d = done{tombstoned: map[string][]string{}, rows: map[string]rowsState{}}
+			settledBy[it] = d
+		}
+		return d
+	}
 	for _, ix := range ti.indexes {
 		if ix.partition() {
+			continue
+		}
+		if ix.Kind == KindRows {
+			var work []rowsWork
+			var owner []*item
+			for _, it := range items {
+				if st := it.next.rows[ix.Name]; it.settle && !st.idle() {
+					work = append(work, rowsWork{pk: it.PK, rk: it.RK, value: stateValue(it.next.applied[ix.Name]), s: st, at: it.next.gen})
+					owner = append(owner, it)
+				}
+			}
+			if len(work) == 0 {
+				continue
+			}
+			if err := x.settleRowsAll(ctx, ix, work); err != nil {
+				return nil, fmt.Errorf("index: %s index %s: %w", ti.source, ix.Name, err)
+			}
+			for i, it := range owner {
+				st := work[i].s
+				st.unproven = false
+				of(it).rows[ix.Name] = st
+			}
 			continue
 		}
 		var ws []write
@@ -291,26 +326,23 @@ func (x *Set) settleAll(ctx context.Context, ti *tableIndexes, items []*item) (m
 		for i, it := range owner {
 			lo, hi := span[i], span[i+1]
 			if dead, ok := settled(ix, ws[lo:hi], res[lo:hi], &it.out); ok {
-				if tombstoned[it] == nil {
-					tombstoned[it] = map[string][]string{}
-				}
-				tombstoned[it][ix.Name] = dead
+				of(it).tombstoned[ix.Name] = dead
 			}
 		}
 	}
-	return tombstoned, nil
+	return settledBy, nil
 }
 
 // clearAll clears the settled values from the items' records and deletes
 // the records of long-gone entities (batch step 5): the records are read
 // again (their ETags changed at registration), then written per partition
 // in transactions; a transaction that fails goes key by key.
-func (x *Set) clearAll(ctx context.Context, ti *tableIndexes, items []*item, tombstoned map[*item]map[string][]string, res *SyncResult) error {
+func (x *Set) clearAll(ctx context.Context, ti *tableIndexes, items []*item, settledBy map[*item]done, res *SyncResult) error {
 	cut := x.graceCut()
 	byPK := map[string][]*item{}
 	var pks []string
 	for _, it := range items {
-		if it.fallback || len(tombstoned[it]) == 0 && !(it.e == nil && it.rec != nil && !it.register && !it.m.held() && it.m.gen < cut) {
+		if it.fallback || settledBy[it].empty() && !(it.e == nil && it.rec != nil && !it.register && !it.m.held() && it.m.gen < cut) {
 			continue
 		}
 		if _, ok := byPK[it.PK]; !ok {
@@ -331,12 +363,12 @@ func (x *Set) clearAll(ctx context.Context, ti *tableIndexes, items []*item, tom
 			if cur == nil {
 				continue
 			}
-			m := readMembership(cur)
-			if m.known() != nil { // a newer release's to clear
+			m := readMembership(cur, ti)
+			if m.known() != nil || m.rewrite { // a newer release's to clear, or an older one registered since
 				continue
 			}
-			if dead := tombstoned[it]; len(dead) > 0 {
-				if next, ok := cleared(m, it.next, dead, nil, nil); ok {
+			if d := settledBy[it]; !d.empty() {
+				if next, ok := cleared(m, it.next, d); ok {
 					ops = append(ops, storeadapter.TableOp{Action: storeadapter.TxUpdateReplace, Entity: next.entity(it.PK, it.RK), IfMatch: cur.ETag})
 				}
 				it.out.Changed = true
@@ -356,8 +388,8 @@ func (x *Set) clearAll(ctx context.Context, ti *tableIndexes, items []*item, tom
 			return err
 		}
 		for _, it := range group { // some record changed meanwhile: key by key
-			if dead := tombstoned[it]; len(dead) > 0 {
-				if err := x.clear(ctx, ti.source, it.PK, it.RK, it.next, "", dead, nil, nil); err != nil {
+			if d := settledBy[it]; !d.empty() {
+				if err := x.clear(ctx, ti, it.PK, it.RK, it.next, "", d); err != nil {
 					return err
 				}
 			}

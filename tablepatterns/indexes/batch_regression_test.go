@@ -28,7 +28,7 @@ func (f *fixture) record(pk, rk string) membership {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	return readMembership(e)
+	return readMembership(e, nil)
 }
 
 // Two keys of one registration group swap a value: A takes B's old value
@@ -165,7 +165,7 @@ func TestBatchSweepTableCopyTimestamp(t *testing.T) {
 	// the row after the rebuild began: y's record is made to claim s@x, as
 	// a restored record would.
 	rec, _ := f.raw.Tables().GetEntity(f.ctx, employees, "P", memberRowKey("y"))
-	m := readMembership(&rec)
+	m := readMembership(&rec, nil)
 	m.applied["emailAll"] = "" // y's entity has t@x; claim s@x was applied
 	v, _ := EncodeValue("s@x")
 	m.applied["emailAll"] = v + "#old"

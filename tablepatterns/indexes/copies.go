@@ -37,7 +37,7 @@ func (x *Set) applyCopies(ctx context.Context, ix *index, pk string, ws []write,
 	}
 	ppk := copyPartition(ix, pk)
 	for i, w := range ws {
-		_, err := x.cas(ctx, ix.table, ppk, tableCopyRowKey(w.value), w.live, "", func(cur *storeadapter.Entity) (*storeadapter.Entity, error) {
+		err := x.cas(ctx, ix.table, ppk, tableCopyRowKey(w.value), w.live, func(cur *storeadapter.Entity) (*storeadapter.Entity, error) {
 			var next *storeadapter.Entity
 			next, res[i].err, res[i].woke = x.copyEntry(ix, cur, w)
 			return next, nil

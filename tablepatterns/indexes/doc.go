@@ -33,8 +33,10 @@
 //	                ("<name>_<v>", "pNNNN") in Decl.Table
 //	list/blob       the same line in blob "<table>/<name>/<v>" of      index entities, option 1
 //	                Decl.Container
-//	rows            row (v, EscapeKey(pk)+" !"+EscapeKey(rk)) in      one entity per member, for
-//	                Decl.Table, with tkGen and tkDead                 hot or huge values
+//	rows            row (v, EscapeKey(pk)+" !"+EscapeKey(rk)+" !"+   one entity per member, for
+//	                gen) in Decl.Table, with tkGen (= gen) and        hot or huge values
+//	                tkDead: gen, 19 digits, is the generation that
+//	                made v the key's value (see rowsState)
 //
 // v is the value's key text (EncodeValue, below). A list line's flag is
 // D for a tombstone, P for a live member whose settle made the key's other
@@ -62,14 +64,18 @@
 //
 // # Formats
 //
-// The table above is format 1, the one this release writes. It also reads
-// what a later format writes, so that a release writing it can roll out
-// beside this one: a membership record with a V property above 1 is left
-// alone (ErrNewerFormat: Reconcile, Sync and rebuild fail, transiently,
-// without writing); a rows RowKey may end in keySep and a 19-digit
-// generation (a key is listed while any of its rows is live; a rebuild
-// stops at such a row, ErrNewerFormat). List lines flagged P, which this
-// release writes, are live to every release (any flag but D is).
+// The table above is format 2, the one this release writes: a membership
+// record that names a rows index row of a generation has V=2 (see
+// membership). It reads format 1 as well, which releases before it wrote
+// and which is the same but for rows: one row per key and value, keyed
+// EscapeKey(pk)+" !"+EscapeKey(rk) and rewritten in place (tkGen, tkDead),
+// and a record without V that lists the values still to settle in S_.
+// Such a record is taken over (see fromFormat1), such a row is the key's
+// live row until its value changes, and is then written dead. A record
+// with V above 2 was written by a newer release and is left alone
+// (ErrNewerFormat: Reconcile, Sync and rebuild fail, transiently, without
+// writing). A key is listed under a value while any of its rows there is
+// live, whatever their format.
 //
 // # Key format
 //

@@ -25,6 +25,9 @@ import (
 // one's write, whenever its requests arrive. Tombstones are what make a
 // late write of an older generation lose after a removal; they are kept
 // TombstoneGrace, pruned when their entry is next written and by rebuild.
+// A rows index is fenced the other way round: its rows are keyed by
+// generation, so that no two generations write one row live (see
+// rowsState).
 
 // ErrConflict is wrapped by the error of a reconcile when a copy index's
 // value is held by another entity: the copy is never overwritten. It is
@@ -39,9 +42,9 @@ type member struct {
 	// written is the Timestamp of the row that holds the member (not of
 	// a list's line).
 	written time.Time
-	// later marks a rows index row of a later format (see genDigits):
-	// read like this release's, but left to the release that wrote it.
-	later bool
+	// keyed marks a rows index row whose RowKey holds its generation
+	// (format 2; see rowKey), not a format-1 row.
+	keyed bool
 	// proof marks a live list line flagged P: its settle made every other
 	// value of the key dead first (see ahead).
 	proof bool
@@ -85,10 +88,6 @@ type write struct {
 	gen     int64
 	live    bool
 	content map[string]any
-	// etag, for a rows index tombstone, is the ETag the membership record
-	// kept of the key's row under value (see membership.live): the write
-	// goes If-Match of it without a read, and reads only when it lost.
-	etag string
 	// proof, for a live list line, flags it P (see applyKillsFirst).
 	proof bool
 }
@@ -96,19 +95,16 @@ type write struct {
 // applied is what applyAll made of one write: err wraps ErrConflict (a
 // copy's value live for another entity) or ErrTooLarge (a list at its
 // limit) when the write could not be made; woke is set when the write
-// took its key off a table copy other entities waited for (see wake);
-// etag is the ETag of the row a rows index write left alone (not in a
-// transaction) when the row holds the write's generation and state.
+// took its key off a table copy other entities waited for (see wake).
 type applied struct {
 	err  error
 	woke bool
-	etag string
 }
 
 // applyAll makes the entries of an external index hold the writes, as
 // few calls as the store allows: the writes to one entry (a list's value,
-// a rows index's value partition, a table copy's source partition) share
-// one read and one write. a, when not nil, holds entries already read
+// a table copy's source partition) share one read and one write. (A rows
+// index is written by settleRows and settleRowsAll.) a, when not nil, holds entries already read
 // (see readAhead): their first write goes from them. It returns what it
 // made of each write; any other error ends it.
 func (x *Set) applyAll(ctx context.Context, ix *index, ws []write, a *ahead) ([]applied, error) {
@@ -138,8 +134,6 @@ func (x *Set) applyAll(ctx context.Context, ix *index, ws []write, a *ahead) ([]
 		gres := make([]applied, len(group))
 		var err error
 		switch {
-		case ix.Kind == KindRows:
-			err = x.applyRows(ctx, ix, g, group, gres)
 		case ix.Kind == KindCopy:
 			err = x.applyCopies(ctx, ix, g, group, gres, pre.copies)
 		case ix.Store == StoreBlob:
@@ -196,132 +190,26 @@ func (x *Set) applyKillsFirst(ctx context.Context, ix *index, ws []write, a *ahe
 }
 
 // cas runs idempotent.UpdateCAS on an index table (created when missing),
-// replacing the entity, and returns the entity as it left it (the zero
-// Entity when there is none). With absent, the entity is expected not to
-// exist (the entry of a value the key is new to): its first round inserts
-// what modify makes of no entity, without reading, and reads only when
-// the insert finds one. With etag, the entity is expected to be as it was
-// when it had that ETag: a first write goes If-Match of it without a
-// read. Either guess, when wrong, costs its one call and leaves
-// UpdateCAS's rounds whole (x.cfg.MaxConflicts, the first without a pause).
-func (x *Set) cas(ctx context.Context, table, pk, rk string, absent bool, etag string, modify func(cur *storeadapter.Entity) (*storeadapter.Entity, error)) (storeadapter.Entity, error) {
-	var left storeadapter.Entity
-	err := idempotent.CreateOnMissing(ctx, idempotent.TableCreator(x.tables, table), func(ctx context.Context) error {
-		var guess *storeadapter.Entity // what the entity is taken to be: nil, absent; else as it had etag
-		switch {
-		case absent:
-		case etag != "":
-			guess = &storeadapter.Entity{PartitionKey: pk, RowKey: rk, ETag: etag} // only the ETag matters
-		default:
-			return x.updateCAS(ctx, table, pk, rk, modify, &left)
+// replacing the entity. With absent, the entity is expected not to exist
+// (the entry of a value the key is new to): its first round inserts what
+// modify makes of no entity, without reading, and reads only when the
+// insert finds one. That guess, when wrong, costs its one call and
+// leaves UpdateCAS's rounds whole (x.cfg.MaxConflicts, the first without
+// a pause).
+func (x *Set) cas(ctx context.Context, table, pk, rk string, absent bool, modify func(cur *storeadapter.Entity) (*storeadapter.Entity, error)) error {
+	return idempotent.CreateOnMissing(ctx, idempotent.TableCreator(x.tables, table), func(ctx context.Context) error {
+		if absent {
+			e, err := modify(nil)
+			if err != nil || e == nil {
+				return err
+			}
+			if _, err = x.tables.InsertEntity(ctx, table, *e); err == nil || !idempotent.Lost(err) {
+				return err
+			}
 		}
-		e, err := modify(guess)
-		switch {
-		case err != nil || e == nil && guess == nil:
-			return err
-		case e == nil: // nothing to write to the guess: read what is there
-			return x.updateCAS(ctx, table, pk, rk, modify, &left)
-		}
-		if guess == nil {
-			left.ETag, err = x.tables.InsertEntity(ctx, table, *e)
-		} else {
-			left.ETag, err = x.tables.UpdateEntity(ctx, table, *e, storeadapter.Replace, etag)
-		}
-		if err == nil {
-			left.PartitionKey, left.RowKey, left.Properties = e.PartitionKey, e.RowKey, e.Properties
-			return nil
-		}
-		etag = "" // a table just created holds no such row
-		if !idempotent.Lost(err) {
-			return err
-		}
-		return x.updateCAS(ctx, table, pk, rk, modify, &left)
-	})
-	return left, err
-}
-
-// updateCAS is cas's compare-and-swap, left set to the entity it leaves.
-func (x *Set) updateCAS(ctx context.Context, table, pk, rk string, modify func(cur *storeadapter.Entity) (*storeadapter.Entity, error), left *storeadapter.Entity) error {
-	var err error
-	*left, err = idempotent.UpdateCAS(ctx, x.tables, table, pk, rk, modify, idempotent.CASOptions{Mode: storeadapter.Replace, Tries: x.cfg.MaxConflicts})
-	return err
-}
-
-// applyRows writes the entries of one value of a rows index (one row
-// per key in the value's partition). One write goes by compare-and-swap,
-// inserting first when it is live (the common case: a key new to the
-// value), writing If-Match of the ETag the record kept when it is a
-// tombstone of the key's row it knows (write.etag), and its answer's
-// ETag goes into gres; several share one range read of their rows and
-// transactions of up to 100 writes, each If-Match the row read (an insert
-// where there was none), and go one by one when a transaction loses to
-// another writer.
-func (x *Set) applyRows(ctx context.Context, ix *index, value string, ws []write, gres []applied) error {
-	if len(ws) > 1 {
-		err := x.applyRowsBatch(ctx, ix, value, ws)
-		if err == nil || !idempotent.Lost(err) {
-			return err
-		}
-	}
-	for i, w := range ws {
-		left, err := x.cas(ctx, ix.table, value, memberKey(w.pk, w.rk), w.live, w.etag, func(cur *storeadapter.Entity) (*storeadapter.Entity, error) {
-			return rowsEntry(cur, w), nil
-		})
-		if err != nil {
-			return err
-		}
-		// The ETag of the row as this write made it, and only then: the
-		// record keeps it for a later tombstone without a read, whose
-		// fence is that the row is the one this generation left.
-		if gen, _ := left.Properties[propGen].(int64); gen == w.gen && left.Properties[propDead] == !w.live {
-			gres[i].etag = left.ETag
-		}
-	}
-	return nil
-}
-
-// rowsEntry is the row a write makes of cur (nil: none), nil when cur
-// already holds a generation ≥ the write's.
-func rowsEntry(cur *storeadapter.Entity, w write) *storeadapter.Entity {
-	if cur != nil {
-		if gen, _ := cur.Properties[propGen].(int64); gen >= w.gen {
-			return nil
-		}
-	}
-	return &storeadapter.Entity{PartitionKey: w.value, RowKey: memberKey(w.pk, w.rk), Properties: map[string]any{propGen: w.gen, propDead: !w.live}}
-}
-
-// applyRowsBatch is applyRows for several writes: one range query of the
-// writes' rows, then transactions.
-func (x *Set) applyRowsBatch(ctx context.Context, ix *index, value string, ws []write) error {
-	lo, hi := memberKey(ws[0].pk, ws[0].rk), memberKey(ws[0].pk, ws[0].rk)
-	for _, w := range ws[1:] {
-		k := memberKey(w.pk, w.rk)
-		lo, hi = minUTF16(lo, k), maxUTF16(hi, k)
-	}
-	rows := map[string]*storeadapter.Entity{}
-	f := storeadapter.And(storeadapter.PartitionEquals(value), storeadapter.Compare("RowKey", storeadapter.Ge, lo), storeadapter.Compare("RowKey", storeadapter.Le, hi))
-	err := queryAll(ctx, x.tables, ix.table, storeadapter.Query{Filter: f}, func(e storeadapter.Entity) error {
-		rows[e.RowKey] = &e
-		return nil
-	})
-	if err != nil && !idempotent.Missing(err) {
+		_, err := idempotent.UpdateCAS(ctx, x.tables, table, pk, rk, modify, idempotent.CASOptions{Mode: storeadapter.Replace, Tries: x.cfg.MaxConflicts})
 		return err
-	}
-	var ops []storeadapter.TableOp
-	for _, w := range ws {
-		cur := rows[memberKey(w.pk, w.rk)]
-		next := rowsEntry(cur, w)
-		switch {
-		case next == nil:
-		case cur == nil:
-			ops = append(ops, storeadapter.TableOp{Action: storeadapter.TxInsert, Entity: *next})
-		default:
-			ops = append(ops, storeadapter.TableOp{Action: storeadapter.TxUpdateReplace, Entity: *next, IfMatch: cur.ETag})
-		}
-		rows[memberKey(w.pk, w.rk)] = nil // a key written twice in one batch: the first write decides
-	}
-	return x.transactAll(ctx, ix.table, ops)
+	})
 }
 
 // transactAll writes ops in as few transactions as Azure's limits allow

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -177,7 +178,7 @@ func fitsIndex(ix *index, pk, rk, value string) error {
 	case ix.partition():
 		keys = []string{listBase(ix, value) + "0000"}
 	case ix.Kind == KindRows:
-		keys = []string{value, memberKey(pk, rk)}
+		keys = []string{value, rowKey(pk, rk, math.MaxInt64)} // the longest: with a generation
 	case ix.Kind == KindCopy:
 		keys = []string{copyPartition(ix, pk), tableCopyRowKey(value)}
 	case ix.Store == StoreBlob:

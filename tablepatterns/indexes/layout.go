@@ -100,21 +100,20 @@ const keySep = " !"
 // memberKey is a source entity's key as one RowKey of a rows index.
 func memberKey(pk, rk string) string { return EscapeKey(pk) + keySep + EscapeKey(rk) }
 
-// genDigits is the length of a generation in a rows index RowKey of a
-// later format: memberKey + keySep + the generation in genDigits digits,
-// zero-padded. A key's rows sort next to each other, by generation: an
-// escaped key never holds keySep (EscapeKey's space is followed by a hex
-// digit, which sorts after "!"), so whatever follows a key in another
-// key's RowKey sorts after keySep. This release writes none; it reads
-// them, so that a release that writes them can roll out beside it. A key
-// is listed under a value while any of its rows there is live (tkDead
-// false): a later format must make every older row of a key dead, its
-// format-1 row included, and never only add a newer dead one.
+// genDigits is the length of a generation in a rows index RowKey
+// (format 2, see rowKey): memberKey + keySep + the generation in
+// genDigits digits, zero-padded. A key's rows sort next to each other, by
+// generation, its format-1 row (memberKey alone) first: an escaped key
+// never holds keySep (EscapeKey's space is followed by a hex digit, which
+// sorts after "!"), so whatever follows a key in another key's RowKey
+// sorts after keySep. A key is listed under a value while any of its rows
+// there is live (tkDead false): every settle makes a key's other rows
+// dead (see rowsState), and the release before this one, which reads
+// these rows but writes format 1, lists them the same way.
 const genDigits = 19
 
 // splitMemberKey reverses memberKey, and reads the key of a rows index
-// row of a later format too (a generation after the key pair; see
-// genDigits).
+// row of format 2 too (a generation after the key pair; see genDigits).
 func splitMemberKey(s string) (pk, rk string, err error) {
 	a, b, ok := strings.Cut(s, keySep)
 	if !ok {
@@ -142,26 +141,32 @@ func fitsKey(s string) bool { return storeadapter.ValidateKey("key", s) == nil }
 //	A_<index>    String  the applied state: the encoded value the entity is
 //	                     indexed under ("" or absent: none); for a copy,
 //	                     the value, "#" and a hash of the copied properties
-//	S_<index>    String  table/rows/blob stores only: the values still
+//	S_<index>    String  table copies and table/blob lists (and rows
+//	                     indexes in format 1): the values still
 //	                     to be settled at generation Gen (absent: settled),
 //	                     one per line: the encoded value, a tab, and the
 //	                     latest generation that made it the index's value
 //	                     (0 when none did); a table copy's and a
 //	                     table or blob list's stay after their settle
 //	                     until the next reconcile (see lazy)
-//	E_<index>    String  rows store only: the encoded value, a tab, and
-//	                     the ETag of the key's row under it as the clear
-//	                     after its last settle left it (absent: unknown);
-//	                     a tombstone of that row is written If-Match of
-//	                     it, without a read (see membership.live)
+//	T_<index>    Int64   rows store only (format 2): the generation in the
+//	                     RowKey of the key's row under the applied value
+//	                     (absent: its format-1 row, memberKey alone)
+//	U_<index>    Boolean rows store only (format 2): true while that row
+//	                     is not known to exist (see rowsState)
+//	K_<index>    String  rows store only (format 2): the key's rows that
+//	                     must end dead, in the order registered, one per
+//	                     line: the encoded value, a tab, the generation in
+//	                     the RowKey (0: the format-1 row), and a tab and
+//	                     "s" for a stray (see rowRef)
 //	R            String  the ETag of the entity as the last write of the
 //	                     record that read it after reading the record
 //	                     found it (absent: unknown, as older releases
 //	                     leave it, or there was no entity); see
 //	                     Set.Reconcile, step 2
 //	Key          String  the entity's RowKey, when the record's RowKey is a hash
-//	V            Int32   the record's format (absent: 1, the one described
-//	                     here; see recordFormat)
+//	V            Int32   the record's format: 2 when a rows index has T_,
+//	                     U_ or K_, else absent (1; see recordFormat)
 type membership struct {
 	exists  bool
 	etag    string
@@ -169,33 +174,27 @@ type membership struct {
 	format  int64                // V; 1 when absent
 	applied map[string]string    // index name -> state
 	pending map[string][]pending // index name -> values to settle
-	// live is, per rows index, the ETag of the key's row under a value
-	// (E_<index>), written by the clear of the settle that wrote the row
-	// live (only the ETag of a row that settle wrote or found as it would
-	// have written it). A later tombstone of the row, in a reconcile or a
-	// Sync, writes If-Match of it at once, saving the read; a row changed
-	// since only loses that guess, outside the compare-and-swap's rounds.
-	// Workers that do not know E_ drop it when they write the record,
-	// which costs the read again and nothing else; Sync and rebuild, whose
-	// transactions return no ETags, drop it too.
-	live map[string]liveRow
+	// rows is, per rows index, its rows' state (format 2; see rowsState).
+	// A format-1 record's pending values of a rows index are read into
+	// it (see readMembership), and rewrite is then set: the record must
+	// be written in format 2 before any row it names is.
+	rows    map[string]rowsState
+	rewrite bool
 	// seen is R: the version of the entity the record's last write was
 	// computed from, "" when unknown (see Set.Reconcile, step 2).
 	seen string
 }
 
-// liveRow is a value and the ETag of the key's rows index row under it.
-type liveRow struct{ value, etag string }
-
 // recordFormat is the newest membership record format this release
-// knows; it writes records without V, that is in format 1. A record of a
-// later format was written by a newer release: Reconcile, Sync and
+// knows. It writes format 2 (V=2) when a rows index's rows are keyed by
+// generation (see rowsState), else records without V, format 1, which
+// releases before it read as well. A record of a later format was written by a newer release: Reconcile, Sync and
 // rebuild refuse to act on it (ErrNewerFormat, a transient error: the
 // message is retried, and taken by a newer worker) instead of rewriting
 // it in a format that would drop what they do not know. A release that
 // introduces a format can so be rolled out once every worker and CLI
 // runs one that refuses it (docs/index.md, "Upgrades").
-const recordFormat = 1
+const recordFormat = 2
 
 // ErrNewerFormat is wrapped by the error of a reconcile, Sync or rebuild
 // that met a membership record of a format newer than this release
@@ -231,8 +230,11 @@ func addPending(ps []pending, value string, target int64) []pending {
 	return append(ps, pending{value, target})
 }
 
-func readMembership(e *storeadapter.Entity) membership {
-	m := membership{format: 1, applied: map[string]string{}, pending: map[string][]pending{}, live: map[string]liveRow{}}
+// readMembership reads a membership record (e nil: none) of a table with
+// the indexes ti (nil: the record as stored, unconverted). A format-1
+// record's rows indexes are read as format 2 (see fromFormat1).
+func readMembership(e *storeadapter.Entity, ti *tableIndexes) membership {
+	m := membership{format: 1, applied: map[string]string{}, pending: map[string][]pending{}, rows: map[string]rowsState{}}
 	if e == nil {
 		return m
 	}
@@ -251,24 +253,40 @@ func readMembership(e *storeadapter.Entity) membership {
 		m.format = math.MaxInt64
 	}
 	for name, v := range e.Properties {
-		s, _ := v.(string)
-		switch {
-		case s == "":
-		case name == "R":
-			m.seen = s
-		case strings.HasPrefix(name, "A_"):
-			m.applied[name[2:]] = s
-		case strings.HasPrefix(name, "E_"):
-			if value, etag, ok := strings.Cut(s, "\t"); ok && etag != "" {
-				m.live[name[2:]] = liveRow{value, etag}
+		if len(name) < 2 || name[1] != '_' {
+			if s, _ := v.(string); name == "R" {
+				m.seen = s
 			}
-		case strings.HasPrefix(name, "S_"):
+			continue
+		}
+		ix := name[2:]
+		switch s, _ := v.(string); name[0] {
+		case 'A':
+			if s != "" {
+				m.applied[ix] = s
+			}
+		case 'S':
 			for line := range strings.SplitSeq(s, "\n") {
 				value, gen, _ := strings.Cut(line, "\t")
 				target, _ := strconv.ParseInt(gen, 10, 64)
-				m.pending[name[2:]] = addPending(m.pending[name[2:]], value, target)
+				m.pending[ix] = addPending(m.pending[ix], value, target)
 			}
+		case 'T':
+			st := m.rows[ix]
+			st.live, _ = v.(int64)
+			m.rows[ix] = st
+		case 'U':
+			st := m.rows[ix]
+			st.unproven, _ = v.(bool)
+			m.rows[ix] = st
+		case 'K':
+			st := m.rows[ix]
+			st.kills = parseKills(s)
+			m.rows[ix] = st
 		}
+	}
+	if m.format == 1 && ti != nil {
+		m.fromFormat1(ti)
 	}
 	return m
 }
@@ -287,8 +305,20 @@ func (m membership) entity(pk, rk string) storeadapter.Entity {
 			e.Properties["A_"+name] = s
 		}
 	}
-	for _, name := range slices.Sorted(maps.Keys(m.live)) {
-		e.Properties["E_"+name] = m.live[name].value + "\t" + m.live[name].etag
+	for _, name := range slices.Sorted(maps.Keys(m.rows)) {
+		st := m.rows[name]
+		if st.live != 0 {
+			e.Properties["T_"+name] = st.live
+		}
+		if st.unproven {
+			e.Properties["U_"+name] = true
+		}
+		if len(st.kills) > 0 {
+			e.Properties["K_"+name] = formatKills(st.kills)
+		}
+		if st.live != 0 || !st.idle() {
+			e.Properties["V"] = int32(2)
+		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(m.pending)) {
 		var lines []string
@@ -325,7 +355,10 @@ func (m membership) unfenced(e *storeadapter.Entity) bool {
 func (m membership) clone() membership {
 	c := m
 	c.applied = maps.Clone(m.applied)
-	c.live = maps.Clone(m.live)
+	c.rows = map[string]rowsState{}
+	for k, v := range m.rows {
+		c.rows[k] = v.clone()
+	}
 	c.pending = map[string][]pending{}
 	for k, v := range m.pending {
 		c.pending[k] = slices.Clone(v)
@@ -351,9 +384,9 @@ func (m membership) declared(ti *tableIndexes) membership {
 			delete(c.pending, name)
 		}
 	}
-	for name := range c.live {
+	for name := range c.rows {
 		if ix := ti.lookup(name); ix == nil || ix.Kind != KindRows {
-			delete(c.live, name)
+			delete(c.rows, name)
 		}
 	}
 	return c

@@ -366,27 +366,6 @@ func TestNoReadAheadAfterLostRegistration(t *testing.T) {
 	f.assertOnly(name, k, "c", "a", "b")
 }
 
-// TestNoReadAheadWhenRowsSettle: a registration that settles a rows index
-// value clears the record at once, so the values pending in it are not read
-// ahead: the table copy's rows are read after the registration, as the
-// settle's own read, keeping the window before the registration short.
-func TestNoReadAheadWhenRowsSettle(t *testing.T) {
-	f := newFixture(t, only("emailAll", "lastNameRows"))
-	k := Key{PK: "Sales", RK: "001"}
-	f.put(k.PK, k.RK, employee("Jones", "a@contoso.com"))
-	f.reconcile(k.PK, k.RK)
-	f.put(k.PK, k.RK, employee("Jones", "b@contoso.com"))
-	f.reconcile(k.PK, k.RK) // the copy alone: its values left pending
-	if p := f.record(k.PK, k.RK).pending["emailAll"]; len(p) != 2 {
-		t.Fatalf("the stage: pending %v, want the copy's a and b", p)
-	}
-	f.assertReadAfterRegistration(employee("Smith", "c@contoso.com"))
-	if p := f.record(k.PK, k.RK).pending; len(p["emailAll"])+len(p["lastNameRows"]) != 0 {
-		t.Errorf("pending after the change = %v, want none", p)
-	}
-	f.assertTruth()
-}
-
 // assertReadAfterRegistration writes Sales/001 as props, reconciles it and
 // fails unless the table copy's rows (EmployeesByEmail) were first read
 // after the registration: nothing was read ahead.

@@ -352,9 +352,6 @@ func (r *rebuild) sweep(ctx context.Context) error {
 			if r.pk != nil && en.PK != *r.pk {
 				return nil
 			}
-			if en.later { // this release can neither remove nor prune it
-				return fmt.Errorf("index %s: %s/%s under %s: a row of a later format: %w", ix.Name, en.PK, en.RK, describe(en.Encoded), ErrNewerFormat)
-			}
 			if en.Dead {
 				pruned, err := r.x.prune(ctx, ix, en)
 				r.st.Res.Pruned += pruned
@@ -425,16 +422,16 @@ func (r *rebuild) verify(ctx context.Context, ix *index, cands []Entry) error {
 			return err
 		}
 		for _, en := range ens {
-			m := readMembership(recs[memberRowKey(en.RK)])
+			m := readMembership(recs[memberRowKey(en.RK)], r.ti)
 			if err := m.known(); err != nil {
 				return fmt.Errorf("index: %s %s/%s: %w", r.ti.source, en.PK, en.RK, err)
 			}
-			if stateValue(m.applied[ix.Name]) == en.Encoded {
-				continue
+			if stateValue(m.applied[ix.Name]) == en.Encoded && (ix.Kind != KindRows || m.rows[ix.Name].live == en.row()) {
+				continue // a rows index's row is the applied value's only when it is the live row
 			}
 			var out Outcome
 			err := retryTransient(ctx, func() (err error) {
-				out, err = r.x.reconcile(ctx, r.ti, en.PK, en.RK, false, &stray{index: ix.Name, value: en.Encoded, gen: en.Gen})
+				out, err = r.x.reconcile(ctx, r.ti, en.PK, en.RK, false, &stray{index: ix.Name, value: en.Encoded, gen: en.Gen, row: en.row()})
 				return err
 			})
 			if errors.Is(err, storeadapter.ErrInvalidInput) || errors.Is(err, storeadapter.ErrTooLarge) {
@@ -473,7 +470,7 @@ func (x *Set) prune(ctx context.Context, ix *index, en Entry) (int, error) {
 	if ix.Kind != KindRows || en.Gen >= x.graceCut() {
 		return 0, nil
 	}
-	e, err := getOptional(ctx, x.tables, ix.table, en.Encoded, memberKey(en.PK, en.RK))
+	e, err := getOptional(ctx, x.tables, ix.table, en.Encoded, rowKey(en.PK, en.RK, en.row()))
 	if err != nil || e == nil {
 		return 0, err
 	}

@@ -41,9 +41,10 @@ type Outcome struct {
 //
 // The source entity is the truth; its membership record (RowKey
 // storeadapter.ReservedPrefix+"m."+rk, in the entity's partition) says, per index, what
-// was applied (A_<index>) and, for the table, rows and blob stores, which
-// values are still to be settled (S_<index>) at generation Gen. A
-// reconcile:
+// was applied (A_<index>); for table copies and the table and blob lists,
+// which values are still to be settled (S_<index>) at generation Gen; for
+// a rows index, which of the key's rows is the live one and which must
+// end dead (see rowsState). A reconcile:
 //
 //  1. reads its record, then the entity (in that order: see the end);
 //  2. computes each index's value from the entity; if every index's
@@ -51,9 +52,8 @@ type Outcome struct {
 //     The table copies and the table and blob lists with values pending
 //     read the entries of those and of the old and new values, which the
 //     settle writes from, and learn which pending values the record's
-//     generation has settled already (see ahead; not when a rows index
-//     has a value to settle, nor after a lost registration: see
-//     readAhead). When the entity was written since the record's last
+//     generation has settled already (see ahead; not after a lost
+//     registration: see readAhead). When the entity was written since the record's last
 //     write read it (the ETag kept there, R, differs from the entity's,
 //     or either is unknown: an older release wrote the record, or there
 //     is no entity) and this reconcile registers nothing, it fences: it
@@ -61,12 +61,15 @@ type Outcome struct {
 //     lost compare-and-swap restarts at 1). A reconcile that read the record
 //     before and an older version of the entity then loses its
 //     registration, instead of registering what the application has
-//     since undone (a value set back, an entity deleted again);
+//     since undone (a value set back, an entity deleted again). The fence
+//     carries the clear of the rows indexes it proves first (5);
 //  3. registers: writes the record with a new generation (greater than
 //     the last and than the clock in microseconds), the new applied
-//     states and, per table/rows/blob index, the pending values: those
-//     pending before, less those shown settled in 2, the old value and
-//     the new. The write is If-Match of the record read in 1 (an insert
+//     states and, per table copy and table/blob list, the pending values:
+//     those pending before, less those shown settled in 2, the old value
+//     and the new; per rows index that changes, the old value's live row
+//     added to the kills and the new value's row of this generation made
+//     the live one (rowsState.changed). The write is If-Match of the record read in 1 (an insert
 //     when there was none), in one
 //     transaction with every partition-store change: a partition copy
 //     moved to its new RowKey (deleted and inserted on the ETags read), the
@@ -79,13 +82,13 @@ type Outcome struct {
 //     the registered generation: live for the new value, a tombstone for
 //     the others (see apply: an entry changes only for a higher
 //     generation); a list's tombstones first, then its live line, flagged
-//     P when every tombstone was made. A rows index row whose ETag the
-//     record kept (E_; see the next step) is written If-Match of it at
-//     once, without the read: a row changed since loses that write, and is
-//     then read and written like any other;
+//     P when every tombstone was made. A rows index writes its kills dead
+//     (blind upserts, in the order registered), then inserts the live row
+//     (settleRows). A change first writes its last kill, the previous
+//     live row, dead If-Match any: when that row exists, every kill before
+//     it is dead already, and only strays are written;
 //  5. clears the settled values from the record, If-Match of its
-//     registration, and keeps there the ETag each rows index's live row
-//     was left with. When a later generation registered meanwhile, it
+//     registration. When a later generation registered meanwhile, it
 //     carries the values on and settles them too; the record then only
 //     loses the values this generation tombstoned that no later one made
 //     the index's value (see clear), so it stays small however long the
@@ -96,7 +99,11 @@ type Outcome struct {
 //     next reconcile (see lazy): a change drops them in its registration
 //     (3), an unchanged reconcile finds them settled (4 writes nothing)
 //     and clears them here. The record so holds at most two values per
-//     index between reconciles.
+//     index between reconciles. A change of a rows index leaves its kills
+//     and its live row's doubt to the next reconcile as well (see
+//     lazyRows): the next change's probe proves them, and an unchanged
+//     reconcile reads the live row (provenRows) and clears them; the
+//     change that passes maxKills clears at once.
 //
 // Why it converges. Registrations are serialised by the record's ETag and
 // each reads the entity after reading the record, so a higher generation
@@ -119,10 +126,17 @@ type Outcome struct {
 // writes every entry any earlier one may still write, and an entry keeps
 // the highest generation's write whatever order the requests arrive in: a
 // reconcile that read an older version can never overwrite a newer one.
-// A rows tombstone written If-Match of the ETag the record kept replaces
-// only the very row the settle that kept it left (live, at a lower
-// generation than the one writing): the fence holds without the read.
-// A value dropped in 3 without settling again is one that g, the
+// A rows index row is written live only by an insert of the generation
+// that made its value the key's, and by no other: a late settler of an
+// older generation inserts its own row, which a later one killed or will
+// kill (its registration carries that row), never the later one's. Its
+// kills are items of one sequence per key and index, each registration
+// appending to it and each settle writing a prefix of it dead in order
+// before it creates its own live row, so that a row's existence proves
+// every kill registered before that row's registration dead: that is
+// what the probe (4) and provenRows take as proof, and why strays (a
+// rebuild's finds, registered later) and format-1 rows (written in no
+// order) are never taken as proven by another row. A value dropped in 3 without settling again is one that g, the
 // record's generation, settled: its entry holds the key at exactly g (a
 // table copy's row, a list's line), or its list's value was the applied
 // one, whose line holds the key live at g flagged P: every settler of g
@@ -139,7 +153,9 @@ type Outcome struct {
 // another) settles them at that generation (4 and 5 are idempotent: an
 // entry that already holds the generation is left alone), or, when it is
 // a change, carries them into its own registration (a table copy's or a
-// list's value only while its entries do not show it settled); after 4
+// list's value only while its entries do not show it settled; every kill
+// of a rows index, and its probe finds the live row missing when the
+// settle did not reach it, and so writes every kill); after 4
 // the entries are right and only the record's pending values remain,
 // cleared by the next reconcile at the cost of rewriting nothing. Two workers
 // reconciling one entity: one wins the registration, the other restarts
@@ -255,10 +271,11 @@ func (o Outcome) String() string {
 }
 
 // stray is an entry of an index that the key's membership record does not
-// account for, found by rebuild's sweep, with the generation it holds.
+// account for, found by rebuild's sweep, with the generation it holds
+// and, for a rows index, the generation in its RowKey (row; see rowKey).
 type stray struct {
 	index, value string
-	gen          int64
+	gen, row     int64
 }
 
 // values is the stray's value when it is an entry of ix, else nothing.
@@ -267,6 +284,14 @@ func (s *stray) values(ix *index) []string {
 		return nil
 	}
 	return []string{s.value}
+}
+
+// rows is the stray's row when it is a row of the rows index ix.
+func (s *stray) rows(ix *index) []rowRef {
+	if s == nil || s.index != ix.Name {
+		return nil
+	}
+	return []rowRef{{value: s.value, gen: s.row, stray: true}}
 }
 
 // reconcile is Reconcile; force re-registers and rewrites every index
@@ -284,13 +309,13 @@ func (x *Set) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string, fo
 		if err != nil {
 			return out, err
 		}
-		m := readMembership(rec)
+		m := readMembership(rec, ti)
 		if err := m.known(); err != nil {
 			return out, fmt.Errorf("index: %s %s/%s: %w", ti.source, pk, rk, err)
 		}
 		wants := map[string]want{}
 		out.Unindexable, out.Conflicts, out.wake = nil, nil, nil
-		register, settle := false, false
+		register := false
 		for _, ix := range ti.indexes {
 			w := wantOf(ix, e)
 			if tooLarge != nil && ix.partition() && ix.Kind == KindCopy && w.state != "" {
@@ -303,17 +328,26 @@ func (x *Set) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string, fo
 			if force || w.state != m.applied[ix.Name] || len(s.values(ix)) > 0 {
 				register = true
 			}
-			if !ix.partition() && len(m.pending[ix.Name]) > 0 {
-				settle = true
-			}
 		}
+		settle := m.unsettled(ti)
 		seen := seenTag(e)
-		if !register && m.unfenced(e) {
+		if !register && (m.unfenced(e) || m.rewrite) {
 			// The entity was written since the record's last write read
 			// it: fence out a reconcile that read the record before and
-			// an older version of the entity since (see step 2).
+			// an older version of the entity since (see step 2). A
+			// format-1 record with rows to settle is written in format 2
+			// the same way, before any row (see fromFormat1). The rows
+			// the record's kills name are proven first when one read can
+			// (see provenRows): the fence then carries their clear.
 			fenced := m.clone()
-			fenced.seen = seen
+			fenced.seen, fenced.rewrite = seen, false
+			if !m.rewrite {
+				proven, err := x.proveRows(ctx, ti, pk, rk, m)
+				if err != nil {
+					return out, fmt.Errorf("index: %s %s/%s: %w", ti.source, pk, rk, err)
+				}
+				fenced, _ = cleared(fenced, m, done{rows: proven})
+			}
 			etag, err := x.tables.UpdateEntity(ctx, ti.source, fenced.entity(pk, rk), storeadapter.Replace, m.etag)
 			if idempotent.Lost(err) && round < x.cfg.MaxConflicts {
 				// Another write changed the record, which fenced it as
@@ -326,6 +360,7 @@ func (x *Set) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string, fo
 				return out, fmt.Errorf("index: %s %s/%s: fence: %w", ti.source, pk, rk, err)
 			}
 			m, m.etag = fenced, etag
+			settle = m.unsettled(ti)
 		}
 		if !register && !settle {
 			return out, nil
@@ -333,14 +368,13 @@ func (x *Set) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string, fo
 		// The table copies and lists read the entries they will write
 		// before registering (see readAhead): the values of the record's
 		// generation found settled there are dropped, and the settle
-		// writes from them. Not when a rows index has a value to settle
-		// (settlesRows), nor after a lost registration: reads between the
-		// record's read and its registration widen the window another
+		// writes from them. Not after a lost registration: reads between
+		// the record's read and its registration widen the window another
 		// reconcile of the entity registers in (big lists, hot entities);
 		// without them the registration carries the values on and the
 		// settle clears.
 		var pre map[string]*ahead
-		if round == 1 && !settlesRows(ti, m, wants) || !register {
+		if round == 1 || !register {
 			if pre, err = x.readAhead(ctx, ti, pk, rk, m, wants, register, force, s); err != nil {
 				return out, fmt.Errorf("index: %s %s/%s: %w", ti.source, pk, rk, err)
 			}
@@ -352,10 +386,11 @@ func (x *Set) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string, fo
 		// see ahead): its settle then clears the record at once, so that
 		// lazy never lets the record grow.
 		carried := false
+		changedRows := map[string]bool{} // the rows indexes this registration changes
 		if register {
 			next = m.declared(ti)
 			next.gen = max(m.gen+1, x.clock.Now().UnixMicro())
-			next.seen = seen
+			next.seen, next.rewrite = seen, false
 			if s != nil {
 				// The stray entry's generation may be above this clock (a
 				// worker whose clock ran ahead wrote it): its tombstone
@@ -375,6 +410,17 @@ func (x *Set) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string, fo
 						next.pending[ix.Name] = unsettled
 					}
 					continue // this index is up to date (or only settling)
+				}
+				if ix.Kind == KindRows {
+					st := next.rows[ix.Name]
+					if force || w.state != m.applied[ix.Name] {
+						st = st.changed(old, target, next.gen)
+					}
+					st.kills = append(st.kills, s.rows(ix)...) // after every kill of the order: see rowRef.stray
+					next.rows[ix.Name] = st
+					next.applied[ix.Name] = w.state
+					changedRows[ix.Name] = true
+					continue
 				}
 				values := distinct(old, target, s.values(ix)...)
 				if !ix.partition() {
@@ -442,22 +488,58 @@ func (x *Set) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string, fo
 				}
 			}
 		}
-		return out, x.settle(ctx, ti, pk, rk, next, etag, wants, pre, register && !carried, &out)
+		return out, x.settle(ctx, ti, pk, rk, next, etag, wants, pre, register && !carried, changedRows, &out)
 	}
 }
 
-// settle applies the pending values of the table, rows and blob indexes
-// at the record's generation, then clears them from the record, unless
-// deferred (m is this reconcile's registration, which carried no value
-// but the old and new ones) and they are only those of indexes lazy
-// leaves to the next reconcile.
+// done is what a settle made: per settled index of the table and blob
+// stores and table copies the values it wrote as tombstones
+// (tombstoned), the same for an index it could not settle (partial: a
+// conflict, a full list), and per rows index the state whose rows it
+// proved as that state's settle leaves them (rows, with unproven false).
+type done struct {
+	tombstoned, partial map[string][]string
+	rows                map[string]rowsState
+}
+
+func (d done) empty() bool { return len(d.tombstoned)+len(d.partial)+len(d.rows) == 0 }
+
+// settle applies the pending values of the table and blob indexes and
+// table copies at the record's generation, and settles the rows indexes
+// (see rowsState), then clears them from the record, unless deferred (m
+// is this reconcile's registration, which carried no value but the old
+// and new ones) and they are only those of indexes lazy leaves to the
+// next reconcile. A rows index this registration changed (changedRows)
+// is settled with its probe and left to the next reconcile (see
+// lazyRows); one it did not change is proven with one read when it can
+// be (provenRows), else settled, and cleared.
 // etag is the record's ETag after the registration, "" when unknown; pre
 // holds the entries read before it (see readAhead).
-func (x *Set) settle(ctx context.Context, ti *tableIndexes, pk, rk string, m membership, etag string, wants map[string]want, pre map[string]*ahead, deferred bool, out *Outcome) error {
-	tombstoned := map[string][]string{} // per settled index, the values written as tombstones
-	partial := map[string][]string{}    // the same for an index not settled (a conflict, a full list)
-	live := map[string]liveRow{}        // per rows index, the live row written and its ETag
+func (x *Set) settle(ctx context.Context, ti *tableIndexes, pk, rk string, m membership, etag string, wants map[string]want, pre map[string]*ahead, deferred bool, changedRows map[string]bool, out *Outcome) error {
+	d := done{tombstoned: map[string][]string{}, partial: map[string][]string{}, rows: map[string]rowsState{}}
+	eager := false // a rows index's settle must be cleared at once
 	for _, ix := range ti.indexes {
+		if ix.Kind == KindRows {
+			st := m.rows[ix.Name]
+			if st.idle() {
+				continue
+			}
+			value := stateValue(m.applied[ix.Name])
+			ok, err := false, error(nil)
+			if !changedRows[ix.Name] {
+				ok, err = x.provenRows(ctx, ix, pk, rk, value, st)
+			}
+			if err == nil && !ok {
+				err = x.settleRows(ctx, ix, pk, rk, value, st, m.gen, changedRows[ix.Name])
+			}
+			if err != nil {
+				return fmt.Errorf("index: %s %s/%s: index %s: %w", ti.source, pk, rk, ix.Name, err)
+			}
+			eager = eager || !lazyRows(st, value, changedRows[ix.Name])
+			st.unproven = false
+			d.rows[ix.Name] = st
+			continue
+		}
 		values := m.pending[ix.Name]
 		if ix.partition() || len(values) == 0 {
 			continue
@@ -477,33 +559,60 @@ func (x *Set) settle(ctx context.Context, ti *tableIndexes, pk, rk string, m mem
 			return fmt.Errorf("index: %s %s/%s: index %s: %w", ti.source, pk, rk, ix.Name, err)
 		}
 		if dead, ok := settled(ix, ws, res, out); ok {
-			tombstoned[ix.Name] = dead
+			d.tombstoned[ix.Name] = dead
 		} else if len(dead) > 0 {
-			partial[ix.Name] = dead
-		}
-		for i, w := range ws {
-			if w.live && res[i].etag != "" {
-				live[ix.Name] = liveRow{w.value, res[i].etag}
-			}
+			d.partial[ix.Name] = dead
 		}
 	}
-	if len(tombstoned)+len(partial) == 0 {
+	if d.empty() {
 		return nil
 	}
 	out.Changed = true
-	if deferred && len(partial) == 0 && lazy(ti, m, tombstoned) {
+	if deferred && !eager && len(d.partial) == 0 && lazy(ti, m, d.tombstoned) {
 		return nil
 	}
-	return x.clear(ctx, ti.source, pk, rk, m, etag, tombstoned, partial, live)
+	return x.clear(ctx, ti, pk, rk, m, etag, d)
 }
 
-// settlesRows reports whether a registration of m with wants has a value
-// of a rows index to settle: its settle then clears the record at once
-// (see lazy), and values pending in m are most likely those of a
-// registration that overlapped, which carrying them on settles.
-func settlesRows(ti *tableIndexes, m membership, wants map[string]want) bool {
+// lazyRows reports whether a rows index's settle of state st (applied
+// value value) can leave its kills and its live row's doubt in the
+// record: when this registration changed the index (a change; the next
+// change's probe proves them, and an unchanged reconcile clears them
+// with one read), the key is still in the index (the records of deleted
+// entities hold nothing, and are dropped: see Sync), the kills are at
+// most maxKills, and none is a stray (nothing but its own write proves
+// it dead).
+func lazyRows(st rowsState, value string, changed bool) bool {
+	return changed && value != "" && len(st.kills) <= maxKills && !slices.ContainsFunc(st.kills, func(r rowRef) bool { return r.stray })
+}
+
+// proveRows proves, with one read each where it can (see provenRows), the
+// rows indexes of m that have something to settle, and returns the
+// states proven (unproven false).
+func (x *Set) proveRows(ctx context.Context, ti *tableIndexes, pk, rk string, m membership) (map[string]rowsState, error) {
+	proven := map[string]rowsState{}
 	for _, ix := range ti.indexes {
-		if ix.Kind == KindRows && (wants[ix.Name].state != m.applied[ix.Name] || len(m.pending[ix.Name]) > 0) {
+		st := m.rows[ix.Name]
+		if ix.Kind != KindRows || st.idle() {
+			continue
+		}
+		ok, err := x.provenRows(ctx, ix, pk, rk, stateValue(m.applied[ix.Name]), st)
+		if err != nil {
+			return nil, fmt.Errorf("index %s: %w", ix.Name, err)
+		}
+		if ok {
+			st.unproven = false
+			proven[ix.Name] = st
+		}
+	}
+	return proven, nil
+}
+
+// unsettled reports whether the record has values of the table and blob
+// stores and table copies to settle, or rows of a rows index.
+func (m membership) unsettled(ti *tableIndexes) bool {
+	for _, ix := range ti.indexes {
+		if !ix.partition() && len(m.pending[ix.Name]) > 0 || !m.rows[ix.Name].idle() {
 			return true
 		}
 	}
@@ -517,16 +626,15 @@ func settlesRows(ti *tableIndexes, m membership, wants map[string]want) bool {
 // anyway, to write them, and drops the values it finds settled (readAhead)
 // in its own registration; an unchanged reconcile reads them and clears
 // them. A change so costs no write more than its entries' own. A removal
-// (and a rows index) clears at once: the records of deleted entities hold
-// nothing and are dropped (see Sync), and a rows index's record keeps the
-// ETag of its live row. So does a registration that carried on a value
+// clears at once: the records of deleted entities hold nothing and are
+// dropped (see Sync). So does a registration that carried on a value
 // its reads did not show settled (a crashed settle's, or one whose
 // tombstone was pruned after TombstoneGrace): a value nothing shows
 // settled would otherwise stay in the record for ever.
 func lazy(ti *tableIndexes, m membership, tombstoned map[string][]string) bool {
 	for name := range tombstoned {
 		ix := ti.lookup(name)
-		if ix == nil || ix.Kind == KindRows || ix.partition() || stateValue(m.applied[name]) == "" {
+		if ix == nil || ix.partition() || stateValue(m.applied[name]) == "" {
 			return false
 		}
 	}
@@ -543,8 +651,6 @@ func pendingWrites(ix *index, pk, rk string, m membership, content map[string]an
 		w := write{value: p.value, pk: pk, rk: rk, gen: m.gen, live: p.value == target}
 		if w.live {
 			w.content = content
-		} else if lr, ok := m.live[ix.Name]; ok && lr.value == p.value && ix.Kind == KindRows {
-			w.etag = lr.etag
 		}
 		ws = append(ws, w)
 	}
@@ -575,11 +681,10 @@ func settled(ix *index, ws []write, res []applied, out *Outcome) (dead []string,
 	return dead, ok
 }
 
-// clear removes from the membership record the pending values the
-// generation of m (gen) has settled (tombstoned: per settled index, the values
-// it wrote as tombstones). While the record is still at gen, every
-// pending value of those indexes goes, and the record keeps the ETag of
-// each rows index's live row (live; see membership.live). When a later
+// clear removes from the membership record what the generation of m
+// (gen) settled (d: per settled index, the values it wrote as
+// tombstones; per rows index, the rows it proved). While the record is
+// still at gen, every pending value of those indexes goes. When a later
 // generation registered meanwhile, it carries the values on, and it will
 // settle them too; but a value gen tombstoned that no generation after
 // gen made the index's value (its target is below gen) needs no settling
@@ -589,26 +694,28 @@ func settled(ix *index, ws []write, res []applied, out *Outcome) (dead []string,
 // the values gen tombstoned of an index it could not settle (partial: a
 // copy's value held by another entity, a list at its limit), whatever
 // the record's generation: the value it could not write stays, and a
-// conflict that lasts over many changes does not grow the record.
+// conflict that lasts over many changes does not grow the record. A rows
+// index loses the kills proven dead, and its live row's doubt when it is
+// the one proven, whatever the generation (see rowsState.without).
 // If-Match, a few rounds.
-func (x *Set) clear(ctx context.Context, table, pk, rk string, m membership, etag string, tombstoned, partial map[string][]string, live map[string]liveRow) error {
+func (x *Set) clear(ctx context.Context, ti *tableIndexes, pk, rk string, m membership, etag string, d done) error {
 	cur := m // the record as registered, when etag is its ETag
 	for round := 1; ; round++ {
 		if etag == "" {
-			rec, err := getOptional(ctx, x.tables, table, pk, memberRowKey(rk))
+			rec, err := getOptional(ctx, x.tables, ti.source, pk, memberRowKey(rk))
 			if err != nil || rec == nil {
 				return err
 			}
-			cur, etag = readMembership(rec), rec.ETag
-			if cur.known() != nil {
-				return nil // a newer release wrote it: its values are that release's to settle
+			cur, etag = readMembership(rec, ti), rec.ETag
+			if cur.known() != nil || cur.rewrite {
+				return nil // a newer release's to settle, or an older one's registration since
 			}
 		}
-		next, changed := cleared(cur, m, tombstoned, partial, live)
+		next, changed := cleared(cur, m, d)
 		if !changed {
 			return nil
 		}
-		_, err := x.tables.UpdateEntity(ctx, table, next.entity(pk, rk), storeadapter.Replace, etag)
+		_, err := x.tables.UpdateEntity(ctx, ti.source, next.entity(pk, rk), storeadapter.Replace, etag)
 		if !idempotent.Lost(err) {
 			return err
 		}
@@ -619,12 +726,9 @@ func (x *Set) clear(ctx context.Context, table, pk, rk string, m membership, eta
 	}
 }
 
-// cleared is the record cur with the pending values the generation of m
-// settled removed (see clear), and whether that changes it. While cur is
-// still at m's generation, a settled rows index keeps its live row's
-// ETag (live), or none when it was not learnt (a transaction wrote it):
-// the one kept before names a row that changed.
-func cleared(cur, m membership, tombstoned, partial map[string][]string, live map[string]liveRow) (membership, bool) {
+// cleared is the record cur with what the generation of m settled (d)
+// removed (see clear), and whether that changes it.
+func cleared(cur, m membership, d done) (membership, bool) {
 	next, changed := cur.clone(), false
 	// drop removes an index's pending values: all of them, or those dead
 	// that no generation from m's on made the index's value.
@@ -635,22 +739,17 @@ func cleared(cur, m membership, tombstoned, partial map[string][]string, live ma
 		changed = changed || len(kept) != len(cur.pending[name])
 		next.pending[name] = kept
 	}
-	for name, dead := range partial {
+	for name, dead := range d.partial {
 		drop(name, dead, false)
 	}
-	for name, dead := range tombstoned {
+	for name, dead := range d.tombstoned {
 		drop(name, dead, cur.gen == m.gen)
-		if cur.gen != m.gen {
-			continue
-		}
-		lr, ok := live[name]
-		old, had := next.live[name]
-		changed = changed || ok != had || old != lr
-		if ok {
-			next.live[name] = lr
-		} else {
-			delete(next.live, name)
-		}
+	}
+	for name, proven := range d.rows {
+		st := cur.rows[name]
+		after := st.without(proven, stateValue(cur.applied[name]) == stateValue(m.applied[name]))
+		changed = changed || len(after.kills) != len(st.kills) || after.unproven != st.unproven
+		next.rows[name] = after
 	}
 	return next, changed
 }

@@ -166,11 +166,16 @@ func (x *Set) registerGroup(ctx context.Context, ti *tableIndexes, pk string, it
 		next.gen = max(it.m.gen+1, x.clock.Now().UnixMicro())
 		// The chunk read the entity after its record (see chunk): the
 		// version it read is kept, as a reconcile keeps it.
-		next.seen = seenTag(it.e)
+		next.seen, next.rewrite = seenTag(it.e), false
 		for _, ix := range ti.indexes {
 			w := it.wants[ix.Name]
 			old := it.m.applied[ix.Name]
 			if !force && w.state == old {
+				continue
+			}
+			if ix.Kind == KindRows {
+				next.rows[ix.Name] = next.rows[ix.Name].changed(stateValue(old), stateValue(w.state), next.gen)
+				next.applied[ix.Name] = w.state
 				continue
 			}
 			if !ix.partition() {
