@@ -42,9 +42,9 @@ type member struct {
 	// written is the Timestamp of the row that holds the member (not of
 	// a list's line).
 	written time.Time
-	// keyed marks a rows index row whose RowKey holds its generation
-	// (format 2; see rowKey), not a format-1 row.
-	keyed bool
+	// row is the generation in a rows index row's RowKey (format 2; see
+	// rowKey), 0 for a format-1 row.
+	row int64
 	// proof marks a live list line flagged P: its settle made every other
 	// value of the key dead first (see ahead).
 	proof bool

@@ -165,8 +165,8 @@ func fitsKey(s string) bool { return storeadapter.ValidateKey("key", s) == nil }
 //	                     leave it, or there was no entity); see
 //	                     Set.Reconcile, step 2
 //	Key          String  the entity's RowKey, when the record's RowKey is a hash
-//	V            Int32   the record's format: 2 when a rows index has T_,
-//	                     U_ or K_, else absent (1; see recordFormat)
+//	V            Int32   the record's format: 2 once a rows index has had
+//	                     T_, U_ or K_, else absent (1; see recordFormat)
 type membership struct {
 	exists  bool
 	etag    string
@@ -304,6 +304,12 @@ func (m membership) entity(pk, rk string) storeadapter.Entity {
 		if s := m.applied[name]; s != "" {
 			e.Properties["A_"+name] = s
 		}
+	}
+	if m.format >= 2 {
+		// Once format 2, always: a release before this one would take a
+		// record without V for its own, and could make a format-1 row
+		// live again that this one wrote dead or still means to.
+		e.Properties["V"] = int32(2)
 	}
 	for _, name := range slices.Sorted(maps.Keys(m.rows)) {
 		st := m.rows[name]

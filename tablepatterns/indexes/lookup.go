@@ -189,7 +189,7 @@ type Entry struct {
 	Gen  int64
 	// written is the Timestamp of the entry's row (not of a list's line).
 	written time.Time
-	keyed   bool // see member.keyed
+	row     int64 // see member.row
 }
 
 // Entries visits every entry of an index (live ones only), page by page:
@@ -219,7 +219,7 @@ func (x *Set) scanEntries(ctx context.Context, ix *index, pk *string, token stri
 		if err != nil {
 			return fmt.Errorf("index %s: entry of %s/%s: %w", ix.Name, k.PK, k.RK, err)
 		}
-		return visit(Entry{Value: v, Encoded: value, Key: k, Dead: m.dead, Gen: m.gen, written: m.written, keyed: m.keyed})
+		return visit(Entry{Value: v, Encoded: value, Key: k, Dead: m.dead, Gen: m.gen, written: m.written, row: m.row})
 	}
 	if ix.Store == StoreBlob {
 		return x.scanBlobs(ctx, ix, token, entry, page)
@@ -284,7 +284,7 @@ func (x *Set) visitRow(ix *index, prefix string, e storeadapter.Entity, entry fu
 		}
 		gen, _ := e.Properties[propGen].(int64)
 		dead, _ := e.Properties[propDead].(bool)
-		return entry(e.PartitionKey, Key{PK: pk, RK: rk}, member{gen: gen, dead: dead, written: e.Timestamp, keyed: e.RowKey != memberKey(pk, rk)})
+		return entry(e.PartitionKey, Key{PK: pk, RK: rk}, member{gen: gen, dead: dead, written: e.Timestamp, row: rowGen(e.RowKey)})
 	case ix.Kind == KindCopy && ix.partition():
 		owner, _ := propString(&e, propOwner)
 		return entry(strings.TrimPrefix(e.RowKey, prefix), Key{PK: e.PartitionKey, RK: owner}, member{written: e.Timestamp})
@@ -376,13 +376,4 @@ func (x *Set) scanBlobs(ctx context.Context, ix *index, marker string, entry fun
 		return nilPage(page)
 	}
 	return err
-}
-
-// row is the generation in the RowKey of a rows index entry (0: a
-// format-1 row; see rowKey).
-func (e Entry) row() int64 {
-	if e.keyed {
-		return e.Gen
-	}
-	return 0
 }

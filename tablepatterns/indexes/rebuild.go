@@ -426,12 +426,12 @@ func (r *rebuild) verify(ctx context.Context, ix *index, cands []Entry) error {
 			if err := m.known(); err != nil {
 				return fmt.Errorf("index: %s %s/%s: %w", r.ti.source, en.PK, en.RK, err)
 			}
-			if stateValue(m.applied[ix.Name]) == en.Encoded && (ix.Kind != KindRows || m.rows[ix.Name].live == en.row()) {
+			if stateValue(m.applied[ix.Name]) == en.Encoded && (ix.Kind != KindRows || m.rows[ix.Name].live == en.row) {
 				continue // a rows index's row is the applied value's only when it is the live row
 			}
 			var out Outcome
 			err := retryTransient(ctx, func() (err error) {
-				out, err = r.x.reconcile(ctx, r.ti, en.PK, en.RK, false, &stray{index: ix.Name, value: en.Encoded, gen: en.Gen, row: en.row()})
+				out, err = r.x.reconcile(ctx, r.ti, en.PK, en.RK, false, &stray{index: ix.Name, value: en.Encoded, gen: en.Gen, row: en.row})
 				return err
 			})
 			if errors.Is(err, storeadapter.ErrInvalidInput) || errors.Is(err, storeadapter.ErrTooLarge) {
@@ -470,7 +470,7 @@ func (x *Set) prune(ctx context.Context, ix *index, en Entry) (int, error) {
 	if ix.Kind != KindRows || en.Gen >= x.graceCut() {
 		return 0, nil
 	}
-	e, err := getOptional(ctx, x.tables, ix.table, en.Encoded, rowKey(en.PK, en.RK, en.row()))
+	e, err := getOptional(ctx, x.tables, ix.table, en.Encoded, rowKey(en.PK, en.RK, en.row))
 	if err != nil || e == nil {
 		return 0, err
 	}

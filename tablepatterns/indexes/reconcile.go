@@ -330,6 +330,7 @@ func (x *Set) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string, fo
 			}
 		}
 		settle := m.unsettled(ti)
+		tried := false // the rows indexes still to settle were tried by proveRows
 		seen := seenTag(e)
 		if !register && (m.unfenced(e) || m.rewrite) {
 			// The entity was written since the record's last write read
@@ -341,13 +342,12 @@ func (x *Set) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string, fo
 			// (see provenRows): the fence then carries their clear.
 			fenced := m.clone()
 			fenced.seen, fenced.rewrite = seen, false
-			if !m.rewrite {
-				proven, err := x.proveRows(ctx, ti, pk, rk, m)
-				if err != nil {
-					return out, fmt.Errorf("index: %s %s/%s: %w", ti.source, pk, rk, err)
-				}
-				fenced, _ = cleared(fenced, m, done{rows: proven})
+			proven, err := x.proveRows(ctx, ti, pk, rk, m)
+			if err != nil {
+				return out, fmt.Errorf("index: %s %s/%s: %w", ti.source, pk, rk, err)
 			}
+			fenced, _ = cleared(fenced, m, done{rows: proven})
+			tried = true // what is still to settle was not proven: no read again
 			etag, err := x.tables.UpdateEntity(ctx, ti.source, fenced.entity(pk, rk), storeadapter.Replace, m.etag)
 			if idempotent.Lost(err) && round < x.cfg.MaxConflicts {
 				// Another write changed the record, which fenced it as
@@ -386,7 +386,7 @@ func (x *Set) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string, fo
 		// see ahead): its settle then clears the record at once, so that
 		// lazy never lets the record grow.
 		carried := false
-		changedRows := map[string]bool{} // the rows indexes this registration changes
+		changedRows := map[string]bool{} // the rows indexes this registration changes, written with the probe
 		if register {
 			next = m.declared(ti)
 			next.gen = max(m.gen+1, x.clock.Now().UnixMicro())
@@ -488,7 +488,7 @@ func (x *Set) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string, fo
 				}
 			}
 		}
-		return out, x.settle(ctx, ti, pk, rk, next, etag, wants, pre, register && !carried, changedRows, &out)
+		return out, x.settle(ctx, ti, pk, rk, next, etag, wants, pre, register && !carried, changedRows, tried, &out)
 	}
 }
 
@@ -512,10 +512,11 @@ func (d done) empty() bool { return len(d.tombstoned)+len(d.partial)+len(d.rows)
 // next reconcile. A rows index this registration changed (changedRows)
 // is settled with its probe and left to the next reconcile (see
 // lazyRows); one it did not change is proven with one read when it can
-// be (provenRows), else settled, and cleared.
+// be (provenRows; not when tried: proveRows tried already), else
+// settled, and cleared.
 // etag is the record's ETag after the registration, "" when unknown; pre
 // holds the entries read before it (see readAhead).
-func (x *Set) settle(ctx context.Context, ti *tableIndexes, pk, rk string, m membership, etag string, wants map[string]want, pre map[string]*ahead, deferred bool, changedRows map[string]bool, out *Outcome) error {
+func (x *Set) settle(ctx context.Context, ti *tableIndexes, pk, rk string, m membership, etag string, wants map[string]want, pre map[string]*ahead, deferred bool, changedRows map[string]bool, tried bool, out *Outcome) error {
 	d := done{tombstoned: map[string][]string{}, partial: map[string][]string{}, rows: map[string]rowsState{}}
 	eager := false // a rows index's settle must be cleared at once
 	for _, ix := range ti.indexes {
@@ -526,7 +527,7 @@ func (x *Set) settle(ctx context.Context, ti *tableIndexes, pk, rk string, m mem
 			}
 			value := stateValue(m.applied[ix.Name])
 			ok, err := false, error(nil)
-			if !changedRows[ix.Name] {
+			if !changedRows[ix.Name] && !tried {
 				ok, err = x.provenRows(ctx, ix, pk, rk, value, st)
 			}
 			if err == nil && !ok {
@@ -588,12 +589,13 @@ func lazyRows(st rowsState, value string, changed bool) bool {
 
 // proveRows proves, with one read each where it can (see provenRows), the
 // rows indexes of m that have something to settle, and returns the
-// states proven (unproven false).
+// states proven (unproven false). A record read in format 1 names no row
+// that a read could prove (see fromFormat1).
 func (x *Set) proveRows(ctx context.Context, ti *tableIndexes, pk, rk string, m membership) (map[string]rowsState, error) {
 	proven := map[string]rowsState{}
 	for _, ix := range ti.indexes {
 		st := m.rows[ix.Name]
-		if ix.Kind != KindRows || st.idle() {
+		if ix.Kind != KindRows || st.idle() || m.rewrite {
 			continue
 		}
 		ok, err := x.provenRows(ctx, ix, pk, rk, stateValue(m.applied[ix.Name]), st)

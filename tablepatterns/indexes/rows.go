@@ -171,11 +171,25 @@ func rowKey(pk, rk string, gen int64) string {
 	return fmt.Sprintf("%s%s%0*d", memberKey(pk, rk), keySep, genDigits, gen)
 }
 
-// rowEntity is the row r of key (pk, rk), dead or live; a format-1 row
-// (written dead only) takes the settling record's generation at as tkGen.
+// rowGen is the generation in a rows index row's RowKey (0: a format-1
+// row), which splitMemberKey has checked.
+func rowGen(rowKey string) int64 {
+	_, rest, _ := strings.Cut(rowKey, keySep)
+	_, gen, _ := strings.Cut(rest, keySep)
+	n, _ := strconv.ParseInt(gen, 10, 64)
+	return n
+}
+
+// rowEntity is the row r of key (pk, rk), live or dead. A live row's
+// tkGen is its own generation. A dead row's is the generation of the
+// record whose settle made it dead (at), as a format-1 tombstone's was:
+// TombstoneGrace counts from there, since a reconcile that read the
+// record before that registration may still insert the row live until
+// it has run its course (see prune); and the compare-and-swap of a
+// format-1 writer of an older generation loses to it.
 func rowEntity(pk, rk string, r rowRef, at int64, dead bool) storeadapter.Entity {
 	gen := r.gen
-	if gen == 0 {
+	if dead {
 		gen = at
 	}
 	return storeadapter.Entity{PartitionKey: r.value, RowKey: rowKey(pk, rk, r.gen), Properties: map[string]any{propGen: gen, propDead: dead}}

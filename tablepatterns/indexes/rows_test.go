@@ -142,7 +142,7 @@ func TestRowsLateSettleLoses(t *testing.T) {
 			var live []int64
 			err := f.x.scanEntries(f.ctx, ix, nil, "", func(en Entry) error {
 				if !en.Dead && en.Encoded == smith {
-					live = append(live, en.row())
+					live = append(live, en.row)
 				}
 				return nil
 			}, nil)
@@ -219,7 +219,7 @@ func TestRowsFromFormat1(t *testing.T) {
 			f.assertTruth()
 			var format1 []Key
 			err := f.x.Entries(f.ctx, employees, "lastNameRows", func(en Entry) error {
-				if !en.keyed {
+				if en.row == 0 {
 					format1 = append(format1, en.Key)
 				}
 				return nil
@@ -250,6 +250,9 @@ func TestRowEntities(t *testing.T) {
 	e := rowEntity("Sales", "001", rowRef{value: jones}, 9, true)
 	if e.RowKey != memberKey("Sales", "001") || e.Properties[propGen] != int64(9) || e.Properties[propDead] != true {
 		t.Errorf("a format-1 kill = %+v, want the key pair's row dead at generation 9", e)
+	}
+	if d := rowEntity("Sales", "001", rowRef{value: jones, gen: 12}, 30, true); d.Properties[propGen] != int64(30) {
+		t.Errorf("a format-2 row written dead = %+v, want tkGen 30, the killer's: the grace counts from the kill", d)
 	}
 	k := rowEntity("Sales", "001", rowRef{value: jones, gen: 12}, 9, false)
 	if want := memberKey("Sales", "001") + keySep + "0000000000000000012"; k.RowKey != want || k.Properties[propGen] != int64(12) {
@@ -316,4 +319,39 @@ func TestRowsStrayOutlivesProbe(t *testing.T) {
 		t.Fatalf("the stage: kills %v, want the stray", k)
 	}
 	f.putCosts(employee("Smith", ""), 7, "a change: the probe finds Jones's row, the stray is written all the same, and the record cleared at once (a stray among the kills)")
+}
+
+// TestRowsFenceReadsTheLiveRowOnce: an unchanged reconcile that must fence
+// (the entity written since, a property no index reads) and whose live
+// row is missing (the change's settle died before its insert) reads that
+// row once, before the fence, and then settles: the fence, the read, the
+// kill, the insert and the clear. (Found in review: it read the row again
+// after the fence.)
+func TestRowsFenceReadsTheLiveRowOnce(t *testing.T) {
+	f := newFixture(t, only("lastNameRows"))
+	ix := mustIndex(t, f.x, "lastNameRows")
+	f.put("Sales", "001", employee("Jones", ""))
+	f.reconcile("Sales", "001")
+	f.put("Sales", "001", employee("Smith", ""))
+	f.fault = func(_ context.Context, c instrument.Call) error {
+		if c.Op == instrument.OpInsertEntity && c.Name == ix.table {
+			return fmt.Errorf("killed: %w", storeadapter.ErrUnavailable)
+		}
+		return nil
+	}
+	if _, err := f.x.Reconcile(f.ctx, employees, "Sales", "001"); err == nil {
+		t.Fatal("the stage: the change's settle was not killed")
+	}
+	f.put("Sales", "001", employee("Smith", "smith@contoso.com"))
+	reads := 0
+	f.fault = func(_ context.Context, c instrument.Call) error {
+		if c.Op == instrument.OpGetEntity && c.Name == ix.table {
+			reads++
+		}
+		return nil
+	}
+	f.costs(7, "the two reads, the live row read, the fence, the kill, the insert, the clear")
+	if reads != 1 {
+		t.Errorf("the live row was read %d times, want once", reads)
+	}
 }

@@ -1,0 +1,101 @@
+package indexes
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/tablekeeper/tablekeeper/idempotent"
+	"github.com/tablekeeper/tablekeeper/internal/clock"
+	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
+)
+
+// TestRowsPruneCountsFromTheKill: a row made live more than
+// TombstoneGrace ago and made dead a moment ago (a change, or a rebuild's
+// move to a row of its own generation) must not be pruned yet: a reconcile
+// that read the record before the kill, while the row was still to be
+// proven, finds it missing after a prune and inserts it live again, and
+// no later reconcile removes it. The grace counts from the kill: a dead
+// row's tkGen is its killer's generation. (Found in review: tkGen was the
+// row's own generation, and each variant below left the key listed under
+// Jones for good.)
+func TestRowsPruneCountsFromTheKill(t *testing.T) {
+	for _, via := range []string{"rebuild", "change+prune", "rebuild alone"} {
+		t.Run(via, func(t *testing.T) {
+			f := newFixture(t, only("lastNameRows"))
+			ix := mustIndex(t, f.x, "lastNameRows")
+			f.x.clock = clock.NewFake(time.Now().Add(-2 * time.Hour)) // Jones's row made 2h ago
+			f.put("Sales", "001", employee("Jones", ""))
+			f.reconcile("Sales", "001")
+			f.x.clock = clock.Real{}
+			old := f.record("Sales", "001").rows[ix.Name]
+			if !old.unproven {
+				t.Fatalf("the stage: %+v, want the live row unproven", old)
+			}
+			h := &holdCalls{release: make(chan struct{}), held: make(chan struct{}), match: func(_ context.Context, c instrument.Call) bool {
+				return c.Op == instrument.OpGetEntity && c.Name == ix.table
+			}}
+			f.fault = h.fault
+			done := f.lateReconcile(h, "its read of the live row")
+			if via != "rebuild alone" {
+				f.put("Sales", "001", employee("Smith", ""))
+				f.reconcile("Sales", "001")
+			}
+			switch via {
+			case "rebuild", "rebuild alone":
+				cp := idempotent.Checkpoints{Tables: f.raw.Tables(), Table: "Checkpoints"}
+				res, err := f.x.Rebuild(f.ctx, employees, nil, cp, "op", RebuildOptions{Parallel: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Pruned != 0 {
+					t.Errorf("the rebuild pruned %d rows killed within the grace", res.Pruned)
+				}
+			default:
+				jones, _ := EncodeValue("Jones")
+				e, err := getOptional(f.ctx, f.raw.Tables(), ix.table, jones, rowKey("Sales", "001", old.live))
+				if err != nil || e == nil {
+					t.Fatalf("Jones's dead row: %v, %v", e, err)
+				}
+				gen, _ := e.Properties[propGen].(int64)
+				n, err := f.x.prune(f.ctx, ix, Entry{Encoded: jones, Key: Key{PK: "Sales", RK: "001"}, Dead: true, Gen: gen, row: old.live})
+				if err != nil || n != 0 {
+					t.Errorf("prune of a row killed a moment ago: %d, %v; want none", n, err)
+				}
+			}
+			close(h.release)
+			if err := <-done; err != nil {
+				t.Fatalf("the late reconcile: %v", err)
+			}
+			f.fault = nil
+			f.reconcile("Sales", "001")
+			f.put("Sales", "001", employee("Brown", ""))
+			f.reconcile("Sales", "001")
+			f.reconcile("Sales", "001")
+			f.assertTruth()
+		})
+	}
+}
+
+// TestRowsRecordStaysFormat2: a record, once written in format 2, keeps
+// V=2 when its rows index has nothing left to name (the value removed and
+// cleared). Without V the release before this one would take the record
+// for its own, register over it and make the key's format-1 row live
+// again, which a late settle of this release may still write dead, or a
+// late clear of this release forget to. (Found in review, with that
+// release's package run beside this one.)
+func TestRowsRecordStaysFormat2(t *testing.T) {
+	f := newFixture(t, only("lastNameRows"))
+	f.put("Sales", "001", employee("Jones", ""))
+	f.reconcile("Sales", "001")
+	f.put("Sales", "001", employee("", ""))
+	f.reconcile("Sales", "001")
+	m := f.record("Sales", "001")
+	if !m.rows["lastNameRows"].idle() || m.rows["lastNameRows"].live != 0 {
+		t.Fatalf("the stage: %+v, want nothing named", m.rows["lastNameRows"])
+	}
+	if v := f.recordProps2("001")["V"]; v != int32(2) {
+		t.Errorf("V after the value was removed = %#v, want 2", v)
+	}
+	f.assertTruth()
+}
