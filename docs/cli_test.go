@@ -39,6 +39,7 @@ var helps = [][]string{
 	{"enqueue", "index", "lookup", "-h"},
 	{"enqueue", "index", "reconcile", "-h"},
 	{"enqueue", "index", "rebuild", "-h"},
+	{"enqueue", "index", "prune", "-h"},
 	{"enqueue", "index", "check", "-h"},
 	{"enqueue", "poison", "-h"},
 	{"enqueue", "poison", "list", "-h"},

@@ -26,11 +26,12 @@ subcommands:
   reconcile  enqueue the reconcile of one entity's indexes: -table T -pk P -rk R [-id ID]; or of many,
                keys read as JSON lines {"pk":"…","rk":"…"} from stdin or -file [-concurrency N]
   rebuild    enqueue the rebuild of a table's indexes: -table T [-pk P] [-id ID]
+  prune      enqueue the deletion of a table's rows indexes' expired dead rows: -table T [-id ID]
   check      compare an index with its table, read-only; exit status 1 when it finds problems:
                -table T -index NAME [-config FILE]
 
 The declarations come from the worker's config file (its "index" section): -config FILE, default
-$TABLEKEEPER_CONFIG. lookup and check need it; reconcile and rebuild use it, when given, to check
+$TABLEKEEPER_CONFIG. lookup and check need it; reconcile, rebuild and prune use it, when given, to check
 that the table has indexes. Run 'enqueue index <subcommand> -h' for its flags.
 `
 
@@ -51,7 +52,7 @@ const propertiesChars = 200
 // messages ("index lookup").
 func (m *Main) runIndex(ctx context.Context, args []string) (string, error) {
 	return m.runGroup(ctx, "index", indexUsage, map[string]func(context.Context, []string) error{
-		"lookup": m.indexLookup, "reconcile": m.indexReconcile, "rebuild": m.indexRebuild, "check": m.indexCheck,
+		"lookup": m.indexLookup, "reconcile": m.indexReconcile, "rebuild": m.indexRebuild, "prune": m.indexPrune, "check": m.indexCheck,
 	}, args)
 }
 
@@ -295,18 +296,36 @@ func reconcileLine(ctx context.Context, cl *client.Client, table, line string) (
 // indexRebuild enqueues the rebuild of a table's indexes (or of one
 // partition's entities).
 func (m *Main) indexRebuild(ctx context.Context, args []string) error {
-	var (
-		c                      common
-		table, pk, id, cfgPath string
-	)
-	fs := m.newFlagSet("index rebuild", "index rebuild -table T [-pk P] [-id ID] [-config FILE] [flags]",
+	return m.indexTableJob(ctx, args, "index rebuild", "index rebuild -table T [-pk P] [-id ID] [-config FILE] [flags]",
 		"Enqueues one index job that rebuilds every index of table -table: it reconciles each entity with every\n"+
 			"index rewritten, removes the entries whose entity is gone or has another value, and prunes expired\n"+
 			"tombstones. With -pk it covers that partition's entities only. It saves its position under its op id\n"+
 			"after each page, so a redelivered message resumes where the last attempt stopped. It prints the op id\n"+
-			"and the message id. With -config (default $"+cli.EnvConfig+") the table must have declared indexes.", &c)
+			"and the message id. With -config (default $"+cli.EnvConfig+") the table must have declared indexes.", false)
+}
+
+// indexPrune enqueues the prune of a table's rows indexes.
+func (m *Main) indexPrune(ctx context.Context, args []string) error {
+	return m.indexTableJob(ctx, args, "index prune", "index prune -table T [-id ID] [-config FILE] [flags]",
+		"Enqueues one index job that deletes the expired dead rows of table -table's rows indexes: rows made dead\n"+
+			"more than index.tombstoneGrace ago, one per change of an entity's value, which lookups read past until\n"+
+			"a prune or a rebuild deletes them. It reads those rows only and writes nothing else. It saves its\n"+
+			"position under its op id after each page. It prints the op id and the message id. With -config\n"+
+			"(default $"+cli.EnvConfig+") the table must have declared indexes.", true)
+}
+
+// indexTableJob enqueues a rebuild, or with prune a prune, of a table's
+// indexes.
+func (m *Main) indexTableJob(ctx context.Context, args []string, name, usage, help string, prune bool) error {
+	var (
+		c                      common
+		table, pk, id, cfgPath string
+	)
+	fs := m.newFlagSet(name, usage, help, &c)
 	fs.StringVar(&table, "table", "", "source table (required)")
-	fs.StringVar(&pk, "pk", "", "rebuild the entities of this partition only")
+	if !prune {
+		fs.StringVar(&pk, "pk", "", "rebuild the entities of this partition only")
+	}
 	fs.StringVar(&id, "id", "", "operation id, 1-128 characters of A-Za-z0-9._:- (default: generated op-<UTC time>-<random>)")
 	configFlag(fs, &cfgPath, "optional: checks that -table has indexes")
 	if err := m.parseNoArgs(fs, &c, args); err != nil {
@@ -316,7 +335,7 @@ func (m *Main) indexRebuild(ctx context.Context, args []string) error {
 	if err := checkTableFlag(table); err != nil {
 		return err
 	}
-	a := index.Args{Table: table, Rebuild: true}
+	a := index.Args{Table: table, Rebuild: !prune, Prune: prune}
 	if set["pk"] {
 		a.PK = &pk
 	}

@@ -524,6 +524,8 @@ func TestIndexReconcileAndRebuildUsageErrors(t *testing.T) {
 		{"rebuild with rk", []string{"rebuild", "-table", "Employees", "-rk", "r"}, "unknown flag -rk"},
 		{"rebuild bad pk", []string{"rebuild", "-table", "Employees", "-pk", "a?b"}, "-pk: invalid input: pk: must not contain"},
 		{"rebuild no table", []string{"rebuild"}, "-table: invalid input: table name"},
+		{"prune with pk", []string{"prune", "-table", "Employees", "-pk", "p"}, "unknown flag -pk"},
+		{"prune undeclared table", []string{"prune", "-config", cfg, "-table", "Managers"}, "-table: Managers has no indexes declared"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := b.run("", append([]string{"index"}, c.args...)...)
@@ -642,19 +644,21 @@ func TestIndexReconcileBulkSaysHowToResume(t *testing.T) {
 }
 
 // TestIndexRebuild enqueues {"table","rebuild":true} and, with -pk,
-// {"table","pk","rebuild":true}.
+// {"table","pk","rebuild":true}; index prune {"table","prune":true}.
 func TestIndexRebuild(t *testing.T) {
 	b := setup(t)
 	cfg := writeConfig(t, employeesConfig)
 	b.mustRun("", "index", "rebuild", "-config", cfg, "-table", "Employees", "-id", "op-rebuild-1")
 	b.mustRun("", "index", "rebuild", "-table", "Employees", "-pk", "Sales", "-id", "op-rebuild-2")
+	b.mustRun("", "index", "prune", "-config", cfg, "-table", "Employees", "-id", "op-prune-1")
 	msgs := b.receiveAll(b.queue)
 	want := map[string]string{
 		"op-rebuild-1": `{"table":"Employees","rebuild":true}`,
 		"op-rebuild-2": `{"table":"Employees","pk":"Sales","rebuild":true}`,
+		"op-prune-1":   `{"table":"Employees","prune":true}`,
 	}
-	if len(msgs) != 2 {
-		t.Fatalf("queue holds %d messages, want 2", len(msgs))
+	if len(msgs) != 3 {
+		t.Fatalf("queue holds %d messages, want 3", len(msgs))
 	}
 	for _, msg := range msgs {
 		env, err := jobs.DecodeEnvelope(msg.Text)
@@ -795,7 +799,7 @@ func TestIndexCheckFailsPartWay(t *testing.T) {
 func TestIndexUsage(t *testing.T) {
 	b := setup(t)
 	r := b.run("", "help")
-	for _, cmd := range []string{"index lookup", "index reconcile", "index rebuild", "index check"} {
+	for _, cmd := range []string{"index lookup", "index reconcile", "index rebuild", "index prune", "index check"} {
 		if !strings.Contains(r.stdout, "\n  "+cmd+" ") {
 			t.Errorf("usage does not list %q:\n%s", cmd, r.stdout)
 		}

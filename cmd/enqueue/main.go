@@ -154,6 +154,7 @@ commands:
   index reconcile enqueue the reconcile of one entity's indexes: -table T -pk P -rk R [-id ID]; or of
                     many, keys read as JSON lines {"pk":"…","rk":"…"} from stdin or -file [-concurrency N]
   index rebuild   enqueue the rebuild of a table's indexes: -table T [-pk P] [-id ID]
+  index prune     enqueue the deletion of a table's rows indexes' expired dead rows: -table T [-id ID]
   index check     compare an index with its table, read-only (exit 1 on problems): -table T -index NAME
   poison list     list poisoned messages, newest first [-group] [-kind K] [-limit N]
   poison show     show one poisoned message with its attempts and original text: ID or operation id

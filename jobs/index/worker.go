@@ -18,12 +18,14 @@ const Kind = "index"
 // Args are the arguments of an index job (docs/index.md documents them):
 // {"table","pk","rk"} reconciles one entity's indexes; {"table",
 // "rebuild":true} rebuilds every index of the table, and with "pk" only
-// that partition's entities.
+// that partition's entities; {"table","prune":true} deletes the expired
+// dead rows of the table's rows indexes (indexes.Set.Prune).
 type Args struct {
 	Table   string  `json:"table"`
 	PK      *string `json:"pk,omitempty"`
 	RK      *string `json:"rk,omitempty"`
 	Rebuild bool    `json:"rebuild,omitempty"`
+	Prune   bool    `json:"prune,omitempty"`
 }
 
 // Kind returns "index".
@@ -37,6 +39,10 @@ func Reconcile(table, pk, rk string) Args { return Args{Table: table, PK: &pk, R
 // Rebuild returns the args of the job that rebuilds every index of table.
 func Rebuild(table string) Args { return Args{Table: table, Rebuild: true} }
 
+// Prune returns the args of the job that deletes the expired dead rows of
+// table's rows indexes.
+func Prune(table string) Args { return Args{Table: table, Prune: true} }
+
 // Validate checks the arguments; each error names the field and the rule.
 func (a Args) Validate() error {
 	if err := storeadapter.ValidateTableName(a.Table); err != nil {
@@ -46,6 +52,15 @@ func (a Args) Validate() error {
 		if err := storeadapter.ValidateKey("pk", *a.PK); err != nil {
 			return fmt.Errorf("args.pk: %w", err)
 		}
+	}
+	if a.Prune {
+		switch {
+		case a.Rebuild:
+			return errors.New(`args.prune: a prune is a job of its own; send "rebuild" or "prune", not both`)
+		case a.PK != nil || a.RK != nil:
+			return errors.New("args.pk: a prune covers the table's rows indexes; remove pk and rk")
+		}
+		return nil
 	}
 	if a.Rebuild {
 		if a.RK != nil {
@@ -72,8 +87,8 @@ func (a Args) Validate() error {
 // reconcile message runs indexes.Set.Reconcile for its entity (that method's
 // doc comment gives the steps and why every crash position and every
 // interleaving of workers converges); a rebuild message runs
-// indexes.Set.Rebuild for its table or partition, checkpointed under the
-// operation id.
+// indexes.Set.Rebuild for its table or partition, and a prune message
+// indexes.Set.Prune for its table, checkpointed under the operation id.
 //
 // A copy whose value another entity holds is never overwritten: the
 // reconcile finishes the other indexes and fails with indexes.ErrConflict
@@ -105,7 +120,7 @@ func (w *Worker) Work(ctx context.Context, job *jobs.Job[Args]) error {
 	if !w.Indexes.Declared(a.Table) {
 		return jobs.Permanentf("args.table: %s has no index declared in this worker's config (declared: %v)", a.Table, w.Indexes.Tables())
 	}
-	if a.Rebuild {
+	if a.Rebuild || a.Prune {
 		return w.rebuild(ctx, job)
 	}
 	out, err := w.Indexes.Reconcile(ctx, a.Table, *a.PK, *a.RK)
@@ -131,19 +146,31 @@ func (w *Worker) Work(ctx context.Context, job *jobs.Job[Args]) error {
 // crash-prone workers never spends its deliveries.
 const redeliveryBudget = time.Second
 
-// rebuild runs a rebuild message: until done, or until the delivery's
-// time budget is spent, when it continues later from its checkpoint.
+// rebuild runs a rebuild or a prune message: until done, or until the
+// delivery's time budget is spent, when it continues later from its
+// checkpoint.
 func (w *Worker) rebuild(ctx context.Context, job *jobs.Job[Args]) error {
 	budget := w.cfg.TimeBudget
 	if job.Message.DequeueCount > 1 {
 		budget = min(budget, jobs.Duration(redeliveryBudget))
 	}
 	b := w.Budget(budget)
-	res, err := w.Indexes.Rebuild(ctx, job.Args.Table, job.Args.PK, w.Checkpoints, job.ID, indexes.RebuildOptions{Stop: b.Spent, Parallel: w.cfg.RebuildParallel})
+	o := indexes.RebuildOptions{Stop: b.Spent, Parallel: w.cfg.RebuildParallel}
+	var res indexes.RebuildResult
+	var err error
+	summary := indexes.RebuildResult.String
+	if job.Args.Prune {
+		res, err = w.Indexes.Prune(ctx, job.Args.Table, w.Checkpoints, job.ID, o)
+		summary = func(r indexes.RebuildResult) string {
+			return fmt.Sprintf("pruned: %d expired dead rows deleted", r.Pruned)
+		}
+	} else {
+		res, err = w.Indexes.Rebuild(ctx, job.Args.Table, job.Args.PK, w.Checkpoints, job.ID, o)
+	}
 	var stopped *indexes.Stopped
 	if errors.As(err, &stopped) {
-		return jobs.ContinueLater(0, stopped.Result.String())
+		return jobs.ContinueLater(0, summary(stopped.Result))
 	}
-	jobs.SetResult(ctx, res.String())
+	jobs.SetResult(ctx, summary(res))
 	return err
 }

@@ -62,13 +62,25 @@ func (s *Stopped) Error() string {
 	return "index: rebuild stopped to continue later: " + s.Result.String()
 }
 
-// rebuildStep is the checkpoint step of a rebuild.
-const rebuildStep = "index-rebuild"
+// The checkpoint steps of a rebuild and of a prune.
+const (
+	rebuildStep = "index-rebuild"
+	pruneStep   = "index-prune"
+)
+
+// stepOf is the checkpoint step of a run whose first phase is first.
+func stepOf(first string) string {
+	if first == phasePrune {
+		return pruneStep
+	}
+	return rebuildStep
+}
 
 // Phases of a rebuild.
 const (
 	phaseScan  = "scan"  // chunks of the table, registering every key
 	phaseSweep = "sweep" // each index's entries not rewritten by the scan
+	phasePrune = "prune" // a prune's (see Prune): each rows index's expired dead rows
 	phaseDone  = "done"
 )
 
@@ -129,15 +141,21 @@ const rebuildStateVersion = 2
 // entry older than its entity: every registration is If-Match of a
 // record read before the entity. Memory holds the chunks in flight.
 func (x *Set) Rebuild(ctx context.Context, table string, pk *string, cp idempotent.Checkpoints, opID string, o RebuildOptions) (RebuildResult, error) {
+	return x.runRebuild(ctx, table, pk, cp, opID, o, phaseScan)
+}
+
+// runRebuild runs a rebuild, or a prune (see Prune), from its checkpoint
+// or from its first phase.
+func (x *Set) runRebuild(ctx context.Context, table string, pk *string, cp idempotent.Checkpoints, opID string, o RebuildOptions, first string) (RebuildResult, error) {
 	ti, err := x.indexes(table)
 	if err != nil {
 		return RebuildResult{}, err
 	}
-	st, err := x.loadRebuild(ctx, cp, opID)
+	st, err := x.loadRebuild(ctx, cp, opID, first)
 	if err != nil {
 		return st.Res, err
 	}
-	r := &rebuild{x: x, ti: ti, pk: pk, cp: cp, opID: opID, st: st, o: o}
+	r := &rebuild{x: x, ti: ti, pk: pk, cp: cp, opID: opID, step: stepOf(first), st: st, o: o}
 	if r.o.Parallel < 1 {
 		r.o.Parallel = 4
 	}
@@ -147,8 +165,10 @@ func (x *Set) Rebuild(ctx context.Context, table string, pk *string, cp idempote
 			err = r.scan(ctx)
 		case phaseSweep:
 			err = r.sweep(ctx)
+		case phasePrune:
+			err = r.prune(ctx)
 		case phaseDone:
-			return r.st.Res, cp.Clear(ctx, opID, rebuildStep)
+			return r.st.Res, cp.Clear(ctx, opID, r.step)
 		}
 		if err != nil {
 			return r.st.Res, err
@@ -160,8 +180,9 @@ func (x *Set) Rebuild(ctx context.Context, table string, pk *string, cp idempote
 // this worker's clock and its time by the service's (the checkpoint's
 // Timestamp). A checkpoint of another layout (an older rebuild) starts
 // over: every step is idempotent.
-func (x *Set) loadRebuild(ctx context.Context, cp idempotent.Checkpoints, opID string) (rebuildState, error) {
-	tok, err := cp.Load(ctx, opID, rebuildStep)
+func (x *Set) loadRebuild(ctx context.Context, cp idempotent.Checkpoints, opID, first string) (rebuildState, error) {
+	step := stepOf(first)
+	tok, err := cp.Load(ctx, opID, step)
 	if err != nil {
 		return rebuildState{}, err
 	}
@@ -169,21 +190,21 @@ func (x *Set) loadRebuild(ctx context.Context, cp idempotent.Checkpoints, opID s
 	if tok != "" && json.Unmarshal([]byte(tok), &st) == nil && st.V == rebuildStateVersion && !st.Began.IsZero() {
 		return st, nil
 	}
-	st = rebuildState{V: rebuildStateVersion, Phase: phaseScan, Gen: x.clock.Now().UnixMicro()}
-	if err := saveState(ctx, cp, opID, st); err != nil {
+	st = rebuildState{V: rebuildStateVersion, Phase: first, Gen: x.clock.Now().UnixMicro()}
+	if err := saveState(ctx, cp, opID, step, st); err != nil {
 		return st, err
 	}
-	e, err := cp.Tables.GetEntity(ctx, cp.Table, opID, rebuildStep)
+	e, err := cp.Tables.GetEntity(ctx, cp.Table, opID, step)
 	if err != nil {
-		return st, fmt.Errorf("index: read the rebuild's checkpoint %s/%s: %w", opID, rebuildStep, err)
+		return st, fmt.Errorf("index: read the rebuild's checkpoint %s/%s: %w", opID, step, err)
 	}
 	st.Began = e.Timestamp
-	return st, saveState(ctx, cp, opID, st)
+	return st, saveState(ctx, cp, opID, step, st)
 }
 
-func saveState(ctx context.Context, cp idempotent.Checkpoints, opID string, st rebuildState) error {
+func saveState(ctx context.Context, cp idempotent.Checkpoints, opID, step string, st rebuildState) error {
 	b, _ := json.Marshal(st) // keys, strings and numbers: never fails
-	return cp.Save(ctx, opID, rebuildStep, string(b))
+	return cp.Save(ctx, opID, step, string(b))
 }
 
 // rebuild is one run of a rebuild.
@@ -193,6 +214,7 @@ type rebuild struct {
 	pk   *string
 	cp   idempotent.Checkpoints
 	opID string
+	step string // its checkpoint's (see stepOf)
 	st   rebuildState
 	o    RebuildOptions
 	mu   sync.Mutex // guards st.Res while chunks run
@@ -202,7 +224,7 @@ func (r *rebuild) save(ctx context.Context) error {
 	r.mu.Lock()
 	st := r.st
 	r.mu.Unlock()
-	return saveState(ctx, r.cp, r.opID, st)
+	return saveState(ctx, r.cp, r.opID, r.step, st)
 }
 
 // stop reports whether the caller asked to stop.

@@ -2,6 +2,8 @@ package indexes
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -96,6 +98,66 @@ func TestRowsRecordStaysFormat2(t *testing.T) {
 	}
 	if v := f.recordProps2("001")["V"]; v != int32(2) {
 		t.Errorf("V after the value was removed = %#v, want 2", v)
+	}
+	f.assertTruth()
+}
+
+// TestPruneDeletesExpiredDeadRows: Prune deletes the dead rows of a rows
+// index made dead more than TombstoneGrace ago, and nothing else: not the
+// rows made dead within it, not the live ones. Stopped after its first
+// page (1,000 rows), it goes on from there when run again with the same
+// operation id, and the result counts both runs.
+func TestPruneDeletesExpiredDeadRows(t *testing.T) {
+	f := newFixture(t, only("lastNameRows"))
+	ix := mustIndex(t, f.x, "lastNameRows")
+	const n = 1100
+	for _, last := range []string{"Jones", "Smith"} {
+		for i := range n {
+			f.put(fmt.Sprintf("P%d", i%7), fmt.Sprintf("%05d", i), employee(last, ""))
+		}
+		if _, err := f.x.Sync(f.ctx, employees, Span{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dead := func() (n int) {
+		t.Helper()
+		err := f.x.scanEntries(f.ctx, ix, nil, "", func(en Entry) error {
+			if en.Dead {
+				n++
+			}
+			return nil
+		}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if d := dead(); d != n {
+		t.Fatalf("the stage: %d dead rows, want %d (Jones's)", d, n)
+	}
+	cp := idempotent.Checkpoints{Tables: f.store.Tables(), Table: "Checkpoints"}
+	res, err := f.x.Prune(f.ctx, employees, cp, "prune-now", RebuildOptions{})
+	if err != nil || res.Pruned != 0 || dead() != n {
+		t.Fatalf("a prune within the grace: %+v, %v, %d dead left; want nothing deleted", res, err, dead())
+	}
+	f.x.clock = clock.NewFake(time.Now().Add(2 * time.Hour))
+	runs := 0
+	for {
+		runs++
+		res, err = f.x.Prune(f.ctx, employees, cp, "prune-late", RebuildOptions{Stop: func() bool { return true }})
+		var stopped *Stopped
+		if !errors.As(err, &stopped) {
+			break
+		}
+		if runs > 5 {
+			t.Fatal("the prune never ends")
+		}
+	}
+	if err != nil || runs != 2 || res.Pruned != n {
+		t.Errorf("a prune past the grace: %+v, %v after %d runs; want %d deleted in 2 runs", res, err, runs, n)
+	}
+	if d := dead(); d != 0 {
+		t.Errorf("%d dead rows left", d)
 	}
 	f.assertTruth()
 }

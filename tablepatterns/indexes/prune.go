@@ -1,0 +1,104 @@
+package indexes
+
+import (
+	"context"
+
+	"github.com/tablekeeper/tablekeeper/idempotent"
+	"github.com/tablekeeper/tablekeeper/storeadapter"
+)
+
+// Prune deletes the expired dead rows of a source table's rows indexes:
+// those made dead more than TombstoneGrace ago (tkGen, the generation of
+// the write that made them dead, below the grace's cut), which no writer
+// can insert live again (see rowEntity). A rows index leaves one such row
+// per change of a key's value (a row per generation: see rowsState), and
+// a lookup of a value reads past its dead rows; a rebuild's sweep prunes
+// them too, but a rebuild rewrites every index. Prune reads only the dead
+// rows (one filtered query, page by page, which Azure evaluates over the
+// whole index table) and deletes them in transactions of up to 100 per
+// value partition, each If-Match the row read: a row written since (dead
+// again, later) is left for the next prune. Checkpointed like Rebuild,
+// under opID: a prune that stops (RebuildOptions.Stop, a crash) goes on
+// from the page it was at. It writes nothing else, and counts what it
+// deleted in RebuildResult.Pruned.
+func (x *Set) Prune(ctx context.Context, table string, cp idempotent.Checkpoints, opID string, o RebuildOptions) (RebuildResult, error) {
+	return x.runRebuild(ctx, table, nil, cp, opID, o, phasePrune)
+}
+
+// prune is a prune's one phase: each rows index in turn, from the page
+// the checkpoint names.
+func (r *rebuild) prune(ctx context.Context) error {
+	cut := r.x.graceCut()
+	from := 0 // the index the checkpoint is at
+	for i, ix := range r.ti.indexes {
+		if ix.Name == r.st.Index {
+			from = i
+		}
+	}
+	for i := from; i < len(r.ti.indexes); i++ {
+		ix := r.ti.indexes[i]
+		r.st.Index = ix.Name
+		if ix.Kind != KindRows {
+			continue
+		}
+		q := storeadapter.Query{Filter: storeadapter.And(storeadapter.Compare(propDead, storeadapter.Eq, true), storeadapter.Compare(propGen, storeadapter.Lt, cut))}
+		err := paginate(r.st.Token, func(token string) (string, error) {
+			q.Continuation = token
+			p, err := r.x.tables.Query(ctx, ix.table, q)
+			if err != nil {
+				return "", err
+			}
+			n, err := r.x.deleteRows(ctx, ix.table, p.Entities)
+			r.st.Res.Pruned += n
+			return p.Next, err
+		}, func(next string) error {
+			if r.st.Token = next; next == "" {
+				return nil
+			}
+			if err := r.save(ctx); err != nil {
+				return err
+			}
+			if r.stop() {
+				return r.stopped(ctx)
+			}
+			return nil
+		})
+		if err != nil && !idempotent.Missing(err) { // an index never written has nothing to prune
+			return err
+		}
+		r.st.Token = ""
+	}
+	r.st.Phase, r.st.Index = phaseDone, ""
+	return nil
+}
+
+// deleteRows deletes rows, each If-Match the ETag read, in transactions of
+// one partition; a transaction that loses (a row written or deleted
+// since) goes row by row, leaving those. It returns how many it deleted.
+func (x *Set) deleteRows(ctx context.Context, table string, rows []storeadapter.Entity) (int, error) {
+	ops := make([]storeadapter.TableOp, len(rows))
+	for i, e := range rows {
+		ops[i] = storeadapter.TableOp{Action: storeadapter.TxDelete, Entity: storeadapter.Entity{PartitionKey: e.PartitionKey, RowKey: e.RowKey}, IfMatch: e.ETag}
+	}
+	n := 0
+	for _, batch := range idempotent.Batches(ops) {
+		err := x.tables.Transact(ctx, table, batch)
+		if err == nil {
+			n += len(batch)
+			continue
+		}
+		if !idempotent.Lost(err) {
+			return n, err
+		}
+		for _, op := range batch {
+			err := x.tables.DeleteEntity(ctx, table, op.Entity.PartitionKey, op.Entity.RowKey, op.IfMatch)
+			switch {
+			case err == nil:
+				n++
+			case !idempotent.Lost(err):
+				return n, err
+			}
+		}
+	}
+	return n, nil
+}
