@@ -305,10 +305,7 @@ func (m membership) entity(pk, rk string) storeadapter.Entity {
 			e.Properties["A_"+name] = s
 		}
 	}
-	if m.format >= 2 {
-		// Once format 2, always: a release before this one would take a
-		// record without V for its own, and could make a format-1 row
-		// live again that this one wrote dead or still means to.
+	if m.format >= 2 || m.namesRows() {
 		e.Properties["V"] = int32(2)
 	}
 	for _, name := range slices.Sorted(maps.Keys(m.rows)) {
@@ -322,9 +319,6 @@ func (m membership) entity(pk, rk string) storeadapter.Entity {
 		if len(st.kills) > 0 {
 			e.Properties["K_"+name] = formatKills(st.kills)
 		}
-		if st.live != 0 || !st.idle() {
-			e.Properties["V"] = int32(2)
-		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(m.pending)) {
 		var lines []string
@@ -336,6 +330,30 @@ func (m membership) entity(pk, rk string) storeadapter.Entity {
 		}
 	}
 	return e
+}
+
+// namesRows reports whether a rows index of m names a row of format 2 or
+// anything to settle: m is then written in format 2.
+func (m membership) namesRows() bool {
+	for _, st := range m.rows {
+		if st.live != 0 || !st.idle() {
+			return true
+		}
+	}
+	return false
+}
+
+// toWrite is m made ready for a write of the record: once it is written
+// in format 2 it stays so (format 2 from then on, for this reconcile's
+// later writes too, such as its clear), since a release before this one
+// would take a record without V for its own, and could make a format-1
+// row live again that this one wrote dead or still means to.
+func (m membership) toWrite() membership {
+	if m.namesRows() {
+		m.format = max(m.format, 2)
+	}
+	m.rewrite = false
+	return m
 }
 
 // seenTag is how a record's R names the version of the entity e a

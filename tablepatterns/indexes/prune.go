@@ -29,11 +29,14 @@ func (x *Set) Prune(ctx context.Context, table string, cp idempotent.Checkpoints
 // the checkpoint names.
 func (r *rebuild) prune(ctx context.Context) error {
 	cut := r.x.graceCut()
-	from := 0 // the index the checkpoint is at
+	from := -1 // the index the checkpoint is at
 	for i, ix := range r.ti.indexes {
 		if ix.Name == r.st.Index {
 			from = i
 		}
+	}
+	if from < 0 { // none yet, or one no longer declared: its page names no other's
+		from, r.st.Token = 0, ""
 	}
 	for i := from; i < len(r.ti.indexes); i++ {
 		ix := r.ti.indexes[i]

@@ -341,12 +341,19 @@ func (x *Set) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string, fo
 			// the record's kills name are proven first when one read can
 			// (see provenRows): the fence then carries their clear.
 			fenced := m.clone()
-			fenced.seen, fenced.rewrite = seen, false
+			fenced.seen = seen
+			if m.rewrite {
+				// The format-1 record's rows to settle become kills here:
+				// a generation of their own, which the rows they make dead
+				// carry (the grace counts from there: see rowEntity).
+				fenced.gen = max(m.gen+1, x.clock.Now().UnixMicro())
+			}
 			proven, err := x.proveRows(ctx, ti, pk, rk, m)
 			if err != nil {
 				return out, fmt.Errorf("index: %s %s/%s: %w", ti.source, pk, rk, err)
 			}
 			fenced, _ = cleared(fenced, m, done{rows: proven})
+			fenced = fenced.toWrite()
 			tried = true // what is still to settle was not proven: no read again
 			etag, err := x.tables.UpdateEntity(ctx, ti.source, fenced.entity(pk, rk), storeadapter.Replace, m.etag)
 			if idempotent.Lost(err) && round < x.cfg.MaxConflicts {
@@ -390,7 +397,7 @@ func (x *Set) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string, fo
 		if register {
 			next = m.declared(ti)
 			next.gen = max(m.gen+1, x.clock.Now().UnixMicro())
-			next.seen, next.rewrite = seen, false
+			next.seen = seen
 			if s != nil {
 				// The stray entry's generation may be above this clock (a
 				// worker whose clock ran ahead wrote it): its tombstone
@@ -448,6 +455,7 @@ func (x *Set) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string, fo
 				next.applied[ix.Name] = state
 				ops = append(ops, pops...)
 			}
+			next = next.toWrite()
 			record := recordOp(m, next.entity(pk, rk))
 			if err := storeadapter.ValidateTransaction(append([]storeadapter.TableOp{record}, ops...)); len(ops) > 0 && errors.Is(err, storeadapter.ErrTooLarge) && tooLarge == nil {
 				// The partition copies go together with the record, in

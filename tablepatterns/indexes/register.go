@@ -71,6 +71,10 @@ func (x *Set) fenceAll(ctx context.Context, ti *tableIndexes, items []*item) err
 		for _, it := range group {
 			next := it.m.clone()
 			next.seen = seenTag(it.e)
+			if it.m.rewrite { // see Reconcile's fence
+				next.gen = max(it.m.gen+1, x.clock.Now().UnixMicro())
+			}
+			next = next.toWrite()
 			it.next = next
 			ops = append(ops, recordOp(it.m, next.entity(it.PK, it.RK)))
 		}
@@ -166,7 +170,7 @@ func (x *Set) registerGroup(ctx context.Context, ti *tableIndexes, pk string, it
 		next.gen = max(it.m.gen+1, x.clock.Now().UnixMicro())
 		// The chunk read the entity after its record (see chunk): the
 		// version it read is kept, as a reconcile keeps it.
-		next.seen, next.rewrite = seenTag(it.e), false
+		next.seen = seenTag(it.e)
 		for _, ix := range ti.indexes {
 			w := it.wants[ix.Name]
 			old := it.m.applied[ix.Name]
@@ -209,8 +213,8 @@ func (x *Set) registerGroup(ctx context.Context, ti *tableIndexes, pk string, it
 			}
 			next.applied[ix.Name] = state
 		}
-		it.next = next
-		ops = append(ops, recordOp(it.m, next.entity(it.PK, it.RK)))
+		it.next = next.toWrite()
+		ops = append(ops, recordOp(it.m, it.next.entity(it.PK, it.RK)))
 		members = append(members, it)
 	}
 	for _, k := range slices.Sorted(maps.Keys(writes)) {

@@ -140,7 +140,10 @@ func parseKills(s string) []rowRef {
 // applied value keeps its format-1 row, live. When that leaves anything
 // to settle, rewrite is set: the record is written in format 2 (If-Match)
 // before any row, so that a release before this one, which rewrites
-// format-1 records, can no longer register over rows it does not know.
+// format-1 records, can no longer register over rows it does not know,
+// and at a generation of its own, which the format-1 rows its settle
+// makes dead carry (see rowEntity: the grace counts from there, not from
+// the older release's registration, whose settler may still be running).
 func (m *membership) fromFormat1(ti *tableIndexes) {
 	for _, ix := range ti.indexes {
 		if ix.Kind != KindRows {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tablekeeper/tablekeeper/idempotent"
 	"github.com/tablekeeper/tablekeeper/internal/clock"
+	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
 )
 
@@ -160,4 +161,133 @@ func TestPruneDeletesExpiredDeadRows(t *testing.T) {
 		t.Errorf("%d dead rows left", d)
 	}
 	f.assertTruth()
+}
+
+// TestRowsFormat1TakeOverKeepsTheGrace: a format-1 record with rows values
+// pending (a release before this one registered Jones → Smith at a
+// generation g long ago and died before its clear) is taken over by a
+// reconcile or a Sync that changes nothing: the record is rewritten in
+// format 2 at a generation of its own, and the format-1 rows its settle
+// makes dead carry that one, not g. A prune right after deletes none of
+// them: a worker of the older release that read the record before the
+// rewrite may still be settling g, and would insert Smith's format-1 row
+// live again were it gone. The record then keeps V=2 through a removal
+// that clears everything, in the same reconcile that took it over.
+// (Found in review, with the older release's package run beside this one.)
+func TestRowsFormat1TakeOverKeepsTheGrace(t *testing.T) {
+	for _, via := range []string{"Reconcile", "Sync"} {
+		t.Run(via, func(t *testing.T) {
+			f := newFixture(t, only("lastNameRows"))
+			ix := mustIndex(t, f.x, "lastNameRows")
+			jones, _ := EncodeValue("Jones")
+			smith, _ := EncodeValue("Smith")
+			g := time.Now().Add(-3 * time.Hour).UnixMicro()
+			f.put("Sales", "001", employee("Smith", ""))
+			e, _ := getOptional(f.ctx, f.raw.Tables(), employees, "Sales", "001")
+			rec := storeadapter.Entity{PartitionKey: "Sales", RowKey: memberRowKey("001"), Properties: map[string]any{
+				"Gen": g, "A_lastNameRows": smith, "R": e.ETag, "S_lastNameRows": jones + "\t" + fmt.Sprint(g-1) + "\n" + smith + "\t" + fmt.Sprint(g)}}
+			if _, err := f.raw.Tables().InsertEntity(f.ctx, employees, rec); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.raw.Tables().CreateTable(f.ctx, ix.table); err != nil {
+				t.Fatal(err)
+			}
+			for _, v := range []string{jones, smith} {
+				row := storeadapter.Entity{PartitionKey: v, RowKey: memberKey("Sales", "001"), Properties: map[string]any{propGen: g, propDead: v == smith}}
+				if _, err := f.raw.Tables().InsertEntity(f.ctx, ix.table, row); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if via == "Sync" {
+				if _, err := f.x.Sync(f.ctx, employees, Span{}); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				f.reconcile("Sales", "001")
+			}
+			f.assertTruth()
+			for _, v := range []string{jones, smith} {
+				row, err := getOptional(f.ctx, f.raw.Tables(), ix.table, v, memberKey("Sales", "001"))
+				if err != nil || row == nil {
+					t.Fatalf("the format-1 row under %s: %v, %v", v, row, err)
+				}
+				if gen, _ := row.Properties[propGen].(int64); row.Properties[propDead] != true || gen <= g {
+					t.Errorf("the format-1 row under %s after the take-over: %v, want dead at a generation above %d", v, row.Properties, g)
+				}
+			}
+			cp := idempotent.Checkpoints{Tables: f.store.Tables(), Table: "Checkpoints"}
+			if res, err := f.x.Prune(f.ctx, employees, cp, "prune", RebuildOptions{}); err != nil || res.Pruned != 0 {
+				t.Errorf("a prune right after the take-over: %+v, %v; want nothing deleted", res, err)
+			}
+		})
+	}
+	t.Run("removal", func(t *testing.T) {
+		f := newFixture(t, only("lastNameRows"))
+		ix := mustIndex(t, f.x, "lastNameRows")
+		jones, _ := EncodeValue("Jones")
+		f.put("Sales", "001", employee("", ""))
+		e, _ := getOptional(f.ctx, f.raw.Tables(), employees, "Sales", "001")
+		rec := storeadapter.Entity{PartitionKey: "Sales", RowKey: memberRowKey("001"), Properties: map[string]any{"Gen": int64(5), "A_lastNameRows": jones, "R": e.ETag}}
+		if _, err := f.raw.Tables().InsertEntity(f.ctx, employees, rec); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.raw.Tables().CreateTable(f.ctx, ix.table); err != nil {
+			t.Fatal(err)
+		}
+		row := storeadapter.Entity{PartitionKey: jones, RowKey: memberKey("Sales", "001"), Properties: map[string]any{propGen: int64(5), propDead: false}}
+		if _, err := f.raw.Tables().InsertEntity(f.ctx, ix.table, row); err != nil {
+			t.Fatal(err)
+		}
+		f.reconcile("Sales", "001")
+		f.assertTruth()
+		if v := f.recordProps2("001")["V"]; v != int32(2) {
+			t.Errorf("a format-1 record registered, settled and cleared in one reconcile: V %#v, want 2", v)
+		}
+	})
+}
+
+// TestPruneResumesUnderAnotherConfig: a prune stopped in the middle of one
+// rows index and resumed by a worker whose config no longer declares that
+// index starts the others from their beginning: the stopped index's page
+// token names a position in its own table only. (Found in review: it was
+// applied to the next index, which skipped its first 1,000 rows.)
+func TestPruneResumesUnderAnotherConfig(t *testing.T) {
+	cfg := only("lastNameRows")
+	other := cfg.Tables[employees][0]
+	other.Name, other.Table = "lastNameRows2", "EmployeesLastNameRows2"
+	cfg.Tables[employees] = append(cfg.Tables[employees], other)
+	f := newFixture(t, cfg)
+	const n = 1100
+	for _, last := range []string{"Jones", "Smith"} {
+		for i := range n {
+			f.put(fmt.Sprintf("P%d", i%7), fmt.Sprintf("%05d", i), employee(last, ""))
+		}
+		if _, err := f.x.Sync(f.ctx, employees, Span{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	late := clock.NewFake(time.Now().Add(2 * time.Hour))
+	f.x.clock = late
+	cp := idempotent.Checkpoints{Tables: f.raw.Tables(), Table: "Checkpoints"}
+	var stopped *Stopped
+	if _, err := f.x.Prune(f.ctx, employees, cp, "p", RebuildOptions{Stop: func() bool { return true }}); !errors.As(err, &stopped) {
+		t.Fatalf("the first run: %v, want it stopped after its first page", err)
+	}
+	x2, err := Open(f.store, late, Config{Tables: map[string][]Decl{employees: {other}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := x2.Prune(f.ctx, employees, cp, "p", RebuildOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dead := 0
+	err = x2.scanEntries(f.ctx, mustIndex(t, x2, other.Name), nil, "", func(en Entry) error {
+		if en.Dead {
+			dead++
+		}
+		return nil
+	}, nil)
+	if err != nil || dead != 0 {
+		t.Errorf("%s: %d dead rows left, %v; want none", other.Name, dead, err)
+	}
 }
