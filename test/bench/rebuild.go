@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tablekeeper/tablekeeper/idempotent"
+	"github.com/tablekeeper/tablekeeper/internal/clock"
 	"github.com/tablekeeper/tablekeeper/jobs"
 	"github.com/tablekeeper/tablekeeper/jobs/archive"
 	"github.com/tablekeeper/tablekeeper/jobs/kit"
@@ -23,7 +24,8 @@ import (
 // rebuilt from scratch (no membership record, no entry), and then what
 // the kinds that remove entities cost on those indexes: archiving one
 // indexed entity to a table with no indexes, archiving a 100-row range,
-// purging a 100-row partition. It prints calls, calls per entity and wall
+// purging a 100-row partition; then the prune of the rows index's dead
+// rows those left, a day later. It prints calls, calls per entity and wall
 // time.
 func (b bench) rebuildRuns(ctx context.Context, title string, store storeadapter.Store, latency time.Duration) error {
 	n := b.n
@@ -115,8 +117,24 @@ func (b bench) rebuildRuns(ctx context.Context, title string, store storeadapter
 		return err
 	}
 	pk2 := "dept02"
-	return run(fmt.Sprintf("purge partition %s", pk2), n/10, func() (string, error) {
+	if err := run(fmt.Sprintf("purge partition %s", pk2), n/10, func() (string, error) {
 		return work(ctx, pw, "op-bench-purge", purge.Args{Table: source, PK: &pk2})
+	}); err != nil {
+		return err
+	}
+	// A day later, the rows index's dead rows those left (one per entity
+	// removed) are past the tombstone grace: a prune deletes them.
+	later, err := indexes.Open(st, clock.NewFake(time.Now().Add(24*time.Hour)), cfg)
+	if err != nil {
+		return err
+	}
+	removed := 1 + 2*(n/10)
+	return run(fmt.Sprintf("prune the %d dead rows a day later", removed), removed, func() (string, error) {
+		res, err := later.Prune(ctx, source, cp, "op-bench-prune", indexes.RebuildOptions{})
+		if err == nil && res.Pruned != removed {
+			err = fmt.Errorf("pruned %d rows, want %d", res.Pruned, removed)
+		}
+		return fmt.Sprintf("pruned %d", res.Pruned), err
 	})
 }
 
