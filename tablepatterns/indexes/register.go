@@ -62,9 +62,10 @@ func (x *Set) registerAll(ctx context.Context, ti *tableIndexes, pk string, item
 
 // fenceAll writes the fences of items of one partition (see
 // Set.Reconcile, step 2), up to a transaction's operations at once: each
-// record as it is, with the entity's ETag as R, If-Match the record read.
-// A transaction that loses sends its keys through Reconcile, which reads
-// them again.
+// record as it is, with the entity's ETag as R, If-Match the record read
+// (a format-1 record with rows to settle in format 2, at a generation of
+// its own: see fromFormat1). A transaction that loses sends its keys
+// through Reconcile, which reads them again.
 func (x *Set) fenceAll(ctx context.Context, ti *tableIndexes, items []*item) error {
 	for group := range slices.Chunk(items, storeadapter.MaxBatchOps) {
 		ops := make([]storeadapter.TableOp, 0, len(group))
