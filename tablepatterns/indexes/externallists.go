@@ -63,7 +63,7 @@ func (x *Set) applyTableList(ctx context.Context, ix *index, value string, ws []
 		if err == nil || !idempotent.Lost(err) || try >= x.cfg.MaxConflicts {
 			return errs, err
 		}
-		if err := x.pause(ctx, try); err != nil {
+		if err := x.pauseUnlessReadAhead(ctx, try, pre != nil); err != nil {
 			return errs, err
 		}
 	}
@@ -130,10 +130,22 @@ func (x *Set) applyBlob(ctx context.Context, ix *index, value string, ws []write
 		if err == nil || !idempotent.Lost(err) || try >= x.cfg.MaxConflicts {
 			return err
 		}
-		if err := x.pause(ctx, try); err != nil {
+		if err := x.pauseUnlessReadAhead(ctx, try, pre != nil); err != nil {
 			return err
 		}
 	}
+}
+
+// pauseUnlessReadAhead pauses before try+1 of a list's write, except after
+// a first try written from the list as read ahead (see readAhead): read
+// before the registration, it was most likely changed since by the settle
+// of an earlier registration of the same entity, not by a writer still
+// at it, so it is read again at once.
+func (x *Set) pauseUnlessReadAhead(ctx context.Context, try int, readAhead bool) error {
+	if try == 1 && readAhead {
+		return nil
+	}
+	return x.pause(ctx, try)
 }
 
 // blobLine is the index in a blob list's lines of key's line (key: pk, a
