@@ -52,7 +52,9 @@ const propertiesChars = 200
 // messages ("index lookup").
 func (m *Main) runIndex(ctx context.Context, args []string) (string, error) {
 	return m.runGroup(ctx, "index", indexUsage, map[string]func(context.Context, []string) error{
-		"lookup": m.indexLookup, "reconcile": m.indexReconcile, "rebuild": m.indexRebuild, "prune": m.indexPrune, "check": m.indexCheck,
+		"lookup": m.indexLookup, "reconcile": m.indexReconcile, "check": m.indexCheck,
+		"rebuild": func(ctx context.Context, args []string) error { return m.indexTableJob(ctx, args, false) },
+		"prune":   func(ctx context.Context, args []string) error { return m.indexTableJob(ctx, args, true) },
 	}, args)
 }
 
@@ -293,35 +295,32 @@ func reconcileLine(ctx context.Context, cl *client.Client, table, line string) (
 	return msg, nil
 }
 
-// indexRebuild enqueues the rebuild of a table's indexes (or of one
-// partition's entities).
-func (m *Main) indexRebuild(ctx context.Context, args []string) error {
-	return m.indexTableJob(ctx, args, "index rebuild", "index rebuild -table T [-pk P] [-id ID] [-config FILE] [flags]",
-		"Enqueues one index job that rebuilds every index of table -table: it reconciles each entity with every\n"+
-			"index rewritten, removes the entries whose entity is gone or has another value, and prunes expired\n"+
-			"tombstones. With -pk it covers that partition's entities only. It saves its position under its op id\n"+
-			"after each page, so a redelivered message resumes where the last attempt stopped. It prints the op id\n"+
-			"and the message id. With -config (default $"+cli.EnvConfig+") the table must have declared indexes.", false)
+// tableJobs are the index subcommands that enqueue one job over a whole
+// table: their usage and help.
+var tableJobs = map[bool]struct{ name, usage, help string }{
+	false: {"index rebuild", "index rebuild -table T [-pk P] [-id ID] [-config FILE] [flags]",
+		"Enqueues one index job that rebuilds every index of table -table: it reconciles each entity with every\n" +
+			"index rewritten, removes the entries whose entity is gone or has another value, and prunes expired\n" +
+			"tombstones. With -pk it covers that partition's entities only. It saves its position under its op id\n" +
+			"after each page, so a redelivered message resumes where the last attempt stopped. It prints the op id\n" +
+			"and the message id. With -config (default $" + cli.EnvConfig + ") the table must have declared indexes."},
+	true: {"index prune", "index prune -table T [-id ID] [-config FILE] [flags]",
+		"Enqueues one index job that deletes the expired dead rows of table -table's rows indexes: rows made dead\n" +
+			"more than index.tombstoneGrace ago, one per change of an entity's value, which lookups read past until\n" +
+			"a prune or a rebuild deletes them. It reads those rows only and writes nothing else. It saves its\n" +
+			"position under its op id after each page. It prints the op id and the message id. With -config\n" +
+			"(default $" + cli.EnvConfig + ") the table must have declared indexes."},
 }
 
-// indexPrune enqueues the prune of a table's rows indexes.
-func (m *Main) indexPrune(ctx context.Context, args []string) error {
-	return m.indexTableJob(ctx, args, "index prune", "index prune -table T [-id ID] [-config FILE] [flags]",
-		"Enqueues one index job that deletes the expired dead rows of table -table's rows indexes: rows made dead\n"+
-			"more than index.tombstoneGrace ago, one per change of an entity's value, which lookups read past until\n"+
-			"a prune or a rebuild deletes them. It reads those rows only and writes nothing else. It saves its\n"+
-			"position under its op id after each page. It prints the op id and the message id. With -config\n"+
-			"(default $"+cli.EnvConfig+") the table must have declared indexes.", true)
-}
-
-// indexTableJob enqueues a rebuild, or with prune a prune, of a table's
-// indexes.
-func (m *Main) indexTableJob(ctx context.Context, args []string, name, usage, help string, prune bool) error {
+// indexTableJob enqueues the rebuild of a table's indexes (or of one
+// partition's entities), or with prune the prune of its rows indexes.
+func (m *Main) indexTableJob(ctx context.Context, args []string, prune bool) error {
 	var (
 		c                      common
 		table, pk, id, cfgPath string
 	)
-	fs := m.newFlagSet(name, usage, help, &c)
+	j := tableJobs[prune]
+	fs := m.newFlagSet(j.name, j.usage, j.help, &c)
 	fs.StringVar(&table, "table", "", "source table (required)")
 	if !prune {
 		fs.StringVar(&pk, "pk", "", "rebuild the entities of this partition only")

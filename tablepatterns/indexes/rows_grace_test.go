@@ -9,7 +9,6 @@ import (
 
 	"github.com/tablekeeper/tablekeeper/idempotent"
 	"github.com/tablekeeper/tablekeeper/internal/clock"
-	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
 )
 
@@ -112,27 +111,8 @@ func TestPruneDeletesExpiredDeadRows(t *testing.T) {
 	f := newFixture(t, only("lastNameRows"))
 	ix := mustIndex(t, f.x, "lastNameRows")
 	const n = 1100
-	for _, last := range []string{"Jones", "Smith"} {
-		for i := range n {
-			f.put(fmt.Sprintf("P%d", i%7), fmt.Sprintf("%05d", i), employee(last, ""))
-		}
-		if _, err := f.x.Sync(f.ctx, employees, Span{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	dead := func() (n int) {
-		t.Helper()
-		err := f.x.scanEntries(f.ctx, ix, nil, "", func(en Entry) error {
-			if en.Dead {
-				n++
-			}
-			return nil
-		}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	f.renameAll(n)
+	dead := func() int { return f.deadRows(f.x, ix) }
 	if d := dead(); d != n {
 		t.Fatalf("the stage: %d dead rows, want %d (Jones's)", d, n)
 	}
@@ -183,28 +163,9 @@ func TestRowsFormat1TakeOverKeepsTheGrace(t *testing.T) {
 			smith, _ := EncodeValue("Smith")
 			g := time.Now().Add(-3 * time.Hour).UnixMicro()
 			f.put("Sales", "001", employee("Smith", ""))
-			e, _ := getOptional(f.ctx, f.raw.Tables(), employees, "Sales", "001")
-			rec := storeadapter.Entity{PartitionKey: "Sales", RowKey: memberRowKey("001"), Properties: map[string]any{
-				"Gen": g, "A_lastNameRows": smith, "R": e.ETag, "S_lastNameRows": jones + "\t" + fmt.Sprint(g-1) + "\n" + smith + "\t" + fmt.Sprint(g)}}
-			if _, err := f.raw.Tables().InsertEntity(f.ctx, employees, rec); err != nil {
-				t.Fatal(err)
-			}
-			if err := f.raw.Tables().CreateTable(f.ctx, ix.table); err != nil {
-				t.Fatal(err)
-			}
-			for _, v := range []string{jones, smith} {
-				row := storeadapter.Entity{PartitionKey: v, RowKey: memberKey("Sales", "001"), Properties: map[string]any{propGen: g, propDead: v == smith}}
-				if _, err := f.raw.Tables().InsertEntity(f.ctx, ix.table, row); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if via == "Sync" {
-				if _, err := f.x.Sync(f.ctx, employees, Span{}); err != nil {
-					t.Fatal(err)
-				}
-			} else {
-				f.reconcile("Sales", "001")
-			}
+			f.format1("001", map[string]any{"Gen": g, "A_lastNameRows": smith,
+				"S_lastNameRows": jones + "\t" + fmt.Sprint(g-1) + "\n" + smith + "\t" + fmt.Sprint(g)}, g, map[string]bool{jones: false, smith: true})
+			f.reconcileVia(via, Key{PK: "Sales", RK: "001"})
 			f.assertTruth()
 			for _, v := range []string{jones, smith} {
 				row, err := getOptional(f.ctx, f.raw.Tables(), ix.table, v, memberKey("Sales", "001"))
@@ -223,21 +184,9 @@ func TestRowsFormat1TakeOverKeepsTheGrace(t *testing.T) {
 	}
 	t.Run("removal", func(t *testing.T) {
 		f := newFixture(t, only("lastNameRows"))
-		ix := mustIndex(t, f.x, "lastNameRows")
 		jones, _ := EncodeValue("Jones")
 		f.put("Sales", "001", employee("", ""))
-		e, _ := getOptional(f.ctx, f.raw.Tables(), employees, "Sales", "001")
-		rec := storeadapter.Entity{PartitionKey: "Sales", RowKey: memberRowKey("001"), Properties: map[string]any{"Gen": int64(5), "A_lastNameRows": jones, "R": e.ETag}}
-		if _, err := f.raw.Tables().InsertEntity(f.ctx, employees, rec); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.raw.Tables().CreateTable(f.ctx, ix.table); err != nil {
-			t.Fatal(err)
-		}
-		row := storeadapter.Entity{PartitionKey: jones, RowKey: memberKey("Sales", "001"), Properties: map[string]any{propGen: int64(5), propDead: false}}
-		if _, err := f.raw.Tables().InsertEntity(f.ctx, ix.table, row); err != nil {
-			t.Fatal(err)
-		}
+		f.format1("001", map[string]any{"Gen": int64(5), "A_lastNameRows": jones}, 5, map[string]bool{jones: false})
 		f.reconcile("Sales", "001")
 		f.assertTruth()
 		if v := f.recordProps2("001")["V"]; v != int32(2) {
@@ -257,15 +206,7 @@ func TestPruneResumesUnderAnotherConfig(t *testing.T) {
 	other.Name, other.Table = "lastNameRows2", "EmployeesLastNameRows2"
 	cfg.Tables[employees] = append(cfg.Tables[employees], other)
 	f := newFixture(t, cfg)
-	const n = 1100
-	for _, last := range []string{"Jones", "Smith"} {
-		for i := range n {
-			f.put(fmt.Sprintf("P%d", i%7), fmt.Sprintf("%05d", i), employee(last, ""))
-		}
-		if _, err := f.x.Sync(f.ctx, employees, Span{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	f.renameAll(1100)
 	late := clock.NewFake(time.Now().Add(2 * time.Hour))
 	f.x.clock = late
 	cp := idempotent.Checkpoints{Tables: f.raw.Tables(), Table: "Checkpoints"}
@@ -280,14 +221,7 @@ func TestPruneResumesUnderAnotherConfig(t *testing.T) {
 	if _, err := x2.Prune(f.ctx, employees, cp, "p", RebuildOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	dead := 0
-	err = x2.scanEntries(f.ctx, mustIndex(t, x2, other.Name), nil, "", func(en Entry) error {
-		if en.Dead {
-			dead++
-		}
-		return nil
-	}, nil)
-	if err != nil || dead != 0 {
-		t.Errorf("%s: %d dead rows left, %v; want none", other.Name, dead, err)
+	if dead := f.deadRows(x2, mustIndex(t, x2, other.Name)); dead != 0 {
+		t.Errorf("%s: %d dead rows left; want none", other.Name, dead)
 	}
 }

@@ -167,7 +167,6 @@ func TestRowsFromFormat1(t *testing.T) {
 	for _, via := range []string{"Reconcile", "Sync"} {
 		t.Run(via, func(t *testing.T) {
 			f := newFixture(t, only("lastNameRows"))
-			ix := mustIndex(t, f.x, "lastNameRows")
 			jones, _ := EncodeValue("Jones")
 			smith, _ := EncodeValue("Smith")
 			// What the older release left: 001 settled under Jones; 002
@@ -175,35 +174,11 @@ func TestRowsFromFormat1(t *testing.T) {
 			// settle (Jones's row still live, Smith's never written).
 			f.put("Sales", "001", employee("Jones", ""))
 			f.put("Sales", "002", employee("Smith", ""))
-			e1, _ := getOptional(f.ctx, f.raw.Tables(), employees, "Sales", "001")
-			e2, _ := getOptional(f.ctx, f.raw.Tables(), employees, "Sales", "002")
-			for _, rec := range []storeadapter.Entity{
-				{PartitionKey: "Sales", RowKey: memberRowKey("001"), Properties: map[string]any{"Gen": int64(5), "A_lastNameRows": jones, "R": e1.ETag}},
-				{PartitionKey: "Sales", RowKey: memberRowKey("002"), Properties: map[string]any{"Gen": int64(7), "A_lastNameRows": smith, "R": e2.ETag, "S_lastNameRows": jones + "\t5\n" + smith + "\t7"}},
-			} {
-				if _, err := f.raw.Tables().InsertEntity(f.ctx, employees, rec); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := f.raw.Tables().CreateTable(f.ctx, ix.table); err != nil {
-				t.Fatal(err)
-			}
-			for _, rk := range []string{"001", "002"} {
-				row := storeadapter.Entity{PartitionKey: jones, RowKey: memberKey("Sales", rk), Properties: map[string]any{propGen: int64(5), propDead: false}}
-				if _, err := f.raw.Tables().InsertEntity(f.ctx, ix.table, row); err != nil {
-					t.Fatal(err)
-				}
-			}
+			f.format1("001", map[string]any{"Gen": int64(5), "A_lastNameRows": jones}, 5, map[string]bool{jones: false})
+			f.format1("002", map[string]any{"Gen": int64(7), "A_lastNameRows": smith, "S_lastNameRows": jones + "\t5\n" + smith + "\t7"}, 5, map[string]bool{jones: false})
 			sync := func() {
 				t.Helper()
-				if via == "Sync" {
-					if _, err := f.x.Sync(f.ctx, employees, Span{}); err != nil {
-						t.Fatal(err)
-					}
-					return
-				}
-				f.reconcile("Sales", "001")
-				f.reconcile("Sales", "002")
+				f.reconcileVia(via, Key{PK: "Sales", RK: "001"}, Key{PK: "Sales", RK: "002"})
 			}
 			sync()
 			f.assertTruth()
@@ -353,5 +328,73 @@ func TestRowsFenceReadsTheLiveRowOnce(t *testing.T) {
 	f.costs(7, "the two reads, the live row read, the fence, the kill, the insert, the clear")
 	if reads != 1 {
 		t.Errorf("the live row was read %d times, want once", reads)
+	}
+}
+
+// format1 writes what a release before this one leaves for Sales/rk: its
+// membership record without V (props, besides the entity's ETag as R), and
+// the rows index's format-1 rows, live or dead, at generation gen.
+func (f *fixture) format1(rk string, props map[string]any, gen int64, rows map[string]bool) {
+	f.t.Helper()
+	e, err := getOptional(f.ctx, f.raw.Tables(), employees, "Sales", rk)
+	if err != nil || e == nil {
+		f.t.Fatalf("the entity Sales/%s: %v, %v", rk, e, err)
+	}
+	props["R"] = e.ETag
+	if _, err := f.raw.Tables().InsertEntity(f.ctx, employees, storeadapter.Entity{PartitionKey: "Sales", RowKey: memberRowKey(rk), Properties: props}); err != nil {
+		f.t.Fatal(err)
+	}
+	table := mustIndex(f.t, f.x, "lastNameRows").table
+	if err := f.raw.Tables().CreateTable(f.ctx, table); err != nil && !errors.Is(err, storeadapter.ErrAlreadyExists) {
+		f.t.Fatal(err)
+	}
+	for v, dead := range rows {
+		row := storeadapter.Entity{PartitionKey: v, RowKey: memberKey("Sales", rk), Properties: map[string]any{propGen: gen, propDead: dead}}
+		if _, err := f.raw.Tables().UpsertEntity(f.ctx, table, row, storeadapter.Replace); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+}
+
+// reconcileVia reconciles the keys, one by one ("Reconcile") or with one
+// Sync of the table ("Sync").
+func (f *fixture) reconcileVia(via string, keys ...Key) {
+	f.t.Helper()
+	if via == "Sync" {
+		if _, err := f.x.Sync(f.ctx, employees, Span{}); err != nil {
+			f.t.Fatal(err)
+		}
+		return
+	}
+	for _, k := range keys {
+		f.reconcile(k.PK, k.RK)
+	}
+}
+
+// deadRows counts the dead rows of index ix.
+func (f *fixture) deadRows(x *Set, ix *index) int {
+	f.t.Helper()
+	n := 0
+	err := x.scanEntries(f.ctx, ix, nil, "", func(en Entry) error {
+		if en.Dead {
+			n++
+		}
+		return nil
+	}, nil)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return n
+}
+
+// renameAll writes n employees as Jones, Syncs, then as Smith, and Syncs:
+// n dead rows under Jones in every rows index.
+func (f *fixture) renameAll(n int) {
+	f.t.Helper()
+	for _, last := range []string{"Jones", "Smith"} {
+		for i := range n {
+			f.put(fmt.Sprintf("P%d", i%7), fmt.Sprintf("%05d", i), employee(last, ""))
+		}
+		f.reconcileVia("Sync")
 	}
 }
