@@ -348,7 +348,7 @@ func (x *Set) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string, fo
 				// carry (the grace counts from there: see rowEntity).
 				fenced.gen = max(m.gen+1, x.clock.Now().UnixMicro())
 			}
-			proven, err := x.proveRows(ctx, ti, pk, rk, m)
+			proven, err := x.proveRows(ctx, ti, pk, rk, m, nil)
 			if err != nil {
 				return out, fmt.Errorf("index: %s %s/%s: %w", ti.source, pk, rk, err)
 			}
@@ -526,22 +526,21 @@ func (d done) empty() bool { return len(d.tombstoned)+len(d.partial)+len(d.rows)
 // holds the entries read before it (see readAhead).
 func (x *Set) settle(ctx context.Context, ti *tableIndexes, pk, rk string, m membership, etag string, wants map[string]want, pre map[string]*ahead, deferred bool, changedRows map[string]bool, tried bool, out *Outcome) error {
 	d := done{tombstoned: map[string][]string{}, partial: map[string][]string{}, rows: map[string]rowsState{}}
-	eager := false // a rows index's settle must be cleared at once
+	if !tried {
+		var err error
+		if d.rows, err = x.proveRows(ctx, ti, pk, rk, m, changedRows); err != nil {
+			return fmt.Errorf("index: %s %s/%s: %w", ti.source, pk, rk, err)
+		}
+	}
+	eager := len(d.rows) > 0 // a proof is cleared at once
 	for _, ix := range ti.indexes {
 		if ix.Kind == KindRows {
 			st := m.rows[ix.Name]
-			if st.idle() {
+			if _, proven := d.rows[ix.Name]; st.idle() || proven {
 				continue
 			}
 			value := stateValue(m.applied[ix.Name])
-			ok, err := false, error(nil)
-			if !changedRows[ix.Name] && !tried {
-				ok, err = x.provenRows(ctx, ix, pk, rk, value, st)
-			}
-			if err == nil && !ok {
-				err = x.settleRows(ctx, ix, pk, rk, value, st, m.gen, changedRows[ix.Name])
-			}
-			if err != nil {
+			if err := x.settleRows(ctx, ix, pk, rk, value, st, m.gen, changedRows[ix.Name]); err != nil {
 				return fmt.Errorf("index: %s %s/%s: index %s: %w", ti.source, pk, rk, ix.Name, err)
 			}
 			eager = eager || !lazyRows(st, value, changedRows[ix.Name])
@@ -596,14 +595,15 @@ func lazyRows(st rowsState, value string, changed bool) bool {
 }
 
 // proveRows proves, with one read each where it can (see provenRows), the
-// rows indexes of m that have something to settle, and returns the
-// states proven (unproven false). A record read in format 1 names no row
-// that a read could prove (see fromFormat1).
-func (x *Set) proveRows(ctx context.Context, ti *tableIndexes, pk, rk string, m membership) (map[string]rowsState, error) {
+// rows indexes of m that have something to settle, but those of skip (a
+// registration's changes, which its settle's probe proves), and returns
+// the states proven (unproven false). A record read in format 1 names no
+// row that a read could prove (see fromFormat1).
+func (x *Set) proveRows(ctx context.Context, ti *tableIndexes, pk, rk string, m membership, skip map[string]bool) (map[string]rowsState, error) {
 	proven := map[string]rowsState{}
 	for _, ix := range ti.indexes {
 		st := m.rows[ix.Name]
-		if ix.Kind != KindRows || st.idle() || m.rewrite {
+		if ix.Kind != KindRows || st.idle() || m.rewrite || skip[ix.Name] {
 			continue
 		}
 		ok, err := x.provenRows(ctx, ix, pk, rk, stateValue(m.applied[ix.Name]), st)
