@@ -301,7 +301,8 @@ var tableJobs = map[bool]struct{ name, usage, help string }{
 	false: {"index rebuild", "index rebuild -table T [-pk P] [-id ID] [-config FILE] [flags]",
 		"Enqueues one index job that rebuilds every index of table -table: it reconciles each entity with every\n" +
 			"index rewritten, removes the entries whose entity is gone or has another value, and prunes expired\n" +
-			"tombstones. With -pk it covers that partition's entities only. It saves its position under its op id\n" +
+			"tombstones. With -pk it covers that partition's entities only (and leaves the rows indexes' dead rows\n" +
+			"to 'index prune'). It saves its position under its op id\n" +
 			"after each page, so a redelivered message resumes where the last attempt stopped. It prints the op id\n" +
 			"and the message id. With -config (default $" + cli.EnvConfig + ") the table must have declared indexes."},
 	true: {"index prune", "index prune -table T [-id ID] [-config FILE] [flags]",

@@ -125,8 +125,10 @@ const rebuildStateVersion = 2
 //     value to remove, which removes the entry if its entity does not
 //     hold the value (at a generation above the entry's: a worker whose
 //     clock ran ahead may have written it above this one's). Partition
-//     list lines carry neither, so every one is checked. Expired
-//     tombstone rows of rows indexes are deleted.
+//     list lines carry neither, so every one is checked.
+//  3. Prune, of a rebuild of the whole table: the rows indexes' expired
+//     dead rows, as Prune deletes them (a rebuild of a partition leaves
+//     them to a prune: the query reads the whole index table).
 //
 // Clock skew. Generations are the workers' clocks (in µs, or the record's
 // last plus one). A list line or table copy written by a worker whose
@@ -374,10 +376,8 @@ func (r *rebuild) sweep(ctx context.Context) error {
 			if r.pk != nil && en.PK != *r.pk {
 				return nil
 			}
-			if en.Dead {
-				pruned, err := r.x.prune(ctx, ix, en)
-				r.st.Res.Pruned += pruned
-				return err
+			if en.Dead { // a rows index's: the prune phase deletes the expired ones
+				return nil
 			}
 			if r.candidate(ix, en) {
 				cands = append(cands, en)
@@ -390,7 +390,7 @@ func (r *rebuild) sweep(ctx context.Context) error {
 			cands = cands[:0]
 			r.st.Token = next
 			if next == "" {
-				r.st.Index, r.st.Phase = "", phaseDone
+				r.st.Index, r.st.Phase = "", r.afterSweep()
 				if i+1 < len(r.ti.indexes) {
 					r.st.Index, r.st.Phase = r.ti.indexes[i+1].Name, phaseSweep
 				}
@@ -405,8 +405,18 @@ func (r *rebuild) sweep(ctx context.Context) error {
 		})
 		return err
 	}
-	r.st.Phase = phaseDone // an index no longer declared
+	r.st.Phase, r.st.Index, r.st.Token = r.afterSweep(), "", "" // an index no longer declared
 	return nil
+}
+
+// afterSweep is the phase after the sweep: a rebuild of the whole table
+// prunes its rows indexes' expired dead rows (see Prune); one of a
+// partition leaves them to a prune, which reads the whole index table.
+func (r *rebuild) afterSweep() string {
+	if r.pk == nil {
+		return phasePrune
+	}
+	return phaseDone
 }
 
 // candidate reports whether the sweep must check an entry: one the scan
@@ -483,24 +493,4 @@ func retryTransient(ctx context.Context, fn func() error) error {
 		err = fn()
 	}
 	return err
-}
-
-// prune deletes an expired tombstone of a rows index (If-Match, so a
-// concurrent write wins); the other stores prune tombstones when they
-// next write the entry.
-func (x *Set) prune(ctx context.Context, ix *index, en Entry) (int, error) {
-	if ix.Kind != KindRows || en.Gen >= x.graceCut() {
-		return 0, nil
-	}
-	e, err := getOptional(ctx, x.tables, ix.table, en.Encoded, rowKey(en.PK, en.RK, en.row))
-	if err != nil || e == nil {
-		return 0, err
-	}
-	if dead, _ := e.Properties[propDead].(bool); !dead || e.Properties[propGen] != en.Gen {
-		return 0, nil
-	}
-	if err := x.tables.DeleteEntity(ctx, ix.table, e.PartitionKey, e.RowKey, e.ETag); err != nil && !idempotent.Lost(err) {
-		return 0, err
-	}
-	return 1, nil
 }
