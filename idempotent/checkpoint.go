@@ -150,6 +150,38 @@ func (c Checkpoints) ClearOperation(ctx context.Context, opID string, dryRun boo
 	return c.deleteWhere(ctx, storeadapter.PartitionEquals(opID), dryRun)
 }
 
+// DeleteRead deletes rows of table, each If-Match the ETag it was read
+// with, in transactions of up to 100 of one partition, and one by one
+// where a transaction loses (a row written or deleted since, which is
+// left). It returns how many it deleted.
+func DeleteRead(ctx context.Context, t storeadapter.Tables, table string, rows []storeadapter.Entity) (int, error) {
+	ops := make([]storeadapter.TableOp, len(rows))
+	for i, e := range rows {
+		ops[i] = storeadapter.TableOp{Action: storeadapter.TxDelete, Entity: storeadapter.Entity{PartitionKey: e.PartitionKey, RowKey: e.RowKey}, IfMatch: e.ETag}
+	}
+	n := 0
+	for _, batch := range Batches(ops) {
+		err := t.Transact(ctx, table, batch)
+		if err == nil {
+			n += len(batch)
+			continue
+		}
+		if !Lost(err) {
+			return n, fmt.Errorf("delete %d rows of %s: %w", len(batch), batch[0].Entity.PartitionKey, err)
+		}
+		for _, op := range batch {
+			err := t.DeleteEntity(ctx, table, op.Entity.PartitionKey, op.Entity.RowKey, op.IfMatch)
+			switch {
+			case err == nil:
+				n++
+			case !Lost(err):
+				return n, fmt.Errorf("delete %s/%s: %w", op.Entity.PartitionKey, op.Entity.RowKey, err)
+			}
+		}
+	}
+	return n, nil
+}
+
 // deleteWhere deletes the checkpoints f selects, page by page, If-Match in
 // transactions of up to 100 per operation (one by one when one was written
 // again meanwhile).
@@ -166,28 +198,11 @@ func (c Checkpoints) deleteWhere(ctx context.Context, f storeadapter.Filter, dry
 		}
 		p.Found += len(page.Entities)
 		if !dryRun {
-			ops := make([]storeadapter.TableOp, len(page.Entities))
-			for i, e := range page.Entities {
-				ops[i] = storeadapter.TableOp{Action: storeadapter.TxDelete, Entity: storeadapter.Entity{PartitionKey: e.PartitionKey, RowKey: e.RowKey}, IfMatch: e.ETag}
-			}
-			for _, batch := range Batches(ops) {
-				err := c.Tables.Transact(ctx, c.Table, batch)
-				if Lost(err) { // one was written again: the rest one by one
-					for _, op := range batch {
-						if err := c.Tables.DeleteEntity(ctx, c.Table, op.Entity.PartitionKey, op.Entity.RowKey, op.IfMatch); Lost(err) {
-							p.Raced++
-						} else if err != nil {
-							return p, fmt.Errorf("delete checkpoint %s/%s: %w", op.Entity.PartitionKey, op.Entity.RowKey, err)
-						} else {
-							p.Deleted++
-						}
-					}
-					continue
-				}
-				if err != nil {
-					return p, fmt.Errorf("delete checkpoints of %s: %w", batch[0].Entity.PartitionKey, err)
-				}
-				p.Deleted += len(batch)
+			deleted, err := DeleteRead(ctx, c.Tables, c.Table, page.Entities)
+			p.Deleted += deleted
+			p.Raced += len(page.Entities) - deleted
+			if err != nil {
+				return p, fmt.Errorf("delete checkpoints: %w", err)
 			}
 		}
 		if q.Continuation = page.Next; q.Continuation == "" {

@@ -51,7 +51,7 @@ func (r *rebuild) prune(ctx context.Context) error {
 			if err != nil {
 				return "", err
 			}
-			n, err := r.x.deleteRows(ctx, ix.table, p.Entities)
+			n, err := idempotent.DeleteRead(ctx, r.x.tables, ix.table, p.Entities)
 			r.st.Res.Pruned += n
 			return p.Next, err
 		}, func(next string) error {
@@ -73,35 +73,4 @@ func (r *rebuild) prune(ctx context.Context) error {
 	}
 	r.st.Phase, r.st.Index = phaseDone, ""
 	return nil
-}
-
-// deleteRows deletes rows, each If-Match the ETag read, in transactions of
-// one partition; a transaction that loses (a row written or deleted
-// since) goes row by row, leaving those. It returns how many it deleted.
-func (x *Set) deleteRows(ctx context.Context, table string, rows []storeadapter.Entity) (int, error) {
-	ops := make([]storeadapter.TableOp, len(rows))
-	for i, e := range rows {
-		ops[i] = storeadapter.TableOp{Action: storeadapter.TxDelete, Entity: storeadapter.Entity{PartitionKey: e.PartitionKey, RowKey: e.RowKey}, IfMatch: e.ETag}
-	}
-	n := 0
-	for _, batch := range idempotent.Batches(ops) {
-		err := x.tables.Transact(ctx, table, batch)
-		if err == nil {
-			n += len(batch)
-			continue
-		}
-		if !idempotent.Lost(err) {
-			return n, err
-		}
-		for _, op := range batch {
-			err := x.tables.DeleteEntity(ctx, table, op.Entity.PartitionKey, op.Entity.RowKey, op.IfMatch)
-			switch {
-			case err == nil:
-				n++
-			case !idempotent.Lost(err):
-				return n, err
-			}
-		}
-	}
-	return n, nil
 }
