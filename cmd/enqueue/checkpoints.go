@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tablekeeper/tablekeeper/cmd/internal/cli"
 	"github.com/tablekeeper/tablekeeper/idempotent"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
@@ -31,8 +32,8 @@ func (m *Main) checkpointsPrune(ctx context.Context, args []string) error {
 		c     common
 		table string
 		yes   bool
+		older time.Duration
 	)
-	older := durationValue(minCheckpointAge)
 	fs := m.newFlagSet("checkpoints prune", "checkpoints prune [-table T] [-older-than 8d] [-yes] [flags]",
 		"Counts, and with -yes deletes, the checkpoints of the checkpoint table last written longer than\n"+
 			"-older-than ago: the done checkpoints of exports and purges (kept so that a late redelivery says\n"+
@@ -40,7 +41,7 @@ func (m *Main) checkpointsPrune(ctx context.Context, args []string) error {
 			"a message lives 7 days, so -older-than must be at least 8d. Each delete is If-Match: a checkpoint\n"+
 			"written again meanwhile stays. Without -yes it deletes nothing.", &c)
 	fs.StringVar(&table, "table", "TablekeeperCheckpoints", "the checkpoint table (the kinds' checkpointTable)")
-	fs.Var(&older, "older-than", "prune checkpoints last written longer ago than this: a Go duration (200h) or days (8d), at least 8d")
+	cli.DurationVar(fs, &older, "older-than", minCheckpointAge, "prune checkpoints last written longer ago than this: a Go duration (200h) or days (8d), at least 8d")
 	fs.BoolVar(&yes, "yes", false, "delete them (default: a dry run that counts them)")
 	if err := m.parseNoArgs(fs, &c, args); err != nil {
 		return err
@@ -48,14 +49,14 @@ func (m *Main) checkpointsPrune(ctx context.Context, args []string) error {
 	if err := storeadapter.ValidateTableName(table); err != nil {
 		return usagef("-table: %v", err)
 	}
-	if time.Duration(older) < minCheckpointAge {
-		return usagef("-older-than: must be at least 8d (a message lives 7 days: a younger checkpoint may still be read), got %v", time.Duration(older))
+	if older < minCheckpointAge {
+		return usagef("-older-than: must be at least 8d (a message lives 7 days: a younger checkpoint may still be read), got %v", older)
 	}
 	store, err := m.connect(&c)
 	if err != nil {
 		return err
 	}
-	cut := m.now().Add(-time.Duration(older))
+	cut := m.now().Add(-older)
 	p, err := idempotent.Checkpoints{Tables: store.Tables(), Table: table}.Prune(ctx, cut, !yes)
 	if err != nil {
 		return err

@@ -703,8 +703,11 @@ func TestPoisonDeleteAndPurge(t *testing.T) {
 	// Records last tried at 10:01, 10:02 and 10:03 remain; it is now 11:04,
 	// so 61m30s ago is 10:02:30.
 	b.clock.Advance(time.Hour)
-	if r := b.run("", "poison", "purge", "-older-than", "-1h"); r.code != 2 {
-		t.Errorf("purge -older-than -1h: exit %d, want 2", r.code)
+	if r := b.run("", "poison", "purge", "-older-than", "-1h"); r.code != 2 || !strings.Contains(r.stderr, "-older-than: must not be negative") {
+		t.Errorf("purge -older-than -1h: exit %d, want 2; stderr:\n%s", r.code, r.stderr)
+	}
+	if r := b.run("", "poison", "purge", "-stale-after", "-1h"); r.code != 2 || !strings.Contains(r.stderr, "-stale-after: must be more than 0") {
+		t.Errorf("purge -stale-after -1h: exit %d, want 2; stderr:\n%s", r.code, r.stderr)
 	}
 	r = b.mustRun("", "poison", "purge", "-older-than", "61m30s")
 	if strings.TrimSpace(r.stdout) != "purged 2 (2 poisoned)" {

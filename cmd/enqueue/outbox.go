@@ -61,17 +61,16 @@ const (
 type outboxFlags struct {
 	c         common
 	table, pk string
-	older     durationValue
+	older     time.Duration
 }
 
 // flagSet returns the flag set of an outbox subcommand with the shared
 // flags registered.
 func (o *outboxFlags) flagSet(m *Main, name, line, about string) *flag.FlagSet {
-	o.older = durationValue(defaultOutboxAge)
 	fs := m.newFlagSet(name, line, about, &o.c)
 	fs.StringVar(&o.table, "table", "", "the application's table whose outbox rows to read (required)")
 	fs.StringVar(&o.pk, "pk", "", "only the rows of this partition (a partition query; without it the service reads the whole table)")
-	fs.Var(&o.older, "older-than", "age past which a committed row is stale and a fence old: a Go duration (90m) or days (2d);\n"+
+	cli.DurationVar(fs, &o.older, "older-than", defaultOutboxAge, "age past which a committed row is stale and a fence old: a Go duration (90m) or days (2d);\n"+
 		"above the longest job (continuations included) and the workers' -outbox-hold")
 	return fs
 }
@@ -90,7 +89,7 @@ func (o *outboxFlags) parse(m *Main, fs *flag.FlagSet, args []string, minAge tim
 			return usagef("-pk: %v", err)
 		}
 	}
-	if d := time.Duration(o.older); d < minAge {
+	if d := o.older; d < minAge {
 		return usagef("-older-than: must be at least %v (%s), got %v", minAge, why, d)
 	}
 	return nil
@@ -234,7 +233,7 @@ func (s *outboxScan) classify(ctx context.Context, e storeadapter.Entity) (outbo
 		Kind: str(jobs.OutboxKind), Queue: str(jobs.OutboxQueue), MessageID: str(jobs.OutboxMessage),
 		Written: e.Timestamp.UTC(), AgeSeconds: int64(age / time.Second), etag: e.ETag}
 	r.WindowSeconds, _ = p[jobs.OutboxWindow].(int64)
-	old := age >= time.Duration(s.o.older)
+	old := age >= s.o.older
 	if jobs.OutboxRowState(e) == jobs.OutboxFence {
 		r.Status, r.Detail = statusFence, "a dropped job's fence: the workers remove it after their -outbox-hold"
 		if old {
@@ -328,7 +327,7 @@ func (m *Main) outboxOutput(o *outboxFlags, purge bool, fields ...jsonField) out
 		if o.pk != "" {
 			head = append(head, jsonField{"pk", o.pk})
 		}
-		head = append(head, jsonField{"olderThan", time.Duration(o.older).String()})
+		head = append(head, jsonField{"olderThan", o.older.String()})
 		return outboxJSON{newJSONStream(m.Stdout, "rows", append(head, fields...)...)}
 	}
 	return &outboxTable{blockTable: newBlockTable(m.Stdout), w: m.Stdout, action: purge}

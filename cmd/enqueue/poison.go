@@ -8,7 +8,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/tablekeeper/tablekeeper/cmd/internal/cli"
 	"github.com/tablekeeper/tablekeeper/jobs"
@@ -306,12 +305,11 @@ func (m *Main) poisonDelete(ctx context.Context, args []string) error {
 // poisonPurge removes the records a purge selects (see poison.Inspector.Purge).
 func (m *Main) poisonPurge(ctx context.Context, args []string) error {
 	var (
-		c              common
-		o              poison.PurgeOptions
-		yes            bool
-		noCheckpoints  bool
-		staleAfterFlag = durationValue(poison.DefaultStaleAfter)
-		d              detailFlags
+		c             common
+		o             poison.PurgeOptions
+		yes           bool
+		noCheckpoints bool
+		d             detailFlags
 	)
 	fs := m.newFlagSet("poison purge", "poison purge [-older-than D] [-kind K] [-group G] [-dry-run] [-yes] [flags]",
 		"Removes what the poison table no longer needs: poisoned messages (poison-queue message, stored\n"+
@@ -322,10 +320,10 @@ func (m *Main) poisonPurge(ctx context.Context, args []string) error {
 			"never committed (which stats counts) older than -older-than, unless -group is given. Without\n"+
 			"-older-than, -kind or -group it asks for confirmation on a terminal; elsewhere it needs -yes. Prints\n"+
 			"how many.", &c)
-	fs.Var((*durationValue)(&o.OlderThan), "older-than", "only records whose last activity is older than this: a Go duration (90m, 36h) or days (7d); 0 for all")
+	cli.DurationVar(fs, &o.OlderThan, "older-than", 0, "only records whose last activity is older than this: a Go duration (90m, 36h) or days (7d); 0 for all")
 	fs.StringVar(&o.Kind, "kind", "", "only records of this job kind")
 	fs.StringVar(&o.Group, "group", "", "only records of this group (see 'poison list -group')")
-	fs.Var(&staleAfterFlag, "stale-after", "remove failure records of messages still being retried once their last attempt is older than this;\nat least the work queue's message time to live (7d by default), or a record of a live message is lost")
+	cli.DurationVar(fs, &o.StaleAfter, "stale-after", poison.DefaultStaleAfter, "remove failure records of messages still being retried once their last attempt is older than this;\nat least the work queue's message time to live (7d by default), or a record of a live message is lost")
 	fs.StringVar(&o.CheckpointTable, "checkpoint-table", jobs.DefaultCheckpointTable, "table of the workers' range checkpoints (their -checkpoint-table)")
 	fs.BoolVar(&noCheckpoints, "keep-checkpoints", false, "leave the range checkpoints alone")
 	fs.BoolVar(&o.DryRun, "dry-run", false, "print what would be removed and change nothing")
@@ -337,9 +335,11 @@ func (m *Main) poisonPurge(ctx context.Context, args []string) error {
 	if err := d.check(fs, &c); err != nil {
 		return err
 	}
-	o.StaleAfter = time.Duration(staleAfterFlag)
-	if o.StaleAfter == 0 {
-		return usagef("-stale-after: must be more than 0 (a failure record younger than the message time to live may belong to a live message)")
+	if o.OlderThan < 0 {
+		return usagef("-older-than: must not be negative, got %v", o.OlderThan)
+	}
+	if o.StaleAfter <= 0 {
+		return usagef("-stale-after: must be more than 0 (a failure record younger than the message time to live may belong to a live message), got %v", o.StaleAfter)
 	}
 	if noCheckpoints {
 		o.CheckpointTable = ""
