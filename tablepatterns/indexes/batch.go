@@ -190,7 +190,9 @@ func (x *Set) syncChunk(ctx context.Context, ti *tableIndexes, items []*item, fo
 		}
 		switch {
 		case !it.register && !it.fallback:
-		case it.e == nil && it.m.held():
+		case it.fallback && it.out.gone || !it.fallback && it.e == nil && it.m.held():
+			// A fallback's own reads decide (the recheck may have found
+			// the entity deleted since the chunk read it).
 			res.Registered++
 			res.Removed++
 		case it.register || it.out.Changed:

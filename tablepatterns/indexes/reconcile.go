@@ -28,6 +28,9 @@ type Outcome struct {
 	// wake are the copy values the entity left that other entities
 	// waited for (see wake).
 	wake []wakeup
+	// gone is true when the reconcile removed an entity that no longer
+	// exists from the indexes it was in (SyncResult.Removed).
+	gone bool
 }
 
 // Reconcile brings every index of a source table's entity up to date with
@@ -476,6 +479,7 @@ func (x *Set) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string, fo
 				return out, fmt.Errorf("index: %s %s/%s: register generation: %w", ti.source, pk, rk, err)
 			}
 			out.Changed = true
+			out.gone = e == nil && m.held()
 			if !m.exists {
 				// No record fenced this registration: one that found
 				// none and no change (the entity gone again, or without
