@@ -123,6 +123,32 @@ const dropLine = "job dropped: its transaction never committed"
 // ackErrKeys name the acknowledgement's error in its line, by stage.
 var ackErrKeys = map[string]string{"delete": "err", "retry": "ack_err", "confirm": "lease_err", "poison": "poison_err", "release": "err", "continue": "err"}
 
+// lineLevel is the level of the line Observe writes for e, false when it
+// writes none: a failed acknowledgement's line is a warning (an error for
+// the poison queue's); the steps before an outcome are debug lines (most
+// often not logged); a success or continuation is information; the other
+// outcomes are warnings, and a release only when shutdown cancelled the
+// job.
+func lineLevel(e Event) (slog.Level, bool) {
+	if _, ack := ackLines[e.Stage]; ack {
+		if e.Stage == "poison" {
+			return slog.LevelError, true
+		}
+		return slog.LevelWarn, true
+	}
+	switch e.Type {
+	case Received, Started, LeaseRenewed, Finished:
+		return slog.LevelDebug, true
+	case Succeeded, Continued:
+		return slog.LevelInfo, true
+	case Retried, Poisoned, LeaseLost:
+		return slog.LevelWarn, true
+	case Released:
+		return slog.LevelWarn, e.Class == ClassShutdown
+	}
+	return 0, false
+}
+
 // messageAttrs are the attributes of every log line about message m with
 // envelope env (zero when its text does not decode): its id and dequeue
 // count; the operation id and kind; and, for a job sent by a
@@ -139,19 +165,9 @@ func messageAttrs(m storeadapter.Message, env jobs.Envelope) []any {
 }
 
 func (l logger) Observe(ctx context.Context, e Event) {
-	if _, ack := ackLines[e.Stage]; !ack {
-		switch e.Type {
-		case Received, Started, LeaseRenewed, Finished:
-			// Debug lines: most events of a message, and most often
-			// not logged; the attributes below cost more than the check.
-			if !l.log.Enabled(ctx, slog.LevelDebug) {
-				return
-			}
-		case Released:
-			if e.Class != ClassShutdown {
-				return // no line
-			}
-		}
+	level, ok := lineLevel(e)
+	if !ok || !l.log.Enabled(ctx, level) {
+		return // no line, or not at this level: the attributes cost more than the check
 	}
 	log := l.log.With(messageAttrs(e.Message, e.Envelope)...)
 	if e.Ran && e.Type != Started {
@@ -169,43 +185,37 @@ func (l logger) Observe(ctx context.Context, e Event) {
 		default:
 			attrs = append(attrs, "err", e.Err)
 		}
-		level := slog.LevelWarn
-		if e.Stage == "poison" {
-			level = slog.LevelError
-		}
 		log.Log(ctx, level, line, attrs...)
 		return
 	}
 	switch e.Type {
 	case Received, Started, LeaseRenewed:
-		log.DebugContext(ctx, e.Type.String())
+		log.Log(ctx, level, e.Type.String())
 	case Finished:
-		log.DebugContext(ctx, "job finished", "class", e.Class.String(), "err", e.Err)
+		log.Log(ctx, level, "job finished", "class", e.Class.String(), "err", e.Err)
 	case Succeeded:
 		if e.Outbox == OutboxDropped { // no table: the result says so
-			log.InfoContext(ctx, dropLine)
+			log.Log(ctx, level, dropLine)
 			return
 		}
-		log.InfoContext(ctx, "job done")
+		log.Log(ctx, level, "job done")
 	case Continued:
 		progress := ""
 		if ce, ok := jobs.AsContinue(e.Err); ok {
 			progress = ce.Progress
 		}
 		if e.Outbox == OutboxDropped {
-			log.InfoContext(ctx, dropLine, "outbox_result", progress, "new_msg_id", e.NextID)
+			log.Log(ctx, level, dropLine, "outbox_result", progress, "new_msg_id", e.NextID)
 			return
 		}
-		log.InfoContext(ctx, "job continues", "continued", e.Continued, "after", e.Delay, "progress", progress, "new_msg_id", e.NextID)
+		log.Log(ctx, level, "job continues", "continued", e.Continued, "after", e.Delay, "progress", progress, "new_msg_id", e.NextID)
 	case Retried:
-		log.WarnContext(ctx, "job failed; will retry", "err", e.Err, "retry_in", e.Delay)
+		log.Log(ctx, level, "job failed; will retry", "err", e.Err, "retry_in", e.Delay)
 	case Poisoned:
-		log.WarnContext(ctx, "job poisoned", "reason", e.Reason)
+		log.Log(ctx, level, "job poisoned", "reason", e.Reason)
 	case LeaseLost:
-		log.WarnContext(ctx, "lease lost; the message will be delivered again", "err", e.Err)
-	case Released:
-		if e.Class == ClassShutdown {
-			log.WarnContext(ctx, "job cancelled by shutdown; releasing the message", "err", e.Err)
-		}
+		log.Log(ctx, level, "lease lost; the message will be delivered again", "err", e.Err)
+	case Released: // by shutdown (see lineLevel)
+		log.Log(ctx, level, "job cancelled by shutdown; releasing the message", "err", e.Err)
 	}
 }
