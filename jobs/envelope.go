@@ -237,8 +237,8 @@ func DecodeStrict(data []byte, v any, prefix string) error {
 	// checkKeys knows v's type as exactly as encoding/json does (see
 	// keysExact). Anything wrong goes the slow way below, which says what.
 	if t := reflect.TypeOf(v); keysExact(t) && json.Unmarshal(data, v) == nil {
-		k := keyScanner{data: data}
-		err := k.checkKeys(t, prefix)
+		k := keyScanner{data: data, root: prefix}
+		err := k.checkKeys(t)
 		if err != nil {
 			reflect.ValueOf(v).Elem().SetZero() // refused: as if never decoded
 		}
@@ -248,8 +248,8 @@ func DecodeStrict(data []byte, v any, prefix string) error {
 		// The keys are checked first, over the bytes; numbers are not
 		// read there, so one out of its range (1e400) fails below, decoded
 		// into its field, with an error that names the field.
-		k := keyScanner{data: data}
-		if err := k.checkKeys(reflect.TypeOf(v), prefix); err != nil {
+		k := keyScanner{data: data, root: prefix}
+		if err := k.checkKeys(reflect.TypeOf(v)); err != nil {
 			return err
 		}
 	}
@@ -314,14 +314,41 @@ func DecodeStrict(data []byte, v any, prefix string) error {
 // and refuses a key given twice in any object, and a key of a struct that
 // matches no field (with a hint when it matches one in another case). t is
 // the Go type the value decodes into (nil when unknown, as inside a
-// json.RawMessage: then only duplicates are checked); path names the value
-// in errors. It walks the bytes itself (valid JSON: json.Valid or a
-// json.Unmarshal that succeeded has checked them): the
-// decoder's Token, which it replaces, built and dropped an error for every
-// scalar, a third of a worker's CPU per message.
+// json.RawMessage: then only duplicates are checked); root and the keys
+// on the way to the value name it in errors. It walks the bytes itself
+// (valid JSON: json.Valid or a json.Unmarshal that succeeded has checked
+// them): the decoder's Token, which it replaces, built and dropped an
+// error for every scalar, a third of a worker's CPU per message. A
+// well-formed value costs no allocation but for a key with an escape:
+// names are built only for an error.
 type keyScanner struct {
 	data []byte
 	i    int
+	root string   // the name of the value checked ("" at the top)
+	path [][]byte // the keys (unescaped) and arrayStep from root to the value being read
+}
+
+// arrayStep is an array's step in keyScanner.path.
+var arrayStep = []byte("[]")
+
+// name names the value at the end of k.path, with key after it when not
+// nil: root, then each key after a dot (none first), each array as "[]".
+func (k *keyScanner) name(key []byte) string {
+	var b strings.Builder
+	b.WriteString(k.root)
+	for _, step := range append(k.path[:len(k.path):len(k.path)], key) {
+		switch {
+		case step == nil:
+		case len(step) == 2 && &step[0] == &arrayStep[0]:
+			b.Write(step)
+		default:
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			b.Write(step)
+		}
+	}
+	return b.String()
 }
 
 // ws skips white space.
@@ -336,8 +363,10 @@ func (k *keyScanner) ws() {
 	}
 }
 
-// str reads the string at k.i (its opening quote) and returns it.
-func (k *keyScanner) str() string {
+// str reads the string at k.i (its opening quote) and returns its text:
+// the bytes of data between the quotes, or, when it has an escape, the
+// string decoded.
+func (k *keyScanner) str() []byte {
 	start, escaped := k.i, false
 	for k.i++; k.data[k.i] != '"'; k.i++ {
 		if k.data[k.i] == '\\' {
@@ -347,14 +376,18 @@ func (k *keyScanner) str() string {
 	}
 	k.i++
 	if !escaped {
-		return string(k.data[start+1 : k.i-1])
+		return k.data[start+1 : k.i-1]
 	}
 	var out string
 	_ = json.Unmarshal(k.data[start:k.i], &out) // valid JSON: a valid string
-	return out
+	return []byte(out)
 }
 
-func (k *keyScanner) checkKeys(t reflect.Type, path string) error {
+// maxSeenLinear is how many keys of one object checkKeys compares one by
+// one for duplicates before it keeps them in a map.
+const maxSeenLinear = 16
+
+func (k *keyScanner) checkKeys(t reflect.Type) error {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -366,56 +399,63 @@ func (k *keyScanner) checkKeys(t reflect.Type, path string) error {
 			elem = t.Elem()
 		}
 		k.i++
+		k.path = append(k.path, arrayStep)
 		for k.ws(); k.data[k.i] != ']'; k.ws() {
-			if err := k.checkKeys(elem, path+"[]"); err != nil {
+			if err := k.checkKeys(elem); err != nil {
 				return err
 			}
 			if k.ws(); k.data[k.i] == ',' {
 				k.i++
 			}
 		}
+		k.path = k.path[:len(k.path)-1]
 		k.i++
 	case '{':
 		var fields map[string]reflect.Type
 		if t != nil && t.Kind() == reflect.Struct && !reflect.PointerTo(t).Implements(unmarshalerType) {
 			fields = structFields(t)
 		}
-		var seen map[string]bool
+		var (
+			few  [maxSeenLinear][]byte
+			seen = few[:0]
+			many map[string]bool
+		)
 		k.i++
 		for k.ws(); k.data[k.i] != '}'; k.ws() {
 			at := int64(k.i)
 			key := k.str()
-			name := key
-			if path != "" {
-				name = path + "." + key
+			twice := false
+			if many != nil {
+				twice = many[string(key)]
+				many[string(key)] = true
+			} else if twice = slices.ContainsFunc(seen, func(s []byte) bool { return bytes.Equal(s, key) }); len(seen) < maxSeenLinear {
+				seen = append(seen, key)
+			} else {
+				many = map[string]bool{string(key): true}
+				for _, s := range seen {
+					many[string(s)] = true
+				}
 			}
-			if seen == nil {
-				seen = map[string]bool{}
+			if twice {
+				return &DecodeError{Offset: at, Err: fmt.Errorf("%s: given twice (each key may appear once)", text.Truncate(k.name(key), 80))}
 			}
-			if seen[key] {
-				return &DecodeError{Offset: at, Err: fmt.Errorf("%s: given twice (each key may appear once)", text.Truncate(name, 80))}
-			}
-			seen[key] = true
 			var ft reflect.Type
 			switch {
 			case fields != nil:
 				var ok bool
-				if ft, ok = fields[key]; !ok {
-					for f := range fields {
-						if strings.EqualFold(f, key) {
-							return &DecodeError{Offset: at, Err: fmt.Errorf("%s: unknown field (names are case-sensitive: did you mean %q?)", text.Truncate(name, 80), f)}
-						}
-					}
-					return &DecodeError{Offset: at, Err: fmt.Errorf("%s: unknown field", text.Truncate(name, 80)), Key: key, Known: slices.Sorted(maps.Keys(fields))}
+				if ft, ok = fields[string(key)]; !ok {
+					return k.unknown(at, key, fields)
 				}
 			case t != nil && t.Kind() == reflect.Map:
 				ft = t.Elem()
 			}
 			k.ws()
 			k.i++ // the colon
-			if err := k.checkKeys(ft, name); err != nil {
+			k.path = append(k.path, key)
+			if err := k.checkKeys(ft); err != nil {
 				return err
 			}
+			k.path = k.path[:len(k.path)-1]
 			if k.ws(); k.data[k.i] == ',' {
 				k.i++
 			}
@@ -429,6 +469,18 @@ func (k *keyScanner) checkKeys(t reflect.Type, path string) error {
 		}
 	}
 	return nil
+}
+
+// unknown is the error of a key at offset at that names no field of a
+// struct with fields, with a hint when it names one in another case.
+func (k *keyScanner) unknown(at int64, key []byte, fields map[string]reflect.Type) error {
+	name := text.Truncate(k.name(key), 80)
+	for f := range fields {
+		if strings.EqualFold(f, string(key)) {
+			return &DecodeError{Offset: at, Err: fmt.Errorf("%s: unknown field (names are case-sensitive: did you mean %q?)", name, f)}
+		}
+	}
+	return &DecodeError{Offset: at, Err: fmt.Errorf("%s: unknown field", name), Key: string(key), Known: slices.Sorted(maps.Keys(fields))}
 }
 
 var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()

@@ -3,6 +3,7 @@ package jobs_test
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"reflect"
 	"strings"
@@ -401,5 +402,43 @@ func TestDecodeStrictTypesKeysCannotName(t *testing.T) {
 	}
 	if err := jobs.DecodeStrict([]byte(`{"table":"T","TABLE":"U"}`), &a, "args"); err == nil || a.Table != "" {
 		t.Errorf("DecodeStrict with a refused key: %v, value %+v; want an error and the zero value", err, a)
+	}
+}
+
+// TestDecodeStrictNamesNestedKeys: an error names the key by its path,
+// arrays as "[]", and a key given twice is found among an object's first
+// keys and past them (where the check keeps them in a map).
+func TestDecodeStrictNamesNestedKeys(t *testing.T) {
+	type item struct {
+		B int `json:"b"`
+	}
+	type list struct {
+		A []item `json:"a"`
+	}
+	if err := jobs.DecodeStrict([]byte(`{"a":[{"b":1},{"c":2}]}`), &list{}, "args"); err == nil || err.Error() != "args.a[].c: unknown field" {
+		t.Errorf("unknown key in an array: %v, want args.a[].c: unknown field", err)
+	}
+	if err := jobs.DecodeStrict([]byte(`{"a":[{"b":1,"b":2}]}`), &list{}, ""); err == nil || err.Error() != "a[].b: given twice (each key may appear once)" {
+		t.Errorf("key twice in an array: %v, want a[].b: given twice", err)
+	}
+	for _, keys := range []int{3, 16, 17, 40} {
+		var b strings.Builder
+		for i := range keys {
+			fmt.Fprintf(&b, `"k%d":%d,`, i, i)
+		}
+		for _, again := range []int{0, keys - 1} {
+			var m map[string]int
+			text := fmt.Sprintf(`{"m":{%s"k%d":0}}`, b.String(), again)
+			want := fmt.Sprintf("args.m.k%d: given twice (each key may appear once)", again)
+			if err := jobs.DecodeStrict([]byte(text), &struct {
+				M *map[string]int `json:"m"`
+			}{&m}, "args"); err == nil || err.Error() != want {
+				t.Errorf("%d keys, k%d again: %v, want %s", keys, again, err, want)
+			}
+		}
+		var m map[string]int
+		if err := jobs.DecodeStrict([]byte(`{`+strings.TrimSuffix(b.String(), ",")+`}`), &m, "args"); err != nil || len(m) != keys {
+			t.Errorf("%d distinct keys: %v, %d decoded", keys, err, len(m))
+		}
 	}
 }
