@@ -85,7 +85,7 @@ func (l *lease) keep(ctx context.Context, cancel context.CancelCauseFunc) {
 		l.mu.Unlock()
 		began := c.Clock.Now()
 		if !began.Before(until) {
-			l.h.log.WarnContext(ctx, "lease ran out without a successful renewal; cancelling the job", "err", failed)
+			l.h.logger().WarnContext(ctx, "lease ran out without a successful renewal; cancelling the job", "err", failed)
 			l.lose(cancel)
 			return
 		}
@@ -101,13 +101,13 @@ func (l *lease) keep(ctx context.Context, cancel context.CancelCauseFunc) {
 			l.r.emit(ctx, l.h.event(LeaseRenewed))
 		case errors.Is(err, storeadapter.ErrNotFound) || errors.Is(err, storeadapter.ErrPopReceiptMismatch):
 			if failed != nil && errors.Is(err, storeadapter.ErrPopReceiptMismatch) {
-				l.h.log.WarnContext(ctx, "lease renewal reply probably lost: the failed renewal went through and changed the pop receipt; the lease is lost", "err", err, "earlier_err", failed)
+				l.h.logger().WarnContext(ctx, "lease renewal reply probably lost: the failed renewal went through and changed the pop receipt; the lease is lost", "err", err, "earlier_err", failed)
 			}
 			l.lose(cancel)
 			return
 		default:
 			wait, failed = min(c.Visibility/4, until.Sub(c.Clock.Now())), err
-			l.h.log.WarnContext(ctx, "lease renewal failed; retrying", "err", err, "retry_in", wait)
+			l.h.logger().WarnContext(ctx, "lease renewal failed; retrying", "err", err, "retry_in", wait)
 		}
 	}
 }

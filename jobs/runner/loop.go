@@ -109,7 +109,7 @@ func (r *Runner) Run(ctx context.Context) error {
 						go func() {
 							<-h.leftBehind
 							r.leftBehind.Add(-1)
-							h.log.Info("a handler left behind at its maximum run time has returned")
+							h.logger().Info("a handler left behind at its maximum run time has returned")
 							wake()
 						}()
 					}

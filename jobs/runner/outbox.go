@@ -143,6 +143,6 @@ func (r *Runner) recordDrop(h *held, task *jobs.Task, since time.Time) {
 		Window: time.Duration(o.Window), Since: since, Time: c.Clock.Now(), Host: c.Host}
 	err := r.acknowledge(c.Clock.Now().Add(c.Visibility), func(ctx context.Context, _ bool) error { return c.Poison.RecordDropped(ctx, d) })
 	if err != nil {
-		h.log.Warn("could not record the dropped job: enqueue stats will not count it", "err", err)
+		h.logger().Warn("could not record the dropped job: enqueue stats will not count it", "err", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/tablekeeper/tablekeeper/jobs"
@@ -105,14 +106,26 @@ type held struct {
 	m      storeadapter.Message
 	env    jobs.Envelope // zero when the text does not decode
 	envErr error         // why it does not
-	log    *slog.Logger
-	lease  *lease
+	// base is the runner's logger; log is it with the message's
+	// attributes, made at the first line about the message (most have
+	// none but what the observers write).
+	base    *slog.Logger
+	logOnce sync.Once
+	log     *slog.Logger
+	lease   *lease
 	// ctx is the handler's; cancelled when the lease is lost.
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	// leftBehind, when the handler ignored the cancellation at its maximum
 	// run time, ends when that handler finally returns (see run).
 	leftBehind <-chan error
+}
+
+// logger returns the logger of the runner's own lines about h: they
+// carry what the observers' lines carry (see logger).
+func (h *held) logger() *slog.Logger {
+	h.logOnce.Do(func() { h.log = h.base.With(messageAttrs(h.m, h.env)...) })
+	return h.log
 }
 
 // event returns an event of type t about h.
@@ -134,7 +147,7 @@ func (r *Runner) processSafely(ctx context.Context, h *held) {
 		if p := recover(); p != nil {
 			h.cancel(nil)
 			h.lease.stop()
-			h.log.ErrorContext(ctx, "panic while processing a message; it will be delivered again", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			h.logger().ErrorContext(ctx, "panic while processing a message; it will be delivered again", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 			e := h.event(AckFailed)
 			e.Stage, e.AckErr = "process", fmt.Errorf("panic: %v", p)
 			r.end(ctx, h, e)
@@ -200,7 +213,7 @@ func (r *Runner) process(ctx context.Context, h *held) Event {
 		}
 		// The continuation could not be sent: the message takes the
 		// transient-failure path (its progress is saved all the same).
-		h.log.WarnContext(ctx, "could not re-send the message to continue the job; retrying the delivered one instead", "err", serr)
+		h.logger().WarnContext(ctx, "could not re-send the message to continue the job; retrying the delivered one instead", "err", serr)
 		err, e.Err, e.Class = serr, serr, ClassTransient
 	}
 	f := poison.Failure{MessageID: m.ID, Text: m.Text, OpID: task.ID, Kind: task.Kind,
@@ -310,7 +323,7 @@ func (r *Runner) forget(ctx context.Context, h *held) {
 	// Past the lease too: the message is gone, nobody else will.
 	ferr := r.acknowledge(c.Clock.Now().Add(c.Visibility), func(actx context.Context, _ bool) error { return c.Poison.Forget(actx, m.ID) })
 	if ferr != nil {
-		h.log.WarnContext(ctx, "could not drop the failure record of the deleted message; poison purge removes it once it is older than the queue's message time to live", "err", ferr)
+		h.logger().WarnContext(ctx, "could not drop the failure record of the deleted message; poison purge removes it once it is older than the queue's message time to live", "err", ferr)
 	}
 }
 
@@ -319,7 +332,7 @@ func (r *Runner) forget(ctx context.Context, h *held) {
 func (r *Runner) retry(ctx context.Context, h *held, e Event, f poison.Failure, receipt string, until time.Time) Event {
 	c := &r.cfg
 	if rerr := r.acknowledge(until, func(actx context.Context, _ bool) error { return c.Poison.RecordAttempt(actx, f) }); rerr != nil {
-		h.log.WarnContext(ctx, "could not record the failed attempt", "err", rerr)
+		h.logger().WarnContext(ctx, "could not record the failed attempt", "err", rerr)
 	}
 	delay := RetryDelay(f.Attempt.DequeueCount, c.RetryBase, c.RetryMax)
 	err := r.acknowledge(until, func(actx context.Context, retry bool) error {

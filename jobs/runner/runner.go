@@ -126,14 +126,11 @@ func (r *Runner) observe(ctx context.Context, o Observer, e Event) {
 // from it; see process), without failing the message: a failure is
 // reported when the job runs.
 func (r *Runner) receive(ctx context.Context, m storeadapter.Message) *held {
-	h := &held{m: m}
+	h := &held{m: m, base: r.cfg.Logger}
 	env, err := jobs.DecodeEnvelope(m.Text)
 	if h.envErr = err; err == nil {
 		h.env = env // else the zero envelope
 	}
-	// The runner's own lines about the message carry what the observers'
-	// lines carry (see logger).
-	h.log = r.cfg.Logger.With(messageAttrs(m, h.env)...)
 	r.mu.Lock()
 	r.held[h] = struct{}{}
 	r.mu.Unlock()
