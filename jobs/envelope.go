@@ -138,27 +138,29 @@ func DecodeEnvelope(text string) (Envelope, error) {
 		return Envelope{}, Permanentf("envelope: the message is empty")
 	}
 	// JSON first: some JSON values ("null", "1234") are valid base64 too.
-	if !json.Valid(data) && data[0] != '{' && data[0] != '[' {
+	// An object is taken for JSON without a pass of its own: decoding it
+	// checks it.
+	b64 := false
+	if data[0] != '{' && data[0] != '[' && !json.Valid(data) {
 		dec, err := base64.StdEncoding.DecodeString(string(data))
 		if err != nil {
 			return Envelope{}, Permanentf("envelope: the message is neither JSON nor base64 of JSON (%v)", err)
 		}
-		data = bytes.TrimSpace(dec)
-		switch {
-		case !utf8.Valid(data):
-			return Envelope{}, Permanentf("envelope: the message is base64 of text that is not valid UTF-8")
-		case !json.Valid(data):
-			return Envelope{}, Permanentf("envelope: the message is base64 of text that is not JSON (%v)", DecodeStrict(data, new(any), ""))
-		}
+		data, b64 = bytes.TrimSpace(dec), true
 	}
-	if !utf8.Valid(data) {
+	switch {
+	case !utf8.Valid(data) && b64:
+		return Envelope{}, Permanentf("envelope: the message is base64 of text that is not valid UTF-8")
+	case !utf8.Valid(data):
 		return Envelope{}, Permanentf("envelope: the JSON is not valid UTF-8")
-	}
-	if data[0] != '{' && json.Valid(data) {
+	case len(data) > 0 && data[0] != '{' && json.Valid(data):
 		return Envelope{}, Permanentf("envelope: the message must be a JSON object, got %s", jsonValueName(data[0]))
 	}
 	var env Envelope
 	if err := DecodeStrict(data, &env, ""); err != nil {
+		if b64 && !json.Valid(data) {
+			return Envelope{}, Permanentf("envelope: the message is base64 of text that is not JSON (%v)", DecodeStrict(data, new(any), ""))
+		}
 		return Envelope{}, Permanent(fmt.Errorf("envelope: %w", err))
 	}
 	if err := env.validate(); err != nil {
