@@ -41,7 +41,6 @@ type ahead struct {
 	key    string                          // the key's list key: pk, a tab, rk
 	proven []string                        // pending values shown settled at gen
 	copies map[string]*storeadapter.Entity // a table copy's rows, by RowKey
-	lists  map[string]*list                // a table list's parts, by value
 	blobs  map[string]*blobList            // a blob list, by value
 }
 
@@ -66,8 +65,7 @@ func (a *ahead) writtenAt(value string, gen int64) bool {
 // member reads the key's member in the entry of value as read, and
 // whether the entry was read.
 func (a *ahead) member(ix *index, value string) (m member, found, read bool) {
-	switch {
-	case ix.Kind == KindCopy:
+	if ix.Kind == KindCopy {
 		row, ok := a.copies[tableCopyRowKey(value)]
 		if !ok {
 			return m, false, a.copies != nil // readRows lists only the rows there are
@@ -78,23 +76,16 @@ func (a *ahead) member(ix *index, value string) (m member, found, read bool) {
 		}
 		gen, ok := parseTombs(row.Properties[propTombs])[a.rk]
 		return member{gen: gen, dead: true}, ok, true
-	case ix.Store == StoreBlob:
-		b, ok := a.blobs[value]
-		if !ok {
-			return m, false, false
-		}
-		i := blobLine(b.lines, a.key)
-		if i < 0 {
-			return m, false, true
-		}
-		m, found = lineMember(b.lines[i])
-		return m, found, true
 	}
-	l, ok := a.lists[value]
+	b, ok := a.blobs[value]
 	if !ok {
 		return m, false, false
 	}
-	m, found = lineMember(l.line(a.key))
+	i := blobLine(b.lines, a.key)
+	if i < 0 {
+		return m, false, true
+	}
+	m, found = lineMember(b.lines[i])
 	return m, found, true
 }
 
@@ -109,7 +100,7 @@ func (a *ahead) member(ix *index, value string) (m member, found, read bool) {
 func (x *Set) readAhead(ctx context.Context, ti *tableIndexes, pk, rk string, m membership, wants map[string]want, register, force bool, s *stray) (map[string]*ahead, error) {
 	pre := map[string]*ahead{}
 	for _, ix := range ti.indexes {
-		if ix.partition() || ix.Kind == KindRows {
+		if ix.partition() || ix.rowsKeyed() {
 			continue
 		}
 		if len(m.pending[ix.Name]) == 0 {
@@ -123,7 +114,7 @@ func (x *Set) readAhead(ctx context.Context, ti *tableIndexes, pk, rk string, m 
 		if register && (force || wants[ix.Name].state != m.applied[ix.Name] || len(s.values(ix)) > 0) {
 			writes = distinct(old, stateValue(wants[ix.Name].state), s.values(ix)...)
 		}
-		a := &ahead{gen: m.gen, rk: rk, key: pk + "\t" + rk, lists: map[string]*list{}, blobs: map[string]*blobList{}}
+		a := &ahead{gen: m.gen, rk: rk, key: pk + "\t" + rk, blobs: map[string]*blobList{}}
 		var err error
 		if ix.Kind == KindCopy {
 			err = a.readCopies(ctx, x, ix, pk, append(writes, pendingValues...))
@@ -183,18 +174,11 @@ func (a *ahead) readLists(ctx context.Context, x *Set, ix *index, old string, pe
 	return nil
 }
 
-// readList reads one value's list into a.
+// readList reads one value's blob list into a.
 func (a *ahead) readList(ctx context.Context, x *Set, ix *index, value string) error {
-	if ix.Store == StoreBlob {
-		lines, etag, err := readBlobList(ctx, x.store.Container(ix.Container), blobListName(ix, value))
-		if err == nil {
-			a.blobs[value] = &blobList{lines: lines, etag: etag}
-		}
-		return err
-	}
-	l, err := readList(ctx, x.tables, ix.table, tableListPartition(ix, value), tableListBase)
+	lines, etag, err := readBlobList(ctx, x.store.Container(ix.Container), blobListName(ix, value))
 	if err == nil {
-		a.lists[value] = l
+		a.blobs[value] = &blobList{lines: lines, etag: etag}
 	}
 	return err
 }

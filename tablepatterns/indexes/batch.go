@@ -284,7 +284,7 @@ func (x *Set) settleAll(ctx context.Context, ti *tableIndexes, items []*item) (m
 		if ix.partition() {
 			continue
 		}
-		if ix.Kind == KindRows {
+		if ix.rowsKeyed() {
 			var work []rowsWork
 			var owner []*item
 			for _, it := range items {

@@ -89,7 +89,7 @@ func (x *Set) Check(ctx context.Context, table, name string, report func(Finding
 		return res, err
 	}
 	var last Entry // a key's rows index rows of two formats are next to each other: counted once
-	err = x.scanEntries(ctx, ix, nil, "", func(en Entry) error {
+	err = x.scanMembers(ctx, ix, func(en Entry) error {
 		if en.Dead || res.Entries > 0 && en.Encoded == last.Encoded && en.Key == last.Key {
 			return nil
 		}
@@ -106,7 +106,7 @@ func (x *Set) Check(ctx context.Context, table, name string, report func(Finding
 			return find(ProblemStale, describe(en.Encoded), en.Key, "the entity's "+ix.Property+" is "+storeadapter.Format(e.Properties[ix.Property]))
 		}
 		return nil
-	}, nil)
+	})
 	return res, err
 }
 

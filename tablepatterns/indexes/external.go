@@ -101,10 +101,11 @@ type applied struct {
 	woke bool
 }
 
-// applyAll makes the entries of an external index hold the writes, as
-// few calls as the store allows: the writes to one entry (a list's value,
-// a table copy's source partition) share one read and one write. (A rows
-// index is written by settleRows and settleRowsAll.) a, when not nil, holds entries already read
+// applyAll makes the entries of a table copy or blob list hold the writes,
+// as few calls as the store allows: the writes to one entry (a list's
+// value, a table copy's source partition) share one read and one write.
+// (A rows index and a table list are written by settleRows and
+// settleRowsAll.) a, when not nil, holds entries already read
 // (see readAhead): their first write goes from them. It returns what it
 // made of each write; any other error ends it.
 func (x *Set) applyAll(ctx context.Context, ix *index, ws []write, a *ahead) ([]applied, error) {
@@ -133,17 +134,10 @@ func (x *Set) applyAll(ctx context.Context, ix *index, ws []write, a *ahead) ([]
 		}
 		gres := make([]applied, len(group))
 		var err error
-		switch {
-		case ix.Kind == KindCopy:
+		if ix.Kind == KindCopy {
 			err = x.applyCopies(ctx, ix, g, group, gres, pre.copies)
-		case ix.Store == StoreBlob:
+		} else {
 			err = x.applyBlob(ctx, ix, g, group, pre.blobs[g])
-		default:
-			var errs []error
-			errs, err = x.applyTableList(ctx, ix, g, group, pre.lists[g])
-			for j, e := range errs {
-				gres[j].err = e
-			}
 		}
 		if errors.Is(err, storeadapter.ErrTooLarge) {
 			for _, i := range idx {

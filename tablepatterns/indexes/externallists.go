@@ -2,7 +2,6 @@ package indexes
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -12,62 +11,12 @@ import (
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
-// tableListPartition is the PartitionKey of a table list's parts.
+// tableListPartition is the PartitionKey of a table list's parts and
+// markers (see markers).
 func tableListPartition(ix *index, value string) string { return ix.Name + "_" + value }
 
 // tableListBase is the RowKey base of a table list's parts.
 const tableListBase = "p"
-
-// applyTableList writes the lines of writes to one value's table list:
-// one read of its parts and one transaction, again while it loses to
-// another writer. Tombstones go first, so that removals make room; a
-// line that does not fit (the list at its limit) is left out, its error
-// returned for its write, and the others are written. pre, when not nil,
-// is the list already read: the first try writes from it.
-func (x *Set) applyTableList(ctx context.Context, ix *index, value string, ws []write, pre *list) ([]error, error) {
-	ppk := tableListPartition(ix, value)
-	order := make([]int, len(ws))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(b2i(ws[a].live), b2i(ws[b].live)) })
-	for try := 1; ; try++ {
-		errs := make([]error, len(ws))
-		l, err := pre, error(nil)
-		if try > 1 || l == nil {
-			if l, err = readList(ctx, x.tables, ix.table, ppk, tableListBase); err != nil {
-				return errs, err
-			}
-		}
-		for _, i := range order {
-			w := ws[i]
-			key := w.pk + "\t" + w.rk
-			if cur, ok := lineMember(l.line(key)); ok && !newer(&cur, w.gen) {
-				continue
-			}
-			err := l.set(key, listLine(w.pk, w.rk, member{gen: w.gen, dead: !w.live, proof: w.proof}))
-			if errors.Is(err, storeadapter.ErrTooLarge) {
-				errs[i] = err
-				continue
-			}
-			if err != nil {
-				return errs, err
-			}
-		}
-		l.prune(x.keepLine(x.graceCut()))
-		ops := l.ops(true)
-		if len(ops) == 0 {
-			return errs, nil
-		}
-		err = idempotent.Transact(ctx, x.tables, ix.table, ops)
-		if err == nil || !idempotent.Lost(err) || try >= x.cfg.MaxConflicts {
-			return errs, err
-		}
-		if err := x.pauseUnlessReadAhead(ctx, try, pre != nil); err != nil {
-			return errs, err
-		}
-	}
-}
 
 // b2i is 1 for true.
 func b2i(b bool) int {

@@ -55,11 +55,11 @@ func TestNewerRecordFormatRefused(t *testing.T) {
 	f.reconcile("Sales", "001")
 	before := f.dump()
 	known := f.recordProps()["V"]
-	if known != int32(2) {
-		t.Errorf("a record with a rows index's row of a generation has V %#v, want 2", known)
+	if known != int32(3) {
+		t.Errorf("a record with a table list's marker has V %#v, want 3", known)
 	}
 	cp := idempotent.Checkpoints{Tables: f.store.Tables(), Table: "Checkpoints"}
-	for _, v := range []any{int32(3), int64(7), "2", int32(0), int64(-1)} {
+	for _, v := range []any{int32(4), int64(7), "2", int32(0), int64(-1)} {
 		written := f.setFormat(v)
 		f.put("Sales", "001", employee("Brown", "brownj@contoso.com"))
 		_, rerr := f.x.Reconcile(f.ctx, employees, "Sales", "001")
@@ -110,7 +110,7 @@ func TestClearLeavesNewerRecord(t *testing.T) {
 	}}
 	f.fault = h.fault
 	done := f.lateReconcile(h, "its clear")
-	written := f.setFormat(int32(3))
+	written := f.setFormat(int32(recordFormat + 1))
 	close(h.release)
 	if err := <-done; err != nil {
 		t.Fatalf("reconcile: %v", err)

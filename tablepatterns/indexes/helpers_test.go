@@ -39,6 +39,8 @@ type fixture struct {
 	x     *Set
 	calls *instrument.Counts
 	fault func(ctx context.Context, c instrument.Call) error
+	// prunes counts the fixture's prunes, for their operation ids.
+	prunes int
 }
 
 func newFixture(t *testing.T, cfg Config) *fixture {

@@ -58,6 +58,13 @@ type index struct {
 // changes in one transaction with the membership record.
 func (ix *index) partition() bool { return ix.Store == StorePartition }
 
+// rowsKeyed reports whether the index keeps a key's entries as rows keyed
+// by generation, written by the rows protocol (see rowsState): a rows
+// index, and a table list, whose rows are its markers (see markers).
+func (ix *index) rowsKeyed() bool {
+	return ix.Kind == KindRows || ix.Kind == KindList && ix.Store == StoreTable
+}
+
 // tableIndexes are the indexes of one source table.
 type tableIndexes struct {
 	source  string
@@ -194,7 +201,7 @@ type membership struct {
 // it in a format that would drop what they do not know. A release that
 // introduces a format can so be rolled out once every worker and CLI
 // runs one that refuses it (docs/index.md, "Upgrades").
-const recordFormat = 2
+const recordFormat = 3
 
 // ErrNewerFormat is wrapped by the error of a reconcile, Sync or rebuild
 // that met a membership record of a format newer than this release
@@ -285,8 +292,19 @@ func readMembership(e *storeadapter.Entity, ti *tableIndexes) membership {
 			m.rows[ix] = st
 		}
 	}
-	if m.format == 1 && ti != nil {
-		m.fromFormat1(ti)
+	if ti != nil {
+		if m.format == 1 {
+			m.fromFormat1(ti)
+		}
+		if m.format < 3 {
+			m.listsToRows(ti)
+		}
+		for name, st := range m.rows {
+			if ix := ti.lookup(name); ix != nil && ix.Kind == KindList {
+				st.list = true
+				m.rows[name] = st
+			}
+		}
 	}
 	return m
 }
@@ -305,8 +323,8 @@ func (m membership) entity(pk, rk string) storeadapter.Entity {
 			e.Properties["A_"+name] = s
 		}
 	}
-	if m.format >= 2 || m.namesRows() {
-		e.Properties["V"] = int32(2)
+	if f := max(m.format, m.rowsFormat()); f >= 2 {
+		e.Properties["V"] = int32(f)
 	}
 	for _, name := range slices.Sorted(maps.Keys(m.rows)) {
 		st := m.rows[name]
@@ -332,26 +350,31 @@ func (m membership) entity(pk, rk string) storeadapter.Entity {
 	return e
 }
 
-// namesRows reports whether a rows index of m names a row of format 2 or
-// anything to settle: m is then written in format 2.
-func (m membership) namesRows() bool {
+// rowsFormat is the format m's rows states need: 3 when a table list's
+// names a marker or anything to settle (see markers), 2 when a rows
+// index's names a row of format 2 or anything to settle, else 1.
+func (m membership) rowsFormat() int64 {
+	f := int64(1)
 	for _, st := range m.rows {
-		if st.live != 0 || !st.idle() {
-			return true
+		switch {
+		case st.live == 0 && st.idle():
+		case st.list:
+			f = 3
+		default:
+			f = max(f, 2)
 		}
 	}
-	return false
+	return f
 }
 
 // toWrite is m made ready for a write of the record: once it is written
-// in format 2 it stays so (format 2 from then on, for this reconcile's
-// later writes too, such as its clear), since a release before this one
-// would take a record without V for its own, and could make a format-1
-// row live again that this one wrote dead or still means to.
+// in a format it stays so (that format from then on, for this
+// reconcile's later writes too, such as its clear), since a release
+// before it would take the record for its own, and could make a format-1
+// row live again that this one wrote dead or still means to (format 2),
+// or register a table list in its lines again (format 3).
 func (m membership) toWrite() membership {
-	if m.namesRows() {
-		m.format = max(m.format, 2)
-	}
+	m.format = max(m.format, m.rowsFormat())
 	m.rewrite = false
 	return m
 }
@@ -409,7 +432,7 @@ func (m membership) declared(ti *tableIndexes) membership {
 		}
 	}
 	for name := range c.rows {
-		if ix := ti.lookup(name); ix == nil || ix.Kind != KindRows {
+		if ix := ti.lookup(name); ix == nil || !ix.rowsKeyed() {
 			delete(c.rows, name)
 		}
 	}

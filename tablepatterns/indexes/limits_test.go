@@ -7,7 +7,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/tablekeeper/tablekeeper/internal/clock"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 )
 
@@ -64,16 +66,16 @@ func TestLimitTooLargeOnlyWithRecord(t *testing.T) {
 	}
 }
 
-// TestLimitFullListLeavesOtherIndexes: a list at its part limit leaves
-// the entity out of that index only; it still leaves its old value, and
-// its other indexes are kept. Found in review: a full table list stopped
-// the settling of the indexes after it, a full partition list the whole
-// registration.
+// TestLimitFullListLeavesOtherIndexes: a partition list at its part limit
+// leaves the entity out of that index only; it still leaves its old value,
+// and its other indexes are kept. Found in review: a full table list (when
+// table lists were written in their lines) stopped the settling of the
+// indexes after it, a full partition list the whole registration.
 func TestLimitFullListLeavesOtherIndexes(t *testing.T) {
 	for _, tc := range []struct {
 		store string
 		bytes int // one line per part
-	}{{StoreTable, 40}, {StorePartition, 8}} {
+	}{{StorePartition, 8}} {
 		t.Run(tc.store, func(t *testing.T) {
 			defer func(b int) { partBytes = b }(partBytes)
 			partBytes = tc.bytes
@@ -192,4 +194,49 @@ func TestLimitTableListPruneTooLarge(t *testing.T) {
 	if err != nil {
 		t.Errorf("a new member cannot join the list: %v", err)
 	}
+}
+
+// TestTableListPastItsPartLimit: a table list's members are its markers
+// (see markers), so a value whose lines fill every part still takes new
+// members: the fold leaves the markers it has no room for, and lookups
+// read them. A member leaving a full list is folded out of it, and its
+// tombstone line makes room once TombstoneGrace has passed.
+func TestTableListPastItsPartLimit(t *testing.T) {
+	defer func(b int) { partBytes = b }(partBytes)
+	partBytes = 40 // one line per part
+	const name = "lastNameAll"
+	f := newFixture(t, only(name))
+	for i := range maxParts {
+		rk := fmt.Sprintf("e%03d", i)
+		f.put("Sales", rk, employee("Jones", ""))
+		f.reconcile("Sales", rk)
+	}
+	if res := f.prune(); res.Folded != maxParts {
+		t.Fatalf("the first fold folded %d markers, want %d (a part each)", res.Folded, maxParts)
+	}
+	x := Key{PK: "Sales", RK: "x000"}
+	f.put(x.PK, x.RK, employee("Smith", ""))
+	f.reconcile(x.PK, x.RK)
+	f.put(x.PK, x.RK, employee("Jones", "")) // Jones is full
+	if out := f.reconcile(x.PK, x.RK); len(out.Unindexable) != 0 {
+		t.Fatalf("unindexable = %v, want none: a marker needs no room in the lines", out.Unindexable)
+	}
+	if res := f.prune(); res.Folded != 1 { // Smith's dead marker; Jones's for x000 has no room
+		t.Errorf("the fold past the limit folded %d markers, want Smith's dead one", res.Folded)
+	}
+	if got := lookupKeys(t, f.x, name, "Jones", nil); len(got) != maxParts+1 || !slices.Contains(got, x) {
+		t.Errorf("Jones lists %d keys (x000: %v), want %d with x000", len(got), slices.Contains(got, x), maxParts+1)
+	}
+	f.assertTruth()
+	f.put("Sales", "e000", employee("Brown", "")) // a line leaves Jones: room for x000 once its tombstone expires
+	f.reconcile("Sales", "e000")
+	f.x.clock = clock.NewFake(time.Now().Add(2 * time.Hour))
+	f.prune()
+	ix := mustIndex(t, f.x, name)
+	jones, _ := EncodeValue("Jones")
+	l, err := readList(f.ctx, f.raw.Tables(), ix.table, tableListPartition(ix, jones), tableListBase)
+	if err != nil || !strings.Contains(strings.Join(l.lines(), "\n"), "Sales\tx000\t") {
+		t.Errorf("Jones's lines after room was made: %v, %v; want x000's among them", l.lines(), err)
+	}
+	f.assertTruth()
 }

@@ -153,14 +153,10 @@ func (l *list) remove(key string) {
 	}
 }
 
-// prune drops the lines keep rejects (expired tombstones) from the parts
-// that are written anyway, so that pruning never makes a write larger
-// than its own change.
-func (l *list) prune(keep func(line string) bool) {
+// pruneAll drops the lines keep rejects from every part, marking the
+// parts it changes to be written.
+func (l *list) pruneAll(keep func(line string) bool) {
 	for _, p := range l.parts {
-		if !p.dirty {
-			continue
-		}
 		kept := p.lines[:0]
 		for _, line := range p.lines {
 			if keep(line) {
@@ -168,19 +164,20 @@ func (l *list) prune(keep func(line string) bool) {
 				continue
 			}
 			p.size -= lineBytes(line)
+			p.dirty = true
 		}
 		p.lines = kept
 	}
 }
 
 // ops returns the transaction that writes the list: changed parts are
-// replaced (inserted when new, deleted when empty) on the ETags read, and
-// with touch the unchanged ones are touched. It returns nil when nothing
-// changed. A table list touches (its writers of one key can run at once,
-// at different generations); a partition list need not, because every
-// write of a key's line is in one transaction with that key's membership
-// record, If-Match, so two writers of one key never both succeed.
-func (l *list) ops(touch bool) []storeadapter.TableOp {
+// replaced (inserted when new, deleted when empty) on the ETags read. It
+// returns nil when nothing changed. A partition list's writes of a key's
+// line are each in one transaction with that key's membership record,
+// If-Match, so two writers of one key never both succeed; a table list's
+// are its fold's, which writes a key's line only with that key's markers,
+// If-Match as read (see markers).
+func (l *list) ops() []storeadapter.TableOp {
 	changed := false
 	for _, p := range l.parts {
 		changed = changed || p.dirty
@@ -192,8 +189,6 @@ func (l *list) ops(touch bool) []storeadapter.TableOp {
 	for _, p := range l.parts {
 		e := storeadapter.Entity{PartitionKey: l.pk, RowKey: l.partKey(p.number)}
 		switch {
-		case !p.dirty && touch:
-			ops = append(ops, storeadapter.TableOp{Action: storeadapter.TxUpdateMerge, Entity: e, IfMatch: p.etag})
 		case !p.dirty:
 		case len(p.lines) == 0 && p.etag == "":
 		case len(p.lines) == 0:

@@ -140,7 +140,8 @@ func (x *Set) Lookup(ctx context.Context, table, name string, value any, o Looku
 	return out, nil
 }
 
-// listLines reads the member lines of a table or blob list.
+// listLines reads the member lines of a table or blob list (a table
+// list's folded: one per key, see markers).
 func (x *Set) listLines(ctx context.Context, ix *index, v string) ([]string, error) {
 	if ix.Store == StoreBlob {
 		lines, _, err := readBlobList(ctx, x.store.Container(ix.Container), blobListName(ix, v))
@@ -149,11 +150,7 @@ func (x *Set) listLines(ctx context.Context, ix *index, v string) ([]string, err
 		}
 		return lines, err
 	}
-	l, err := readList(ctx, x.tables, ix.table, tableListPartition(ix, v), tableListBase)
-	if err != nil {
-		return nil, err
-	}
-	return l.lines(), nil
+	return x.readTableList(ctx, ix, v)
 }
 
 func propString(e *storeadapter.Entity, name string) (string, bool) {
@@ -200,12 +197,26 @@ func (x *Set) Entries(ctx context.Context, table, name string, visit func(Entry)
 	if err != nil {
 		return err
 	}
-	return x.scanEntries(ctx, ix, nil, "", func(e Entry) error {
+	return x.scanMembers(ctx, ix, func(e Entry) error {
 		if e.Dead {
 			return nil
 		}
 		return visit(e)
-	}, nil)
+	})
+}
+
+// scanMembers visits every entry of an index as scanEntries does, but a
+// table list's as its members (one per key, the entry that decides: see
+// markers), each value's once all its entries are read.
+func (x *Set) scanMembers(ctx context.Context, ix *index, visit func(Entry) error) error {
+	if ix.Kind != KindList || ix.Store != StoreTable {
+		return x.scanEntries(ctx, ix, nil, "", visit, nil)
+	}
+	f := &memberScan{visit: visit}
+	if err := x.scanEntries(ctx, ix, nil, "", f.add, nil); err != nil {
+		return err
+	}
+	return f.flush()
 }
 
 // scanEntries visits every entry of an index, tombstones included,
@@ -313,6 +324,12 @@ func (x *Set) visitRow(ix *index, prefix string, e storeadapter.Entity, entry fu
 			}
 		}
 		return nil
+	case isMarker(e.RowKey): // a table list's marker
+		pk, rk, m, err := markerEntry(e)
+		if err != nil {
+			return err
+		}
+		return entry(strings.TrimPrefix(e.PartitionKey, prefix), Key{PK: pk, RK: rk}, m)
 	default: // a table list part
 		value := strings.TrimPrefix(e.PartitionKey, prefix)
 		for _, line := range partLines(e) {

@@ -199,9 +199,9 @@ func (f *fixture) stray(name string, k Key, value string, gen int64) {
 		f.t.Fatal(err)
 	}
 	ix := mustIndex(f.t, f.x, name)
-	if ix.Kind == KindRows { // a live row of its own generation
+	if ix.rowsKeyed() { // a live row (a table list's marker) of its own generation
 		err := idempotent.CreateOnMissing(f.ctx, idempotent.TableCreator(f.raw.Tables(), ix.table), func(ctx context.Context) error {
-			_, err := f.raw.Tables().InsertEntity(ctx, ix.table, rowEntity(k.PK, k.RK, rowRef{value: enc, gen: gen}, gen, false))
+			_, err := f.raw.Tables().InsertEntity(ctx, ix.table, rowEntity(ix, k.PK, k.RK, rowRef{value: enc, gen: gen}, gen, false))
 			return err
 		})
 		if err != nil {

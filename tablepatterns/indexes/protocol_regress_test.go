@@ -383,8 +383,9 @@ func runTrace(t *testing.T, name string, steps []step, j int) (killed bool) {
 		}
 		killed = killed || s.does == "kill" && c.killed(w)
 	}
-	if m := f.record(subject.PK, subject.RK); killed && name == "lastNameRows" {
-		// Rows: one kill per live row before the last (see rowsState).
+	if m := f.record(subject.PK, subject.RK); killed && slices.Contains(rowsKeyedIndexes, name) {
+		// Rows and a table list's markers: one kill per live row before
+		// the last (see rowsState).
 		if k := m.rows[name].kills; len(k) != len(values)-1 {
 			t.Fatalf("the stage is not set: kills %v, want one per value before the last of %v", k, values)
 		}

@@ -2,6 +2,7 @@ package indexes
 
 import (
 	"context"
+	"strings"
 
 	"github.com/tablekeeper/tablekeeper/idempotent"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
@@ -41,10 +42,20 @@ func (r *rebuild) prune(ctx context.Context) error {
 	for i := from; i < len(r.ti.indexes); i++ {
 		ix := r.ti.indexes[i]
 		r.st.Index = ix.Name
-		if ix.Kind != KindRows {
+		if !ix.rowsKeyed() {
 			continue
 		}
 		q := storeadapter.Query{Filter: storeadapter.And(storeadapter.Compare(propDead, storeadapter.Eq, true), storeadapter.Compare(propGen, storeadapter.Lt, cut))}
+		if ix.Kind == KindList {
+			if r.st.Token == "" { // not yet at the deletes
+				if err := r.fold(ctx, ix); err != nil {
+					return err
+				}
+			}
+			// Only folded markers: an expired dead marker not folded
+			// may still hide a line (see markers).
+			q.Filter = storeadapter.And(storeadapter.KeyPrefix("PartitionKey", ix.Name+"_"), q.Filter, storeadapter.Compare(propFolded, storeadapter.Eq, true))
+		}
 		err := paginate(r.st.Token, func(token string) (string, error) {
 			q.Continuation = token
 			p, err := r.x.tables.Query(ctx, ix.table, q)
@@ -73,4 +84,26 @@ func (r *rebuild) prune(ctx context.Context) error {
 	}
 	r.st.Phase, r.st.Index = phaseDone, ""
 	return nil
+}
+
+// fold folds the markers of every value of the table list ix (see
+// foldList): one query of its markers not folded, page by page, and each
+// value met folded in turn. It is not checkpointed: a prune that stops in
+// it folds again what is left.
+func (r *rebuild) fold(ctx context.Context, ix *index) error {
+	q := storeadapter.Query{Filter: storeadapter.And(storeadapter.KeyPrefix("PartitionKey", ix.Name+"_"), unfolded()), Select: []string{propFolded}}
+	last := ""
+	err := queryAll(ctx, r.x.tables, ix.table, q, func(e storeadapter.Entity) error {
+		if e.PartitionKey == last {
+			return nil
+		}
+		last = e.PartitionKey
+		n, err := r.x.foldList(ctx, ix, strings.TrimPrefix(e.PartitionKey, ix.Name+"_"))
+		r.st.Res.Folded += n
+		return err
+	})
+	if idempotent.Missing(err) {
+		return nil
+	}
+	return err
 }

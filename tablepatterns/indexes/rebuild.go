@@ -27,6 +27,9 @@ type RebuildResult struct {
 	// many membership records of long-gone entities.
 	Pruned  int `json:"pruned"`
 	Dropped int `json:"dropped"`
+	// Folded is how many table list markers were folded into their
+	// lists' lines (see markers).
+	Folded int `json:"folded,omitempty"`
 	// Conflicts and Unindexable count entities that are not in an index
 	// for those reasons (see Outcome).
 	Conflicts   int `json:"conflicts"`
@@ -35,8 +38,12 @@ type RebuildResult struct {
 
 // String summarises a rebuild for the job's result.
 func (r RebuildResult) String() string {
-	return fmt.Sprintf("rebuilt: %d entities reconciled, %d stale entries swept, %d tombstones pruned, %d records dropped, %d conflicts, %d unindexable",
+	s := fmt.Sprintf("rebuilt: %d entities reconciled, %d stale entries swept, %d tombstones pruned, %d records dropped, %d conflicts, %d unindexable",
 		r.Entities, r.Swept, r.Pruned, r.Dropped, r.Conflicts, r.Unindexable)
+	if r.Folded > 0 {
+		s += fmt.Sprintf(", %d list markers folded", r.Folded)
+	}
+	return s
 }
 
 // RebuildOptions tune a rebuild.
@@ -372,7 +379,7 @@ func (r *rebuild) sweep(ctx context.Context) error {
 			continue
 		}
 		var cands []Entry
-		err := r.x.scanEntries(ctx, ix, r.pk, r.st.Token, func(en Entry) error {
+		consider := func(en Entry) error {
 			if r.pk != nil && en.PK != *r.pk {
 				return nil
 			}
@@ -383,7 +390,21 @@ func (r *rebuild) sweep(ctx context.Context) error {
 				cands = append(cands, en)
 			}
 			return nil
-		}, func(next string) error {
+		}
+		// A table list's entries are folded into its members (see
+		// markers) a page at a time: an entry a dead one on the page
+		// hides is no candidate. (One hidden by a dead entry of the page
+		// before is checked: its key is reconciled, which kills it again,
+		// or left, see holds.)
+		visit, flush := consider, func() error { return nil }
+		if ix.Kind == KindList && !ix.partition() {
+			ms := &memberScan{visit: consider}
+			visit, flush = ms.add, ms.flush
+		}
+		err := r.x.scanEntries(ctx, ix, r.pk, r.st.Token, visit, func(next string) error {
+			if err := flush(); err != nil {
+				return err
+			}
 			if err := r.verify(ctx, ix, cands); err != nil {
 				return err
 			}
@@ -458,8 +479,8 @@ func (r *rebuild) verify(ctx context.Context, ix *index, cands []Entry) error {
 			if err := m.known(); err != nil {
 				return fmt.Errorf("index: %s %s/%s: %w", r.ti.source, en.PK, en.RK, err)
 			}
-			if stateValue(m.applied[ix.Name]) == en.Encoded && (ix.Kind != KindRows || m.rows[ix.Name].live == en.row) {
-				continue // a rows index's row is the applied value's only when it is the live row
+			if stateValue(m.applied[ix.Name]) == en.Encoded && holds(ix, m.rows[ix.Name], en) {
+				continue
 			}
 			var out Outcome
 			err := retryTransient(ctx, func() (err error) {
@@ -493,4 +514,20 @@ func retryTransient(ctx context.Context, fn func() error) error {
 		err = fn()
 	}
 	return err
+}
+
+// holds reports whether the entry en of the value a key's record applies
+// to index ix is one the record accounts for (st: the index's rows
+// state): any entry of a list or copy; of a rows index, only the live
+// row; of a table list, its live marker, or a line no newer than it (the
+// line it folded into, or one its registration's kill hides: see
+// markers), or any line while the line is the live entry (live 0).
+func holds(ix *index, st rowsState, en Entry) bool {
+	switch {
+	case !ix.rowsKeyed():
+		return true
+	case ix.Kind == KindList && en.row == 0:
+		return st.live == 0 || st.live >= en.Gen
+	}
+	return st.live == en.row
 }

@@ -289,12 +289,28 @@ func (s *stray) values(ix *index) []string {
 	return []string{s.value}
 }
 
-// rows is the stray's row when it is a row of the rows index ix.
+// rows is the stray's row when it is a row of the rows index or table
+// list ix: a table list's line is killed by a legacy kill at its own
+// generation (see markers).
 func (s *stray) rows(ix *index) []rowRef {
 	if s == nil || s.index != ix.Name {
 		return nil
 	}
-	return []rowRef{{value: s.value, gen: s.row, stray: true}}
+	r := rowRef{value: s.value, gen: s.row, stray: true}
+	if ix.Kind == KindList && s.row == 0 {
+		r.gen, r.legacy = s.gen, true
+	}
+	return []rowRef{r}
+}
+
+// rekeys reports whether the stray makes a registration of the table
+// list ix move the key to a marker of its own generation: a stray of the
+// applied value target, whose kill, at its generation, may hide the
+// live marker (a dead entry hides every entry of the key at or below its
+// generation: see markers); the new marker's generation is above the
+// stray's (see reconcile).
+func (s *stray) rekeys(ix *index, target string) bool {
+	return ix.Kind == KindList && len(s.values(ix)) > 0 && s.value == target
 }
 
 // reconcile is Reconcile; force re-registers and rewrites every index
@@ -421,12 +437,13 @@ func (x *Set) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string, fo
 					}
 					continue // this index is up to date (or only settling)
 				}
-				if ix.Kind == KindRows {
+				if ix.rowsKeyed() {
 					st := next.rows[ix.Name]
-					if force || w.state != m.applied[ix.Name] {
-						st = st.changed(old, target, next.gen)
+					if force || w.state != m.applied[ix.Name] || s.rekeys(ix, target) {
+						st = st.changed(old, target, next.gen, legacyGen(ix, m.gen))
 					}
 					st.kills = append(st.kills, s.rows(ix)...) // after every kill of the order: see rowRef.stray
+					st.list = ix.Kind == KindList
 					next.rows[ix.Name] = st
 					next.applied[ix.Name] = w.state
 					changedRows[ix.Name] = true
@@ -538,7 +555,7 @@ func (x *Set) settle(ctx context.Context, ti *tableIndexes, pk, rk string, m mem
 	}
 	eager := len(d.rows) > 0 // a proof is cleared at once
 	for _, ix := range ti.indexes {
-		if ix.Kind == KindRows {
+		if ix.rowsKeyed() {
 			st := m.rows[ix.Name]
 			if _, proven := d.rows[ix.Name]; st.idle() || proven {
 				continue
@@ -607,7 +624,7 @@ func (x *Set) proveRows(ctx context.Context, ti *tableIndexes, pk, rk string, m 
 	proven := map[string]rowsState{}
 	for _, ix := range ti.indexes {
 		st := m.rows[ix.Name]
-		if ix.Kind != KindRows || st.idle() || m.rewrite || skip[ix.Name] {
+		if !ix.rowsKeyed() || st.idle() || m.rewrite || skip[ix.Name] {
 			continue
 		}
 		ok, err := x.provenRows(ctx, ix, pk, rk, stateValue(m.applied[ix.Name]), st)
@@ -812,7 +829,7 @@ func (x *Set) partitionOps(ctx context.Context, ix *index, pk, rk string, values
 			} else if err != nil {
 				return "", nil, err
 			}
-			ops = append(ops, l.ops(false)...)
+			ops = append(ops, l.ops()...)
 		}
 		return state, ops, problem
 	}

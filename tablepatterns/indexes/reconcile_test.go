@@ -433,6 +433,9 @@ func TestSpillOver(t *testing.T) {
 		f.put("Sales", fmt.Sprintf("emp%03d", i), employee("Jones", fmt.Sprintf("e%d@contoso.com", i)))
 		f.reconcile("Sales", fmt.Sprintf("emp%03d", i))
 	}
+	if res := f.prune(); res.Folded != n { // a table list's lines are written by its fold
+		t.Errorf("the prune folded %d markers, want %d", res.Folded, n)
+	}
 	for _, base := range []struct{ table, pk, base string }{
 		{employees, "Sales", listBase(mustIndex(t, f.x, "lastName"), "SJones")},
 		{"EmployeesByLastName", "lastNameAll_SJones", tableListBase},
@@ -696,8 +699,10 @@ func TestPartitionCopiesTooLargeTogether(t *testing.T) {
 }
 
 // TestTombstonesPrunedAfterGrace: a removal leaves tombstones; past the
-// grace period a rebuild deletes the rows index's and the next write of a
-// list or copy entry drops theirs.
+// grace period a rebuild deletes the rows index's dead rows and the table
+// list's dead markers, the next write of a blob list or copy entry drops
+// theirs, and the next fold of a table list (a prune) its dead lines. A
+// table list's tombstones are counted as its members are (see markers).
 func TestTombstonesPrunedAfterGrace(t *testing.T) {
 	f := newFixture(t, sixIndexes())
 	f.put("Sales", "001", employee("Jones", "jonesj@contoso.com"))
@@ -707,12 +712,12 @@ func TestTombstonesPrunedAfterGrace(t *testing.T) {
 	tombs := func() (n int) {
 		for _, name := range f.x.Names(employees) {
 			ix := mustIndex(t, f.x, name)
-			if err := f.x.scanEntries(f.ctx, ix, nil, "", func(e Entry) error {
+			if err := f.x.scanMembers(f.ctx, ix, func(e Entry) error {
 				if e.Dead {
 					n++
 				}
 				return nil
-			}, nil); err != nil {
+			}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -738,13 +743,16 @@ func TestTombstonesPrunedAfterGrace(t *testing.T) {
 	}
 	// The grace counts from a row's kill: Jones's row and Smith's of the
 	// rename (killed by the rename and the first rebuild) go; Smith's of
-	// the first rebuild, killed by this one, stays.
-	if res.Pruned != 2 {
-		t.Errorf("rebuild pruned %d tombstone rows, want the rows index's 2", res.Pruned)
+	// the first rebuild, killed by this one, stays. The same for the table
+	// list's markers.
+	if res.Pruned != 4 {
+		t.Errorf("rebuild pruned %d tombstone rows, want the rows index's 2 and the table list's 2", res.Pruned)
 	}
-	// Writes of the old values' entries drop their tombstones.
+	// Writes of the old values' entries drop their tombstones; a table
+	// list's, its next fold.
 	f.put("Sales", "002", employee("Jones", "jonesj@contoso.com"))
 	f.reconcile("Sales", "002")
+	f.prune()
 	if n := tombs(); n != 1 {
 		t.Errorf("%d tombstones left after the grace period and new writes, want the rows row this rebuild killed", n)
 	}

@@ -178,8 +178,8 @@ func (x *Set) registerGroup(ctx context.Context, ti *tableIndexes, pk string, it
 			if !force && w.state == old {
 				continue
 			}
-			if ix.Kind == KindRows {
-				next.rows[ix.Name] = next.rows[ix.Name].changed(stateValue(old), stateValue(w.state), next.gen)
+			if ix.rowsKeyed() {
+				next.rows[ix.Name] = next.rows[ix.Name].changed(stateValue(old), stateValue(w.state), next.gen, legacyGen(ix, it.m.gen))
 				next.applied[ix.Name] = w.state
 				continue
 			}
@@ -222,7 +222,7 @@ func (x *Set) registerGroup(ctx context.Context, ti *tableIndexes, pk string, it
 		ops = append(ops, writes[k])
 	}
 	for _, base := range slices.Sorted(maps.Keys(lists)) {
-		ops = append(ops, lists[base].ops(false)...)
+		ops = append(ops, lists[base].ops()...)
 	}
 	if err := storeadapter.ValidateTransaction(ops); err != nil {
 		return nil, err

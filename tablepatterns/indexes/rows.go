@@ -54,9 +54,15 @@ type rowRef struct {
 	// account for. It was not registered in order, so no other row's
 	// existence proves it dead: every settle writes it.
 	stray bool
+	// legacy marks a table list's kill of the key's line in the list's
+	// parts (see markers): a marker written dead at gen, which makes dead
+	// the key's line of gen or below. Like a format-1 row, it was never
+	// live, so its existence proves nothing.
+	legacy bool
 }
 
-// rowsState is a rows index's part of a membership record (format 2).
+// rowsState is a rows index's part of a membership record (format 2), or
+// a table list's (format 3, see markers).
 type rowsState struct {
 	// live is the generation in the RowKey of the applied value's row
 	// (0: the format-1 row), unproven set while that row may not exist.
@@ -64,6 +70,9 @@ type rowsState struct {
 	unproven bool
 	// kills are the rows that must end dead, in the order registered.
 	kills []rowRef
+	// list marks a table list's state: a record naming its rows is
+	// written in format 3 (see membership.toWrite).
+	list bool
 }
 
 // maxKills is how many kills a change leaves in the record: a change's
@@ -82,16 +91,33 @@ func (s rowsState) clone() rowsState {
 // value old to target ("": none; a rebuild registers the same value
 // again, and so moves the key to a row of its own generation): the old
 // live row becomes the last kill, and target's row of gen the live one.
-func (s rowsState) changed(old, target string, gen int64) rowsState {
+// legacy, above 0 for a table list, is the record's generation before the
+// registration: a live part line (s.live 0) is killed by a marker of that
+// generation, at or above the line's (see markers).
+func (s rowsState) changed(old, target string, gen, legacy int64) rowsState {
 	s = s.clone()
 	if old != "" {
-		s.kills = append(s.kills, rowRef{value: old, gen: s.live})
+		kill := rowRef{value: old, gen: s.live}
+		if s.live == 0 && legacy > 0 {
+			kill.gen, kill.legacy = legacy, true
+		}
+		s.kills = append(s.kills, kill)
 	}
 	s.live, s.unproven = 0, false
 	if target != "" {
 		s.live, s.unproven = gen, true
 	}
+	s.list = s.list || legacy > 0
 	return s
+}
+
+// legacyGen is what changed takes as legacy for index ix of a record at
+// generation gen: gen for a table list, 0 for a rows index.
+func legacyGen(ix *index, gen int64) int64 {
+	if ix.Kind == KindList {
+		return max(gen, 1)
+	}
+	return 0
 }
 
 // without is s less the kills proven dead and, when the live row proven
@@ -116,6 +142,9 @@ func formatKills(kills []rowRef) string {
 		if r.stray {
 			lines[i] += "\ts"
 		}
+		if r.legacy {
+			lines[i] += "\tl"
+		}
 	}
 	return strings.Join(lines, "\n")
 }
@@ -128,7 +157,7 @@ func parseKills(s string) []rowRef {
 			continue
 		}
 		gen, _ := strconv.ParseInt(f[1], 10, 64)
-		out = append(out, rowRef{value: f[0], gen: gen, stray: len(f) > 2 && f[2] == "s"})
+		out = append(out, rowRef{value: f[0], gen: gen, stray: slices.Contains(f[2:], "s"), legacy: slices.Contains(f[2:], "l")})
 	}
 	return out
 }
@@ -183,19 +212,28 @@ func rowGen(rowKey string) int64 {
 	return n
 }
 
-// rowEntity is the row r of key (pk, rk), live or dead. A live row's
-// tkGen is its own generation. A dead row's is the generation of the
+// rowEntity is the row r of key (pk, rk) of ix, live or dead. A live
+// row's tkGen is its own generation. A dead row's is the generation of the
 // record whose settle made it dead (at), as a format-1 tombstone's was:
 // TombstoneGrace counts from there, since a reconcile that read the
 // record before that registration may still insert the row live until
 // it has run its course (see prune); and the compare-and-swap of a
-// format-1 writer of an older generation loses to it.
-func rowEntity(pk, rk string, r rowRef, at int64, dead bool) storeadapter.Entity {
+// format-1 writer of an older generation loses to it. A table list's row
+// is a marker in the value's list partition, not folded (see markers).
+func rowEntity(ix *index, pk, rk string, r rowRef, at int64, dead bool) storeadapter.Entity {
 	gen := r.gen
 	if dead {
 		gen = at
 	}
-	return storeadapter.Entity{PartitionKey: r.value, RowKey: rowKey(pk, rk, r.gen), Properties: map[string]any{propGen: gen, propDead: dead}}
+	e := storeadapter.Entity{PartitionKey: r.value, RowKey: rowKey(pk, rk, r.gen), Properties: map[string]any{propGen: gen, propDead: dead}}
+	if ix.Kind == KindList {
+		e.PartitionKey, e.RowKey = tableListPartition(ix, r.value), markerRowKey(pk, rk, r.gen)
+		e.Properties[propFolded] = false
+		if strings.HasPrefix(e.RowKey, markerHashPrefix) {
+			e.Properties[propPK], e.Properties[propRK] = pk, rk
+		}
+	}
+	return e
 }
 
 // settleRows settles one key's rows index in state s of a record at
@@ -206,8 +244,8 @@ func rowEntity(pk, rk string, r rowRef, at int64, dead bool) storeadapter.Entity
 func (x *Set) settleRows(ctx context.Context, ix *index, pk, rk, value string, s rowsState, at int64, probe bool) error {
 	return idempotent.CreateOnMissing(ctx, idempotent.TableCreator(x.tables, ix.table), func(ctx context.Context) error {
 		kills := s.kills
-		if n := len(kills); probe && n > 0 && kills[n-1].gen > 0 && !kills[n-1].stray {
-			_, err := x.tables.UpdateEntity(ctx, ix.table, rowEntity(pk, rk, kills[n-1], at, true), storeadapter.Replace, storeadapter.ETagAny)
+		if n := len(kills); probe && n > 0 && kills[n-1].proves() {
+			_, err := x.tables.UpdateEntity(ctx, ix.table, rowEntity(ix, pk, rk, kills[n-1], at, true), storeadapter.Replace, storeadapter.ETagAny)
 			switch {
 			case err == nil:
 				kills = slices.DeleteFunc(slices.Clone(kills[:n-1]), func(r rowRef) bool { return !r.stray })
@@ -216,14 +254,14 @@ func (x *Set) settleRows(ctx context.Context, ix *index, pk, rk, value string, s
 			}
 		}
 		for _, r := range kills {
-			if _, err := x.tables.UpsertEntity(ctx, ix.table, rowEntity(pk, rk, r, at, true), storeadapter.Replace); err != nil {
+			if _, err := x.tables.UpsertEntity(ctx, ix.table, rowEntity(ix, pk, rk, r, at, true), storeadapter.Replace); err != nil {
 				return err
 			}
 		}
 		if value == "" || !s.unproven {
 			return nil
 		}
-		_, err := x.tables.InsertEntity(ctx, ix.table, rowEntity(pk, rk, rowRef{value: value, gen: s.live}, at, false))
+		_, err := x.tables.InsertEntity(ctx, ix.table, rowEntity(ix, pk, rk, rowRef{value: value, gen: s.live}, at, false))
 		if errors.Is(err, storeadapter.ErrAlreadyExists) {
 			return nil // inserted, or made dead by a later generation
 		}
@@ -248,10 +286,11 @@ func (x *Set) provenRows(ctx context.Context, ix *index, pk, rk, value string, s
 		}
 		r, dead = s.kills[len(s.kills)-1], true
 	}
-	if r.gen == 0 {
+	if !r.proves() {
 		return false, nil
 	}
-	e, err := getOptional(ctx, x.tables, ix.table, r.value, rowKey(pk, rk, r.gen))
+	at := rowEntity(ix, pk, rk, r, 0, false)
+	e, err := getOptional(ctx, x.tables, ix.table, at.PartitionKey, at.RowKey)
 	if err != nil || e == nil {
 		if idempotent.Missing(err) {
 			return false, nil
@@ -261,6 +300,11 @@ func (x *Set) provenRows(ctx context.Context, ix *index, pk, rk, value string, s
 	isDead, _ := e.Properties[propDead].(bool)
 	return !dead || isDead, nil
 }
+
+// proves reports whether r's existence proves anything (see rowsState):
+// a row of format 2 that was registered in order, not a format-1 row, a
+// stray or a table list's legacy kill.
+func (r rowRef) proves() bool { return r.gen > 0 && !r.stray && !r.legacy }
 
 // rowsWork is one key's rows index settle in a batch.
 type rowsWork struct {
@@ -281,7 +325,7 @@ func (x *Set) settleRowsAll(ctx context.Context, ix *index, work []rowsWork) err
 			var ops []storeadapter.TableOp
 			for _, w := range work {
 				if r < len(w.s.kills) {
-					ops = append(ops, storeadapter.TableOp{Action: storeadapter.TxUpsertReplace, Entity: rowEntity(w.pk, w.rk, w.s.kills[r], w.at, true)})
+					ops = append(ops, storeadapter.TableOp{Action: storeadapter.TxUpsertReplace, Entity: rowEntity(ix, w.pk, w.rk, w.s.kills[r], w.at, true)})
 				}
 			}
 			if len(ops) == 0 {
@@ -294,7 +338,7 @@ func (x *Set) settleRowsAll(ctx context.Context, ix *index, work []rowsWork) err
 		var ops []storeadapter.TableOp
 		for _, w := range work {
 			if w.value != "" && w.s.unproven {
-				ops = append(ops, storeadapter.TableOp{Action: storeadapter.TxInsert, Entity: rowEntity(w.pk, w.rk, rowRef{value: w.value, gen: w.s.live}, w.at, false)})
+				ops = append(ops, storeadapter.TableOp{Action: storeadapter.TxInsert, Entity: rowEntity(ix, w.pk, w.rk, rowRef{value: w.value, gen: w.s.live}, w.at, false)})
 			}
 		}
 		for _, batch := range idempotent.Batches(ops) {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/tablekeeper/tablekeeper/idempotent"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
 )
@@ -18,29 +19,33 @@ import (
 // reconcile proves them with one read and clears them (4, once), or until
 // they are more than maxKills (that change clears at once: 6).
 func TestRowsCosts(t *testing.T) {
-	f := newFixture(t, only("lastNameRows"))
-	if err := f.raw.Tables().CreateTable(f.ctx, mustIndex(t, f.x, "lastNameRows").table); err != nil {
-		t.Fatal(err)
+	for _, name := range rowsKeyedIndexes {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, only(name))
+			if err := f.raw.Tables().CreateTable(f.ctx, mustIndex(t, f.x, name).table); err != nil {
+				t.Fatal(err)
+			}
+			f.putCosts(employee("Jones", ""), 5, "a new entity (reads, record inserted, entity read again, row inserted)")
+			f.putCosts(employee("Smith", ""), 5, "a change")
+			f.putCosts(employee("Brown", ""), 5, "a second change, the first's kill carried")
+			f.putCosts(employee("Smith", ""), 5, "a value the key had before: a row of its own")
+			f.costs(4, "the first unchanged reconcile: the live row read, the kills cleared")
+			f.costs(2, "an unchanged reconcile")
+			if m := f.record("Sales", "001"); !m.rows[name].idle() {
+				t.Errorf("the record after an unchanged reconcile: %+v, want nothing to settle", m.rows[name])
+			}
+			for i := range maxKills {
+				f.putCosts(employee(fmt.Sprintf("Name%02d", i), ""), 5, fmt.Sprintf("change %d without an unchanged reconcile between", i+1))
+			}
+			f.putCosts(employee("Lee", ""), 6, "the change whose kills pass maxKills: cleared at once")
+			if k := f.record("Sales", "001").rows[name].kills; len(k) != 0 {
+				t.Errorf("kills after the clearing change: %v", k)
+			}
+			f.putCosts(employee("Okafor", ""), 5, "a change after the clear")
+			f.putCosts(employee("", ""), 5, "the value removed: the kill, then the record cleared at once")
+			f.putCosts(nil, 3, "the entity deleted, its record holding nothing: a fence")
+		})
 	}
-	f.putCosts(employee("Jones", ""), 5, "a new entity (reads, record inserted, entity read again, row inserted)")
-	f.putCosts(employee("Smith", ""), 5, "a change")
-	f.putCosts(employee("Brown", ""), 5, "a second change, the first's kill carried")
-	f.putCosts(employee("Smith", ""), 5, "a value the key had before: a row of its own")
-	f.costs(4, "the first unchanged reconcile: the live row read, the kills cleared")
-	f.costs(2, "an unchanged reconcile")
-	if m := f.record("Sales", "001"); !m.rows["lastNameRows"].idle() {
-		t.Errorf("the record after an unchanged reconcile: %+v, want nothing to settle", m.rows["lastNameRows"])
-	}
-	for i := range maxKills {
-		f.putCosts(employee(fmt.Sprintf("Name%02d", i), ""), 5, fmt.Sprintf("change %d without an unchanged reconcile between", i+1))
-	}
-	f.putCosts(employee("Lee", ""), 6, "the change whose kills pass maxKills: cleared at once")
-	if k := f.record("Sales", "001").rows["lastNameRows"].kills; len(k) != 0 {
-		t.Errorf("kills after the clearing change: %v", k)
-	}
-	f.putCosts(employee("Okafor", ""), 5, "a change after the clear")
-	f.putCosts(employee("", ""), 5, "the value removed: the kill, then the record cleared at once")
-	f.putCosts(nil, 3, "the entity deleted, its record holding nothing: a fence")
 }
 
 // TestRowsCrashChain: a change's reconcile dies at each of its calls in
@@ -52,7 +57,12 @@ func TestRowsCosts(t *testing.T) {
 // registration, and a probe that finds its row proves only what was
 // written in order before it.
 func TestRowsCrashChain(t *testing.T) {
-	const name = "lastNameRows"
+	for _, name := range rowsKeyedIndexes {
+		t.Run(name, func(t *testing.T) { rowsCrashChain(t, name) })
+	}
+}
+
+func rowsCrashChain(t *testing.T, name string) {
 	tried := 0
 	for n := 1; ; n++ {
 		done1 := false
@@ -89,6 +99,10 @@ func TestRowsCrashChain(t *testing.T) {
 	}
 }
 
+// rowsKeyedIndexes are the indexes of sixIndexes written by the rows
+// protocol (see rowsState): the rows index and the table list.
+var rowsKeyedIndexes = []string{"lastNameRows", "lastNameAll"}
+
 // dieAt reconciles Sales/001 with its n-th storage call and every later
 // one failing (a killed worker), and returns its error (nil when it made
 // fewer than n calls).
@@ -116,41 +130,45 @@ func (f *fixture) dieAt(n int) error {
 // insert finds it (409) and is done. Then the same with the hold on the
 // probe of the old row instead.
 func TestRowsLateSettleLoses(t *testing.T) {
-	for _, held := range []instrument.Op{instrument.OpInsertEntity, instrument.OpUpdateEntity} {
-		t.Run(string(held), func(t *testing.T) {
-			f := newFixture(t, only("lastNameRows"))
-			ix := mustIndex(t, f.x, "lastNameRows")
-			f.put("Sales", "001", employee("Jones", ""))
-			f.reconcile("Sales", "001")
-			f.put("Sales", "001", employee("Smith", ""))
-			h := &holdCalls{release: make(chan struct{}), held: make(chan struct{}), match: func(_ context.Context, c instrument.Call) bool {
-				return c.Op == held && c.Name == ix.table
-			}}
-			f.fault = h.fault
-			done := f.lateReconcile(h, "its "+string(held))
-			for _, last := range []string{"Brown", "Smith"} {
-				f.put("Sales", "001", employee(last, ""))
-				f.reconcile("Sales", "001")
+	for _, name := range rowsKeyedIndexes {
+		t.Run(name, func(t *testing.T) {
+			for _, held := range []instrument.Op{instrument.OpInsertEntity, instrument.OpUpdateEntity} {
+				t.Run(string(held), func(t *testing.T) {
+					f := newFixture(t, only(name))
+					ix := mustIndex(t, f.x, name)
+					f.put("Sales", "001", employee("Jones", ""))
+					f.reconcile("Sales", "001")
+					f.put("Sales", "001", employee("Smith", ""))
+					h := &holdCalls{release: make(chan struct{}), held: make(chan struct{}), match: func(_ context.Context, c instrument.Call) bool {
+						return c.Op == held && c.Name == ix.table
+					}}
+					f.fault = h.fault
+					done := f.lateReconcile(h, "its "+string(held))
+					for _, last := range []string{"Brown", "Smith"} {
+						f.put("Sales", "001", employee(last, ""))
+						f.reconcile("Sales", "001")
+					}
+					close(h.release)
+					if err := <-done; err != nil {
+						t.Fatalf("the late reconcile: %v", err)
+					}
+					f.fault = nil
+					f.assertTruth()
+					smith, _ := EncodeValue("Smith")
+					var live []int64
+					err := f.x.scanEntries(f.ctx, ix, nil, "", func(en Entry) error {
+						if !en.Dead && en.Encoded == smith {
+							live = append(live, en.row)
+						}
+						return nil
+					}, nil)
+					if err != nil || len(live) != 1 {
+						t.Errorf("Smith's live rows: %v, %v; want the last change's only", live, err)
+					}
+					f.reconcile("Sales", "001")
+					f.assertTruth()
+				})
 			}
-			close(h.release)
-			if err := <-done; err != nil {
-				t.Fatalf("the late reconcile: %v", err)
-			}
-			f.fault = nil
-			f.assertTruth()
-			smith, _ := EncodeValue("Smith")
-			var live []int64
-			err := f.x.scanEntries(f.ctx, ix, nil, "", func(en Entry) error {
-				if !en.Dead && en.Encoded == smith {
-					live = append(live, en.row)
-				}
-				return nil
-			}, nil)
-			if err != nil || len(live) != 1 {
-				t.Errorf("Smith's live rows: %v, %v; want the last change's only", live, err)
-			}
-			f.reconcile("Sales", "001")
-			f.assertTruth()
 		})
 	}
 }
@@ -222,14 +240,14 @@ func (f *fixture) recordProps2(rk string) map[string]any {
 // row carries its RowKey's generation, which readers split off.
 func TestRowEntities(t *testing.T) {
 	jones, _ := EncodeValue("Jones")
-	e := rowEntity("Sales", "001", rowRef{value: jones}, 9, true)
+	e := rowEntity(&index{Decl: Decl{Kind: KindRows}}, "Sales", "001", rowRef{value: jones}, 9, true)
 	if e.RowKey != memberKey("Sales", "001") || e.Properties[propGen] != int64(9) || e.Properties[propDead] != true {
 		t.Errorf("a format-1 kill = %+v, want the key pair's row dead at generation 9", e)
 	}
-	if d := rowEntity("Sales", "001", rowRef{value: jones, gen: 12}, 30, true); d.Properties[propGen] != int64(30) {
+	if d := rowEntity(&index{Decl: Decl{Kind: KindRows}}, "Sales", "001", rowRef{value: jones, gen: 12}, 30, true); d.Properties[propGen] != int64(30) {
 		t.Errorf("a format-2 row written dead = %+v, want tkGen 30, the killer's: the grace counts from the kill", d)
 	}
-	k := rowEntity("Sales", "001", rowRef{value: jones, gen: 12}, 9, false)
+	k := rowEntity(&index{Decl: Decl{Kind: KindRows}}, "Sales", "001", rowRef{value: jones, gen: 12}, 9, false)
 	if want := memberKey("Sales", "001") + keySep + "0000000000000000012"; k.RowKey != want || k.Properties[propGen] != int64(12) {
 		t.Errorf("a format-2 row = %+v, want RowKey %q and tkGen 12", k, want)
 	}
@@ -272,28 +290,33 @@ func TestRowsKeyLimit(t *testing.T) {
 // not the stray, registered after it: the stray must still be written
 // dead.
 func TestRowsStrayOutlivesProbe(t *testing.T) {
-	f := newFixture(t, only("lastNameRows"))
-	ix := mustIndex(t, f.x, "lastNameRows")
-	ti, _ := f.x.indexes(employees)
-	f.put("Sales", "001", employee("Jones", ""))
-	f.reconcile("Sales", "001")
-	f.reconcile("Sales", "001") // proven: nothing left to settle
-	ghost, _ := EncodeValue("Ghost")
-	f.stray("lastNameRows", Key{PK: "Sales", RK: "001"}, "Ghost", 42)
-	f.fault = func(_ context.Context, c instrument.Call) error {
-		if c.Name == ix.table && c.PartitionKey == ghost {
-			return fmt.Errorf("killed before the stray: %w", storeadapter.ErrUnavailable)
-		}
-		return nil
+	for _, name := range rowsKeyedIndexes {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, only(name))
+			ix := mustIndex(t, f.x, name)
+			ti, _ := f.x.indexes(employees)
+			f.put("Sales", "001", employee("Jones", ""))
+			f.reconcile("Sales", "001")
+			f.reconcile("Sales", "001") // proven: nothing left to settle
+			ghost, _ := EncodeValue("Ghost")
+			f.stray(name, Key{PK: "Sales", RK: "001"}, "Ghost", 42)
+			ghostPK := rowEntity(ix, "Sales", "001", rowRef{value: ghost}, 0, false).PartitionKey
+			f.fault = func(_ context.Context, c instrument.Call) error {
+				if c.Name == ix.table && c.PartitionKey == ghostPK {
+					return fmt.Errorf("killed before the stray: %w", storeadapter.ErrUnavailable)
+				}
+				return nil
+			}
+			if _, err := f.x.reconcile(f.ctx, ti, "Sales", "001", false, &stray{index: ix.Name, value: ghost, gen: 42, row: 42}); err == nil {
+				t.Fatal("the sweep's reconcile wrote the stray")
+			}
+			f.fault = nil
+			if k := f.record("Sales", "001").rows[ix.Name].kills; len(k) != 1 || !k[0].stray {
+				t.Fatalf("the stage: kills %v, want the stray", k)
+			}
+			f.putCosts(employee("Smith", ""), 7, "a change: the probe finds Jones's row, the stray is written all the same, and the record cleared at once (a stray among the kills)")
+		})
 	}
-	if _, err := f.x.reconcile(f.ctx, ti, "Sales", "001", false, &stray{index: ix.Name, value: ghost, gen: 42, row: 42}); err == nil {
-		t.Fatal("the sweep's reconcile wrote the stray")
-	}
-	f.fault = nil
-	if k := f.record("Sales", "001").rows[ix.Name].kills; len(k) != 1 || !k[0].stray {
-		t.Fatalf("the stage: kills %v, want the stray", k)
-	}
-	f.putCosts(employee("Smith", ""), 7, "a change: the probe finds Jones's row, the stray is written all the same, and the record cleared at once (a stray among the kills)")
 }
 
 // TestRowsFenceReadsTheLiveRowOnce: an unchanged reconcile that must fence
@@ -303,31 +326,35 @@ func TestRowsStrayOutlivesProbe(t *testing.T) {
 // kill, the insert and the clear. (Found in review: it read the row again
 // after the fence.)
 func TestRowsFenceReadsTheLiveRowOnce(t *testing.T) {
-	f := newFixture(t, only("lastNameRows"))
-	ix := mustIndex(t, f.x, "lastNameRows")
-	f.put("Sales", "001", employee("Jones", ""))
-	f.reconcile("Sales", "001")
-	f.put("Sales", "001", employee("Smith", ""))
-	f.fault = func(_ context.Context, c instrument.Call) error {
-		if c.Op == instrument.OpInsertEntity && c.Name == ix.table {
-			return fmt.Errorf("killed: %w", storeadapter.ErrUnavailable)
-		}
-		return nil
-	}
-	if _, err := f.x.Reconcile(f.ctx, employees, "Sales", "001"); err == nil {
-		t.Fatal("the stage: the change's settle was not killed")
-	}
-	f.put("Sales", "001", employee("Smith", "smith@contoso.com"))
-	reads := 0
-	f.fault = func(_ context.Context, c instrument.Call) error {
-		if c.Op == instrument.OpGetEntity && c.Name == ix.table {
-			reads++
-		}
-		return nil
-	}
-	f.costs(7, "the two reads, the live row read, the fence, the kill, the insert, the clear")
-	if reads != 1 {
-		t.Errorf("the live row was read %d times, want once", reads)
+	for _, name := range rowsKeyedIndexes {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, only(name))
+			ix := mustIndex(t, f.x, name)
+			f.put("Sales", "001", employee("Jones", ""))
+			f.reconcile("Sales", "001")
+			f.put("Sales", "001", employee("Smith", ""))
+			f.fault = func(_ context.Context, c instrument.Call) error {
+				if c.Op == instrument.OpInsertEntity && c.Name == ix.table {
+					return fmt.Errorf("killed: %w", storeadapter.ErrUnavailable)
+				}
+				return nil
+			}
+			if _, err := f.x.Reconcile(f.ctx, employees, "Sales", "001"); err == nil {
+				t.Fatal("the stage: the change's settle was not killed")
+			}
+			f.put("Sales", "001", employee("Smith", "smith@contoso.com"))
+			reads := 0
+			f.fault = func(_ context.Context, c instrument.Call) error {
+				if c.Op == instrument.OpGetEntity && c.Name == ix.table {
+					reads++
+				}
+				return nil
+			}
+			f.costs(7, "the two reads, the live row read, the fence, the kill, the insert, the clear")
+			if reads != 1 {
+				t.Errorf("the live row was read %d times, want once", reads)
+			}
+		})
 	}
 }
 
@@ -397,4 +424,17 @@ func (f *fixture) renameAll(n int) {
 		}
 		f.reconcileVia("Sync")
 	}
+}
+
+// prune runs a Prune of the table (which folds its table lists' markers:
+// see markers) under a fresh operation id, and returns its result.
+func (f *fixture) prune() RebuildResult {
+	f.t.Helper()
+	f.prunes++
+	cp := idempotent.Checkpoints{Tables: f.store.Tables(), Table: "Checkpoints"}
+	res, err := f.x.Prune(f.ctx, employees, cp, fmt.Sprintf("fixture-prune-%d", f.prunes), RebuildOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return res
 }
