@@ -153,10 +153,16 @@ func (l *list) remove(key string) {
 	}
 }
 
-// pruneAll drops the lines keep rejects from every part, marking the
-// parts it changes to be written.
-func (l *list) pruneAll(keep func(line string) bool) {
+// pruneAll drops the lines keep rejects from the parts, marking the parts
+// it changes to be written, up to most of them.
+func (l *list) pruneAll(keep func(line string) bool, most int) {
 	for _, p := range l.parts {
+		if !p.dirty && !slices.ContainsFunc(p.lines, func(line string) bool { return !keep(line) }) {
+			continue
+		}
+		if most--; most < 0 {
+			return
+		}
 		kept := p.lines[:0]
 		for _, line := range p.lines {
 			if keep(line) {

@@ -278,8 +278,14 @@ func (f *memberScan) flush() error {
 	return nil
 }
 
-// foldRound is how many markers foldList reads at once.
-const foldRound = 1000
+// foldRound is how many markers foldList reads at once, and foldParts how
+// many parts one of its transactions writes at most: 16 parts of
+// partBytes of lines, 3 MiB, stay within a transaction's 4 MiB beside
+// the markers' operations.
+const (
+	foldRound = 1000
+	foldParts = 16
+)
 
 // foldList folds the markers of one value's table list into its lines
 // (see markers): it reads up to foldRound markers not folded, the dead
@@ -333,11 +339,11 @@ func (x *Set) foldSome(ctx context.Context, ix *index, pk string, marks []storea
 		return 0, nil, err
 	}
 	cut := x.graceCut()
-	l.pruneAll(x.keepLine(cut)) // a fold writes anyway: every expired tombstone goes
+	l.pruneAll(x.keepLine(cut), foldParts-1) // a fold writes anyway: expired tombstones go
 	var ops []storeadapter.TableOp
 	i := 0
 	// Each marker adds its own operation and may make one more part dirty.
-	for ; i < len(marks) && len(ops)+dirtyParts(l)+2 <= storeadapter.MaxBatchOps; i++ {
+	for ; i < len(marks) && len(ops)+dirtyParts(l)+2 <= storeadapter.MaxBatchOps && dirtyParts(l) < foldParts; i++ {
 		e := marks[i]
 		mpk, mrk, m, err := markerEntry(e)
 		if err != nil {
