@@ -448,8 +448,8 @@ func (d direct) changed(ctx context.Context, i int) error {
 	// transaction and leaves the clear to the next reconcile.
 	gen := time.Now().UnixMicro()
 	rec.Properties["Gen"], rec.Properties[state], rec.Properties["S_"+ixName] = gen, encNew, encOld+"\n"+encNew
-	switch c.kind {
-	case indexes.KindCopy:
+	switch {
+	case c.kind == indexes.KindCopy:
 		old, err := d.copies(ctx, i, encOld, encNew)
 		if err != nil {
 			return err
@@ -458,14 +458,14 @@ func (d direct) changed(ctx context.Context, i int) error {
 			return fmt.Errorf("register: %w", err)
 		}
 		return d.settleCopies(ctx, i, e, old, encOld, encNew, gen)
-	case indexes.KindList:
+	case c.store == indexes.StoreBlob:
 		// Both lists read ahead, the old value's first; the old value's
 		// line written dead, then the new value's live, flagged P.
-		old, err := d.readList(ctx, i, encOld)
+		old, err := d.readList(ctx, encOld)
 		if err != nil || !old.found {
 			return fmt.Errorf("old list: %v (found: %v)", err, old.found)
 		}
-		nw, err := d.readList(ctx, i, encNew)
+		nw, err := d.readList(ctx, encNew)
 		if err != nil || nw.found {
 			return fmt.Errorf("new list: %v (found: %v)", err, nw.found)
 		}
@@ -473,30 +473,47 @@ func (d direct) changed(ctx context.Context, i int) error {
 			return fmt.Errorf("register: %w", err)
 		}
 		line := ixPK(i) + "\t" + ixRK(i) + "\t" + strconv.FormatInt(gen, 10) + "\t"
-		if err := d.writeList(ctx, i, encOld, old, line+"D"); err != nil {
+		if err := d.writeList(ctx, encOld, old, line+"D"); err != nil {
 			return err
 		}
-		return d.writeList(ctx, i, encNew, nw, line+"P")
+		return d.writeList(ctx, encNew, nw, line+"P")
 	}
-	// A rows index (format 2): the record names the old value's row by
-	// its generation (T_); the registration adds it to the kills (K_) and
-	// makes the new value's row, of this generation, the live one. Then
-	// the old row written dead If-Match any and the new one inserted, both
-	// without a read, and no clear.
+	// A rows index (format 2) or a table list's markers (format 3): the
+	// record names the old value's row by its generation (T_); the
+	// registration adds it to the kills (K_) and makes the new value's
+	// row, of this generation, the live one. Then the old row written dead
+	// If-Match any and the new one inserted, both without a read, and no
+	// clear.
 	oldGen, _ := rec.Properties["T_"+ixName].(int64)
 	delete(rec.Properties, "S_"+ixName)
-	rec.Properties["V"], rec.Properties["T_"+ixName], rec.Properties["U_"+ixName] = int32(2), gen, true
+	format := int32(2)
+	if c.kind == indexes.KindList {
+		format = 3
+	}
+	rec.Properties["V"], rec.Properties["T_"+ixName], rec.Properties["U_"+ixName] = format, gen, true
 	rec.Properties["K_"+ixName] = encOld + "\t" + strconv.FormatInt(oldGen, 10)
 	if _, err := d.t.UpdateEntity(ctx, table, rec, storeadapter.Replace, rec.ETag); err != nil {
 		return fmt.Errorf("register: %w", err)
 	}
-	dead := storeadapter.Entity{PartitionKey: encOld, RowKey: rowKey(i, oldGen), Properties: map[string]any{"tkGen": oldGen, "tkDead": true}}
-	if _, err := d.t.UpdateEntity(ctx, d.s.direct.ixTable, dead, storeadapter.Replace, storeadapter.ETagAny); err != nil {
+	if _, err := d.t.UpdateEntity(ctx, d.s.direct.ixTable, d.row(i, encOld, oldGen, gen, true), storeadapter.Replace, storeadapter.ETagAny); err != nil {
 		return fmt.Errorf("the old row: %w", err)
 	}
-	live := storeadapter.Entity{PartitionKey: encNew, RowKey: rowKey(i, gen), Properties: map[string]any{"tkGen": gen, "tkDead": false}}
-	_, err = d.t.InsertEntity(ctx, d.s.direct.ixTable, live)
+	_, err = d.t.InsertEntity(ctx, d.s.direct.ixTable, d.row(i, encNew, gen, gen, false))
 	return err
+}
+
+// row is entity i's row of generation gen under value v, live or dead
+// (written at generation at): a rows index's row, or a table list's
+// marker, in the value's list partition, not folded.
+func (d direct) row(i int, v string, gen, at int64, dead bool) storeadapter.Entity {
+	e := storeadapter.Entity{PartitionKey: v, RowKey: rowKey(i, gen), Properties: map[string]any{"tkGen": gen, "tkDead": dead}}
+	if dead {
+		e.Properties["tkGen"] = at
+	}
+	if d.s.combo.kind == indexes.KindList {
+		e.PartitionKey, e.RowKey, e.Properties["tkFolded"] = ixName+"_"+v, "m"+e.RowKey, false
+	}
+	return e
 }
 
 // rowKey is the RowKey of entity i's rows index row of generation gen.
@@ -519,15 +536,16 @@ func (d direct) unchanged(ctx context.Context, i int) error {
 		return err
 	}
 	switch {
-	case d.s.combo.kind == indexes.KindRows:
+	case d.s.combo.kind == indexes.KindRows || d.s.combo.store == indexes.StoreTable && d.s.combo.kind == indexes.KindList:
 		gen, _ := rec.Properties["T_"+ixName].(int64)
-		_, err = d.t.GetEntity(ctx, d.s.direct.ixTable, enc, rowKey(i, gen))
+		row := d.row(i, enc, gen, gen, false)
+		_, err = d.t.GetEntity(ctx, d.s.direct.ixTable, row.PartitionKey, row.RowKey)
 		delete(rec.Properties, "U_"+ixName)
 		delete(rec.Properties, "K_"+ixName)
 	case d.s.combo.kind == indexes.KindCopy:
 		_, err = d.copies(ctx, i, enc)
 	default:
-		if l, rerr := d.readList(ctx, i, enc); rerr != nil || !l.found {
+		if l, rerr := d.readList(ctx, enc); rerr != nil || !l.found {
 			err = fmt.Errorf("list: %v (found: %v)", rerr, l.found)
 		}
 	}
@@ -573,48 +591,28 @@ func (d direct) settleCopies(ctx context.Context, i int, e, old storeadapter.Ent
 		{Action: storeadapter.TxInsert, Entity: next}})
 }
 
-// listEntry is a table or blob list of one value as the direct loop read
-// it: whether it exists, and its one part's or blob's ETag.
+// listEntry is a blob list of one value as the direct loop read it:
+// whether it exists, and its ETag.
 type listEntry struct {
 	found bool
 	etag  string
 }
 
-// readList reads value v's table or blob list (its one part, or its blob).
-func (d direct) readList(ctx context.Context, i int, v string) (listEntry, error) {
+// readList reads value v's blob list.
+func (d direct) readList(ctx context.Context, v string) (listEntry, error) {
 	s := d.s
-	if s.combo.store == indexes.StoreBlob {
-		_, props, err := s.directStore.Container(s.direct.container).Get(ctx, s.direct.table+"/"+ixName+"/"+v)
-		if errors.Is(err, storeadapter.ErrNotFound) {
-			return listEntry{}, nil
-		}
-		return listEntry{found: err == nil, etag: props.ETag}, err
-	}
-	f := storeadapter.And(storeadapter.PartitionEquals(ixName+"_"+v), storeadapter.Compare("RowKey", storeadapter.Ge, "p0000"),
-		storeadapter.Compare("RowKey", storeadapter.Lt, "p:"))
-	p, err := d.t.Query(ctx, s.direct.ixTable, storeadapter.Query{Filter: f})
-	if err != nil || len(p.Entities) > 1 {
-		return listEntry{}, fmt.Errorf("list: %d parts, %v", len(p.Entities), err)
-	}
-	if len(p.Entities) == 0 {
+	_, props, err := s.directStore.Container(s.direct.container).Get(ctx, s.direct.table+"/"+ixName+"/"+v)
+	if errors.Is(err, storeadapter.ErrNotFound) {
 		return listEntry{}, nil
 	}
-	return listEntry{found: true, etag: p.Entities[0].ETag}, nil
+	return listEntry{found: err == nil, etag: props.ETag}, err
 }
 
-// writeList writes value v's list as the one line, If-Match of the list
-// read (en), or inserts it.
-func (d direct) writeList(ctx context.Context, i int, v string, en listEntry, line string) error {
+// writeList writes value v's blob list as the one line, If-Match of the
+// list read (en), or creates it.
+func (d direct) writeList(ctx context.Context, v string, en listEntry, line string) error {
 	s := d.s
-	if s.combo.store == indexes.StoreBlob {
-		_, err := s.directStore.Container(s.direct.container).Put(ctx, s.direct.table+"/"+ixName+"/"+v, []byte(line+"\n"),
-			storeadapter.PutOptions{ContentType: "text/plain; charset=utf-8", IfMatch: en.etag, IfNoneMatchAny: !en.found})
-		return err
-	}
-	part := storeadapter.Entity{PartitionKey: ixName + "_" + v, RowKey: "p0000", Properties: map[string]any{"L0": line + "\n"}}
-	op := storeadapter.TableOp{Action: storeadapter.TxInsert, Entity: part}
-	if en.found {
-		op = storeadapter.TableOp{Action: storeadapter.TxUpdateReplace, Entity: part, IfMatch: en.etag}
-	}
-	return d.t.Transact(ctx, s.direct.ixTable, []storeadapter.TableOp{op})
+	_, err := s.directStore.Container(s.direct.container).Put(ctx, s.direct.table+"/"+ixName+"/"+v, []byte(line+"\n"),
+		storeadapter.PutOptions{ContentType: "text/plain; charset=utf-8", IfMatch: en.etag, IfNoneMatchAny: !en.found})
+	return err
 }
