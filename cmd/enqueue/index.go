@@ -26,7 +26,7 @@ subcommands:
   reconcile  enqueue the reconcile of one entity's indexes: -table T -pk P -rk R [-id ID]; or of many,
                keys read as JSON lines {"pk":"…","rk":"…"} from stdin or -file [-concurrency N]
   rebuild    enqueue the rebuild of a table's indexes: -table T [-pk P] [-id ID]
-  prune      enqueue the deletion of a table's rows indexes' expired dead rows: -table T [-id ID]
+  prune      enqueue the folding of a table's table lists and the deletion of expired dead rows: -table T [-id ID]
   check      compare an index with its table, read-only; exit status 1 when it finds problems:
                -table T -index NAME [-config FILE]
 
@@ -301,16 +301,18 @@ var tableJobs = map[bool]struct{ name, usage, help string }{
 	false: {"index rebuild", "index rebuild -table T [-pk P] [-id ID] [-config FILE] [flags]",
 		"Enqueues one index job that rebuilds every index of table -table: it reconciles each entity with every\n" +
 			"index rewritten, removes the entries whose entity is gone or has another value, and prunes expired\n" +
-			"tombstones. With -pk it covers that partition's entities only (and leaves the rows indexes' dead rows\n" +
-			"to 'index prune'). It saves its position under its op id\n" +
+			"tombstones, and folds the table lists' markers into their lines. With -pk it covers that partition's\n" +
+			"entities only (and leaves the dead rows and the folding to 'index prune'). It saves its position under its op id\n" +
 			"after each page, so a redelivered message resumes where the last attempt stopped. It prints the op id\n" +
 			"and the message id. With -config (default $" + cli.EnvConfig + ") the table must have declared indexes."},
 	true: {"index prune", "index prune -table T [-id ID] [-config FILE] [flags]",
-		"Enqueues one index job that deletes the expired dead rows of table -table's rows indexes: rows made dead\n" +
-			"more than index.tombstoneGrace ago, one per change of an entity's value, which lookups read past until\n" +
-			"a prune or a rebuild deletes them. It reads those rows only and writes nothing else. It saves its\n" +
-			"position under its op id after each page. It prints the op id and the message id. With -config\n" +
-			"(default $" + cli.EnvConfig + ") the table must have declared indexes."},
+		"Enqueues one index job that folds the markers of table -table's table lists into the lists' lines (so\n" +
+			"that lookups read a few lines instead of a marker per member), then deletes the expired dead rows of its\n" +
+			"rows indexes and the expired dead markers of its table lists: made dead more than index.tombstoneGrace\n" +
+			"ago, one per change of an entity's value, which lookups read past until a prune or a rebuild deletes\n" +
+			"them. It reads those rows only and writes nothing else. It saves its position under its op id after each\n" +
+			"value folded and each page. It prints the op id and the message id. With -config (default\n" +
+			"$" + cli.EnvConfig + ") the table must have declared indexes."},
 }
 
 // indexTableJob enqueues the rebuild of a table's indexes (or of one

@@ -18,8 +18,10 @@ const Kind = "index"
 // Args are the arguments of an index job (docs/index.md documents them):
 // {"table","pk","rk"} reconciles one entity's indexes; {"table",
 // "rebuild":true} rebuilds every index of the table, and with "pk" only
-// that partition's entities; {"table","prune":true} deletes the expired
-// dead rows of the table's rows indexes (indexes.Set.Prune).
+// that partition's entities; {"table","prune":true} folds the table's
+// table lists' markers into their lines and deletes the expired dead rows
+// of its rows indexes and dead markers of its table lists
+// (indexes.Set.Prune).
 type Args struct {
 	Table   string  `json:"table"`
 	PK      *string `json:"pk,omitempty"`
@@ -39,8 +41,8 @@ func Reconcile(table, pk, rk string) Args { return Args{Table: table, PK: &pk, R
 // Rebuild returns the args of the job that rebuilds every index of table.
 func Rebuild(table string) Args { return Args{Table: table, Rebuild: true} }
 
-// Prune returns the args of the job that deletes the expired dead rows of
-// table's rows indexes.
+// Prune returns the args of the job that folds table's table lists and
+// deletes the expired dead rows of its rows indexes and table lists.
 func Prune(table string) Args { return Args{Table: table, Prune: true} }
 
 // Validate checks the arguments; each error names the field and the rule.
@@ -58,7 +60,7 @@ func (a Args) Validate() error {
 		case a.Rebuild:
 			return errors.New(`args.prune: a prune is a job of its own; send "rebuild" or "prune", not both`)
 		case a.PK != nil || a.RK != nil:
-			return errors.New("args.pk: a prune covers the table's rows indexes; remove pk and rk")
+			return errors.New("args.pk: a prune covers the whole table; remove pk and rk")
 		}
 		return nil
 	}

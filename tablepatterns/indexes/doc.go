@@ -29,8 +29,11 @@
 //	                tkGen, tkTombs
 //	list/partition  rk on a line of the rows (pk, "~tk.l.<name>_<v>  index entities, option 2
 //	                !NNNN"): parts of one list
-//	list/table      "pk\trk\tgen\tL|P|D" on a line of the rows         index entities, option 3
-//	                ("<name>_<v>", "pNNNN") in Decl.Table
+//	list/table      markers: rows ("<name>_<v>", "m"+EscapeKey(pk)+    index entities, option 3
+//	                " !"+EscapeKey(rk)+" !"+gen) in Decl.Table, as
+//	                a rows index's rows, + tkFolded; folded into
+//	                "pk\trk\tgen\tL|D" on a line of the rows
+//	                ("<name>_<v>", "pNNNN") (see markers)
 //	list/blob       the same line in blob "<table>/<name>/<v>" of      index entities, option 1
 //	                Decl.Container
 //	rows            row (v, EscapeKey(pk)+" !"+EscapeKey(rk)+" !"+   one entity per member, for
@@ -39,8 +42,9 @@
 //	                made v the key's value (see rowsState)
 //
 // v is the value's key text (EncodeValue, below). A list line's flag is
-// D for a tombstone, P for a live member whose settle made the key's other
-// values dead first (see Set.Reconcile), L for another live one. A list's parts hold
+// D for a tombstone, P for a live member of a blob list whose settle made
+// the key's other values dead first (see Set.Reconcile), L for another
+// live one. A list's parts hold
 // lines in string properties L0, L1, … of up to 32,000 characters each
 // and 192 KiB in all; a list that outgrows a part spills over to the
 // next, up to 60 parts, and a lookup reads them all in one range query.
@@ -64,18 +68,24 @@
 //
 // # Formats
 //
-// The table above is format 2, the one this release writes: a membership
-// record that names a rows index row of a generation has V=2 (see
-// membership). It reads format 1 as well, which releases before it wrote
-// and which is the same but for rows: one row per key and value, keyed
-// EscapeKey(pk)+" !"+EscapeKey(rk) and rewritten in place (tkGen, tkDead),
-// and a record without V that lists the values still to settle in S_.
-// Such a record is taken over (see fromFormat1), such a row is the key's
-// live row until its value changes, and is then written dead. A record
-// with V above 2 was written by a newer release and is left alone
-// (ErrNewerFormat: Reconcile, Sync and rebuild fail, transiently, without
-// writing). A key is listed under a value while any of its rows there is
-// live, whatever their format.
+// The table above is format 3, the one this release writes: a membership
+// record that names a table list's marker has V=3, one that names a rows
+// index row of a generation V=2 (see membership). Format 2 is the same
+// but for table lists, whose every change releases before wrote into the
+// lines, with the values still to settle in S_; such a record is taken
+// over (see listsToRows): a settled key's line is its live entry until
+// its value changes, and is then hidden by a marker written dead (a
+// legacy kill). Format 1 is format 2 but for rows: one row per key and
+// value, keyed EscapeKey(pk)+" !"+EscapeKey(rk) and rewritten in place
+// (tkGen, tkDead), and a record without V that lists the values still to
+// settle in S_. Such a record is taken over (see fromFormat1), such a row
+// is the key's live row until its value changes, and is then written
+// dead. A record with V above 3 was written by a newer release and is
+// left alone (ErrNewerFormat: Reconcile, Sync and rebuild fail,
+// transiently, without writing). A key is listed under a value of a rows
+// index while any of its rows there is live, whatever their format; of a
+// table list while its entry of the highest generation, a line's or a
+// marker's, is live (see markers).
 //
 // # Key format
 //

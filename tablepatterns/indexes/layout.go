@@ -148,32 +148,36 @@ func fitsKey(s string) bool { return storeadapter.ValidateKey("key", s) == nil }
 //	A_<index>    String  the applied state: the encoded value the entity is
 //	                     indexed under ("" or absent: none); for a copy,
 //	                     the value, "#" and a hash of the copied properties
-//	S_<index>    String  table copies and table/blob lists (and rows
-//	                     indexes in format 1): the values still
-//	                     to be settled at generation Gen (absent: settled),
-//	                     one per line: the encoded value, a tab, and the
-//	                     latest generation that made it the index's value
-//	                     (0 when none did); a table copy's and a
-//	                     table or blob list's stay after their settle
+//	S_<index>    String  table copies and blob lists (and rows indexes in
+//	                     format 1, table lists in formats 1 and 2): the
+//	                     values still to be settled at generation Gen
+//	                     (absent: settled), one per line: the encoded
+//	                     value, a tab, and the latest generation that made
+//	                     it the index's value (0 when none did); a table
+//	                     copy's and a blob list's stay after their settle
 //	                     until the next reconcile (see lazy)
-//	T_<index>    Int64   rows store only (format 2): the generation in the
+//	T_<index>    Int64   rows store (format 2) and table lists (format 3,
+//	                     their markers) only: the generation in the
 //	                     RowKey of the key's row under the applied value
-//	                     (absent: its format-1 row, memberKey alone)
-//	U_<index>    Boolean rows store only (format 2): true while that row
-//	                     is not known to exist (see rowsState)
-//	K_<index>    String  rows store only (format 2): the key's rows that
-//	                     must end dead, in the order registered, one per
-//	                     line: the encoded value, a tab, the generation in
-//	                     the RowKey (0: the format-1 row), and a tab and
-//	                     "s" for a stray (see rowRef)
+//	                     (absent: its format-1 row, memberKey alone; a
+//	                     table list's line)
+//	U_<index>    Boolean the same: true while that row is not known to
+//	                     exist (see rowsState)
+//	K_<index>    String  the same: the key's rows that must end dead, in
+//	                     the order registered, one per line: the encoded
+//	                     value, a tab, the generation in the RowKey (0:
+//	                     the format-1 row), and a tab and "s" for a stray,
+//	                     a tab and "l" for a table list's legacy kill (see
+//	                     rowRef)
 //	R            String  the ETag of the entity as the last write of the
 //	                     record that read it after reading the record
 //	                     found it (absent: unknown, as older releases
 //	                     leave it, or there was no entity); see
 //	                     Set.Reconcile, step 2
 //	Key          String  the entity's RowKey, when the record's RowKey is a hash
-//	V            Int32   the record's format: 2 once a rows index has had
-//	                     T_, U_ or K_, else absent (1; see recordFormat)
+//	V            Int32   the record's format: 3 once a table list has had
+//	                     T_, U_ or K_, 2 once a rows index has, else
+//	                     absent (1; see recordFormat)
 type membership struct {
 	exists  bool
 	etag    string
@@ -181,10 +185,11 @@ type membership struct {
 	format  int64                // V; 1 when absent
 	applied map[string]string    // index name -> state
 	pending map[string][]pending // index name -> values to settle
-	// rows is, per rows index, its rows' state (format 2; see rowsState).
-	// A format-1 record's pending values of a rows index are read into
-	// it (see readMembership), and rewrite is then set: the record must
-	// be written in format 2 before any row it names is.
+	// rows is, per rows index and table list, its rows' state (formats 2
+	// and 3; see rowsState). A format-1 record's pending values of a rows
+	// index, and an older record's of a table list, are read into it (see
+	// readMembership), and rewrite is then set: the record must be
+	// written in the newer format before any row it names is.
 	rows    map[string]rowsState
 	rewrite bool
 	// seen is R: the version of the entity the record's last write was
@@ -193,7 +198,8 @@ type membership struct {
 }
 
 // recordFormat is the newest membership record format this release
-// knows. It writes format 2 (V=2) when a rows index's rows are keyed by
+// knows. It writes format 3 (V=3) when a table list's members are markers
+// (see markers), format 2 (V=2) when a rows index's rows are keyed by
 // generation (see rowsState), else records without V, format 1, which
 // releases before it read as well. A record of a later format was written by a newer release: Reconcile, Sync and
 // rebuild refuse to act on it (ErrNewerFormat, a transient error: the

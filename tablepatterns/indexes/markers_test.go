@@ -2,12 +2,14 @@ package indexes
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/tablekeeper/tablekeeper/idempotent"
 	"github.com/tablekeeper/tablekeeper/internal/clock"
 	"github.com/tablekeeper/tablekeeper/storeadapter"
 	"github.com/tablekeeper/tablekeeper/storeadapter/instrument"
@@ -272,5 +274,29 @@ func TestFoldLosesToAMarkerWrittenMeanwhile(t *testing.T) {
 	}
 	f.assertTruth()
 	f.prune()
+	f.assertTruth()
+}
+
+// TestPruneFoldStopsAndContinues: a prune asked to stop in its fold of a
+// table list (its time budget spent) saves its checkpoint after the value
+// it folded and stops; run again under the same id it folds the rest.
+func TestPruneFoldStopsAndContinues(t *testing.T) {
+	const name = "lastNameAll"
+	f := newFixture(t, only(name))
+	for i := range 5 {
+		rk := fmt.Sprintf("%03d", i)
+		f.put("Sales", rk, employee(fmt.Sprintf("Name%d", i), ""))
+		f.reconcile("Sales", rk)
+	}
+	cp := idempotent.Checkpoints{Tables: f.store.Tables(), Table: "Checkpoints"}
+	var stopped *Stopped
+	_, err := f.x.Prune(f.ctx, employees, cp, "p", RebuildOptions{Stop: func() bool { return true }})
+	if !errors.As(err, &stopped) || stopped.Result.Folded != 1 {
+		t.Fatalf("a prune asked to stop: %v (folded %+v), want it stopped after one value", err, stopped)
+	}
+	res, err := f.x.Prune(f.ctx, employees, cp, "p", RebuildOptions{})
+	if err != nil || res.Folded != 5 {
+		t.Fatalf("the prune run again: %+v, %v; want the 5 markers folded in all", res, err)
+	}
 	f.assertTruth()
 }

@@ -22,12 +22,19 @@ import (
 // under opID: a prune that stops (RebuildOptions.Stop, a crash) goes on
 // from the page it was at. It writes nothing else, and counts what it
 // deleted in RebuildResult.Pruned.
+//
+// A table list (see markers) is folded first: its markers not folded are
+// written into its lines (foldList), so that its lookups read a few
+// lines instead of a marker per member, and then its dead markers past
+// the grace are deleted as a rows index's dead rows are, but only those
+// folded: one that is not may still hide a line. The fold's count is in
+// RebuildResult.Folded.
 func (x *Set) Prune(ctx context.Context, table string, cp idempotent.Checkpoints, opID string, o RebuildOptions) (RebuildResult, error) {
 	return x.runRebuild(ctx, table, nil, cp, opID, o, phasePrune)
 }
 
-// prune is a prune's one phase: each rows index in turn, from the page
-// the checkpoint names.
+// prune is a prune's one phase: each rows index and table list in turn,
+// from the page the checkpoint names.
 func (r *rebuild) prune(ctx context.Context) error {
 	cut := r.x.graceCut()
 	from := -1 // the index the checkpoint is at
@@ -88,8 +95,9 @@ func (r *rebuild) prune(ctx context.Context) error {
 
 // fold folds the markers of every value of the table list ix (see
 // foldList): one query of its markers not folded, page by page, and each
-// value met folded in turn. It is not checkpointed: a prune that stops in
-// it folds again what is left.
+// value met folded in turn. Asked to stop (RebuildOptions.Stop), it saves
+// the checkpoint after a value and stops: the prune goes on with the
+// markers still not folded, which the same query finds.
 func (r *rebuild) fold(ctx context.Context, ix *index) error {
 	q := storeadapter.Query{Filter: storeadapter.And(storeadapter.KeyPrefix("PartitionKey", ix.Name+"_"), unfolded()), Select: []string{propFolded}}
 	last := ""
@@ -100,6 +108,9 @@ func (r *rebuild) fold(ctx context.Context, ix *index) error {
 		last = e.PartitionKey
 		n, err := r.x.foldList(ctx, ix, strings.TrimPrefix(e.PartitionKey, ix.Name+"_"))
 		r.st.Res.Folded += n
+		if err == nil && r.stop() {
+			return r.stopped(ctx)
+		}
 		return err
 	})
 	if idempotent.Missing(err) {

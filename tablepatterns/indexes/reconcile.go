@@ -44,15 +44,16 @@ type Outcome struct {
 //
 // The source entity is the truth; its membership record (RowKey
 // storeadapter.ReservedPrefix+"m."+rk, in the entity's partition) says, per index, what
-// was applied (A_<index>); for table copies and the table and blob lists,
-// which values are still to be settled (S_<index>) at generation Gen; for
-// a rows index, which of the key's rows is the live one and which must
-// end dead (see rowsState). A reconcile:
+// was applied (A_<index>); for table copies and the blob lists, which
+// values are still to be settled (S_<index>) at generation Gen; for a rows
+// index and a table list (its markers: see markers), which of the key's
+// rows is the live one and which must end dead (see rowsState). A
+// reconcile:
 //
 //  1. reads its record, then the entity (in that order: see the end);
 //  2. computes each index's value from the entity; if every index's
 //     applied state matches and nothing is pending, stops (two reads).
-//     The table copies and the table and blob lists with values pending
+//     The table copies and the blob lists with values pending
 //     read the entries of those and of the old and new values, which the
 //     settle writes from, and learn which pending values the record's
 //     generation has settled already (see ahead; not after a lost
@@ -68,9 +69,9 @@ type Outcome struct {
 //     carries the clear of the rows indexes it proves first (5);
 //  3. registers: writes the record with a new generation (greater than
 //     the last and than the clock in microseconds), the new applied
-//     states and, per table copy and table/blob list, the pending values:
-//     those pending before, less those shown settled in 2, the old value
-//     and the new; per rows index that changes, the old value's live row
+//     states and, per table copy and blob list, the pending values: those
+//     pending before, less those shown settled in 2, the old value and the
+//     new; per rows index or table list that changes, the old value's live row
 //     added to the kills and the new value's row of this generation made
 //     the live one (rowsState.changed). The write is If-Match of the record read in 1 (an insert
 //     when there was none), in one
@@ -81,11 +82,12 @@ type Outcome struct {
 //     (R). A first registration (there was no record) has no record to
 //     be fenced by: it reads the entity again, and restarts at 1 when it
 //     was written since;
-//  4. settles each pending value of the table, rows and blob indexes at
+//  4. settles each pending value of the table copies and blob lists at
 //     the registered generation: live for the new value, a tombstone for
 //     the others (see apply: an entry changes only for a higher
-//     generation); a list's tombstones first, then its live line, flagged
-//     P when every tombstone was made. A rows index writes its kills dead
+//     generation); a blob list's tombstones first, then its live line,
+//     flagged P when every tombstone was made. A rows index (and a table
+//     list, at its markers) writes its kills dead
 //     (blind upserts, in the order registered), then inserts the live row
 //     (settleRows). A change first writes its last kill, the previous
 //     live row, dead If-Match any: when that row exists, every kill before
@@ -96,13 +98,14 @@ type Outcome struct {
 //     loses the values this generation tombstoned that no later one made
 //     the index's value (see clear), so it stays small however long the
 //     reconciles of one entity overlap, and its ETags stay as they are.
-//     When the values to clear are only those of table copies and table
-//     and blob lists the entity is still in, and the registration carried
+//     When the values to clear are only those of table copies and blob
+//     lists the entity is still in, and the registration carried
 //     on no value but their old and new ones, the clear is left to the
 //     next reconcile (see lazy): a change drops them in its registration
 //     (3), an unchanged reconcile finds them settled (4 writes nothing)
 //     and clears them here. The record so holds at most two values per
-//     index between reconciles. A change of a rows index leaves its kills
+//     index between reconciles. A change of a rows index (or a table list)
+//     leaves its kills
 //     and its live row's doubt to the next reconcile as well (see
 //     lazyRows): the next change's probe proves them, and an unchanged
 //     reconcile reads the live row (provenRows) and clears them; the
@@ -156,16 +159,18 @@ type Outcome struct {
 // another) settles them at that generation (4 and 5 are idempotent: an
 // entry that already holds the generation is left alone), or, when it is
 // a change, carries them into its own registration (a table copy's or a
-// list's value only while its entries do not show it settled; every kill
-// of a rows index, and its probe finds the live row missing when the
-// settle did not reach it, and so writes every kill); after 4
+// blob list's value only while its entries do not show it settled; every
+// kill of a rows index or table list, and its probe finds the live row
+// missing when the settle did not reach it, and so writes every kill);
+// after 4
 // the entries are right and only the record's pending values remain,
 // cleared by the next reconcile at the cost of rewriting nothing. Two workers
 // reconciling one entity: one wins the registration, the other restarts
 // and either sees nothing to do or registers a later generation; two
 // workers settling one generation write the same entries. Two workers
-// changing one shared entry (a list, a copy row): every write is
-// If-Match of the ETag read, retried on a loss.
+// changing one shared entry (a blob list, a copy row): every write is
+// If-Match of the ETag read, retried on a loss. A table list's lines are
+// written only by its fold (see markers), If-Match of every row it read.
 //
 // A copy whose value another entity holds is never overwritten: the
 // reconcile finishes the other indexes and fails with ErrConflict (retried,
