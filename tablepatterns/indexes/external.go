@@ -48,6 +48,8 @@ type member struct {
 	// proof marks a live list line flagged P: its settle made every other
 	// value of the key dead first (see ahead).
 	proof bool
+	// folded marks a table list's marker its lines hold (see markers).
+	folded bool
 }
 
 // newer reports whether a write of generation g should replace cur.

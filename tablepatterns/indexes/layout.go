@@ -356,6 +356,22 @@ func (m membership) entity(pk, rk string) storeadapter.Entity {
 	return e
 }
 
+// nextGen is the generation of a registration over m at the clock now:
+// above the record's, the clock's, and every generation its rows states
+// name (a table list taken over from format 2 names its live marker one
+// above the record's: see listsToRows), so that the registration's own
+// row is never one it names, to kill or as live.
+func (m membership) nextGen(now int64) int64 {
+	g := max(m.gen+1, now)
+	for _, st := range m.rows {
+		g = max(g, st.live+1)
+		for _, k := range st.kills {
+			g = max(g, k.gen+1)
+		}
+	}
+	return g
+}
+
 // rowsFormat is the format m's rows states need: 3 when a table list's
 // names a marker or anything to settle (see markers), 2 when a rows
 // index's names a row of format 2 or anything to settle, else 1.

@@ -148,7 +148,7 @@ func (f *fixture) setFlag(name, v string, k Key, flag string) {
 		f.t.Fatal(err)
 	}
 	l.set(k.PK+"\t"+k.RK, next)
-	if err := f.raw.Tables().Transact(f.ctx, ix.table, l.ops()); err != nil {
+	if err := f.raw.Tables().Transact(f.ctx, ix.table, l.ops(false)); err != nil {
 		f.t.Fatal(err)
 	}
 }

@@ -177,13 +177,14 @@ func (l *list) pruneAll(keep func(line string) bool, most int) {
 }
 
 // ops returns the transaction that writes the list: changed parts are
-// replaced (inserted when new, deleted when empty) on the ETags read. It
-// returns nil when nothing changed. A partition list's writes of a key's
-// line are each in one transaction with that key's membership record,
-// If-Match, so two writers of one key never both succeed; a table list's
-// are its fold's, which writes a key's line only with that key's markers,
-// If-Match as read (see markers).
-func (l *list) ops() []storeadapter.TableOp {
+// replaced (inserted when new, deleted when empty) on the ETags read, and
+// with touch the unchanged ones are touched. It returns nil when nothing
+// changed. A table list's fold touches (two folds of one list, of
+// different markers, could otherwise add one key's line each to another
+// part); a partition list need not, because every write of a key's line
+// is in one transaction with that key's membership record, If-Match, so
+// two writers of one key never both succeed.
+func (l *list) ops(touch bool) []storeadapter.TableOp {
 	changed := false
 	for _, p := range l.parts {
 		changed = changed || p.dirty
@@ -195,6 +196,8 @@ func (l *list) ops() []storeadapter.TableOp {
 	for _, p := range l.parts {
 		e := storeadapter.Entity{PartitionKey: l.pk, RowKey: l.partKey(p.number)}
 		switch {
+		case !p.dirty && touch:
+			ops = append(ops, storeadapter.TableOp{Action: storeadapter.TxUpdateMerge, Entity: e, IfMatch: p.etag})
 		case !p.dirty:
 		case len(p.lines) == 0 && p.etag == "":
 		case len(p.lines) == 0:

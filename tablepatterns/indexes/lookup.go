@@ -187,6 +187,7 @@ type Entry struct {
 	// written is the Timestamp of the entry's row (not of a list's line).
 	written time.Time
 	row     int64 // see member.row
+	folded  bool  // see member.folded
 }
 
 // Entries visits every entry of an index (live ones only), page by page:
@@ -230,7 +231,7 @@ func (x *Set) scanEntries(ctx context.Context, ix *index, pk *string, token stri
 		if err != nil {
 			return fmt.Errorf("index %s: entry of %s/%s: %w", ix.Name, k.PK, k.RK, err)
 		}
-		return visit(Entry{Value: v, Encoded: value, Key: k, Dead: m.dead, Gen: m.gen, written: m.written, row: m.row})
+		return visit(Entry{Value: v, Encoded: value, Key: k, Dead: m.dead, Gen: m.gen, written: m.written, row: m.row, folded: m.folded})
 	}
 	if ix.Store == StoreBlob {
 		return x.scanBlobs(ctx, ix, token, entry, page)

@@ -155,6 +155,7 @@ func markerEntry(e storeadapter.Entity) (pk, rk string, m member, err error) {
 	m.row = rowGen(mk)
 	m.gen, _ = e.Properties[propGen].(int64)
 	m.dead, _ = e.Properties[propDead].(bool)
+	m.folded, _ = e.Properties[propFolded].(bool)
 	m.written = e.Timestamp
 	return pk, rk, m, nil
 }
@@ -241,7 +242,9 @@ func (x *Set) readTableList(ctx context.Context, ix *index, value string) ([]str
 
 // memberScan folds a table list's entries as scanEntries visits them, one
 // value's after another, and visits the members (live or dead, as
-// decided) of each value once its entries are all seen.
+// decided) of each value once its entries are all seen. As a lookup, it
+// reads the lines and the markers not folded: a folded marker is in the
+// lines (see markers).
 type memberScan struct {
 	value string
 	ms    members
@@ -250,6 +253,9 @@ type memberScan struct {
 }
 
 func (f *memberScan) add(en Entry) error {
+	if en.folded {
+		return nil
+	}
 	if en.Encoded != f.value {
 		if err := f.flush(); err != nil {
 			return err
@@ -290,13 +296,14 @@ const (
 // foldList folds the markers of one value's table list into its lines
 // (see markers): it reads up to foldRound markers not folded, the dead
 // ones first, and for each transaction reads the parts and writes as many
-// of those markers into the lines as fit one transaction beside the parts
-// they change, the parts and the markers' tkFolded together, If-Match
-// every row read. A transaction that loses (a marker written since, a part
-// another writer changed) is read again, up to MaxConflicts times in a
-// row; then the rest is left to the next fold. A live marker the list has
-// no room for stays as it is (lookups read it). It returns how many
-// markers it folded.
+// of those markers into the lines as fit one transaction beside the parts,
+// the parts and the markers' tkFolded together, If-Match every row read
+// (every part touched, so that two folds never both add a key's line,
+// each to another part). A transaction that loses (a marker written
+// since, a part another writer changed) makes it read the markers again,
+// up to MaxConflicts times in a row; then the rest is left to the next
+// fold. A live marker the list has no room for stays as it is (lookups
+// read it). It returns how many markers it folded.
 func (x *Set) foldList(ctx context.Context, ix *index, value string) (int, error) {
 	pk := tableListPartition(ix, value)
 	folded, lost := 0, 0
@@ -307,22 +314,24 @@ func (x *Set) foldList(ctx context.Context, ix *index, value string) (int, error
 		}
 		marks := p.Entities
 		slices.SortStableFunc(marks, func(a, b storeadapter.Entity) int { return b2i(propTrue(b, propDead)) - b2i(propTrue(a, propDead)) })
-		for len(marks) > 0 {
+		again := false // a transaction lost: the markers are read again
+		for len(marks) > 0 && !again {
 			n, rest, err := x.foldSome(ctx, ix, pk, marks)
 			switch {
 			case idempotent.Lost(err):
 				if lost++; lost >= x.cfg.MaxConflicts {
 					return folded, nil
 				}
-				continue
+				again = true
 			case err != nil:
 				return folded, err
 			case n == 0:
 				return folded, nil // no room for the rest
+			default:
+				folded, lost, marks = folded+n, 0, rest
 			}
-			folded, lost, marks = folded+n, 0, rest
 		}
-		if len(p.Entities) < foldRound {
+		if !again && len(p.Entities) < foldRound {
 			return folded, nil
 		}
 	}
@@ -342,8 +351,10 @@ func (x *Set) foldSome(ctx context.Context, ix *index, pk string, marks []storea
 	l.pruneAll(x.keepLine(cut), foldParts-1) // a fold writes anyway: expired tombstones go
 	var ops []storeadapter.TableOp
 	i := 0
-	// Each marker adds its own operation and may make one more part dirty.
-	for ; i < len(marks) && len(ops)+dirtyParts(l)+2 <= storeadapter.MaxBatchOps && dirtyParts(l) < foldParts; i++ {
+	// Each marker adds its own operation, and may make one more part
+	// dirty (every part is in the transaction, changed or touched; a new
+	// one may be added).
+	for ; i < len(marks) && len(ops)+len(l.parts)+2 <= storeadapter.MaxBatchOps && dirtyParts(l) < foldParts; i++ {
 		e := marks[i]
 		mpk, mrk, m, err := markerEntry(e)
 		if err != nil {
@@ -370,7 +381,7 @@ func (x *Set) foldSome(ctx context.Context, ix *index, pk string, marks []storea
 	if len(ops) == 0 {
 		return 0, marks[i:], nil
 	}
-	if err := x.tables.Transact(ctx, ix.table, append(l.ops(), ops...)); err != nil {
+	if err := x.tables.Transact(ctx, ix.table, append(l.ops(true), ops...)); err != nil {
 		return 0, nil, err
 	}
 	return len(ops), marks[i:], nil

@@ -36,7 +36,7 @@ func (f *fixture) legacyLine(name, v string, k Key, gen int64, flag string) {
 	if err := l.set(k.PK+"\t"+k.RK, line); err != nil {
 		f.t.Fatal(err)
 	}
-	if err := f.raw.Tables().Transact(f.ctx, ix.table, l.ops()); err != nil {
+	if err := f.raw.Tables().Transact(f.ctx, ix.table, l.ops(false)); err != nil {
 		f.t.Fatal(err)
 	}
 }

@@ -391,15 +391,29 @@ func (r *rebuild) sweep(ctx context.Context) error {
 			}
 			return nil
 		}
-		// A table list's entries are folded into its members (see
-		// markers) a page at a time: an entry a dead one on the page
-		// hides is no candidate. (One hidden by a dead entry of the page
-		// before is checked: its key is reconciled, which kills it again,
-		// or left, see holds.)
+		// A table list's markers are checked as a rows index's rows are,
+		// each (a live one its record does not name, folded or not, is
+		// killed); its lines as its members, a page at a time: a line that
+		// a dead marker not folded on the page hides is no candidate. (One
+		// hidden by a marker of the page before is checked: its key is
+		// reconciled, which kills it again, or left, see holds.)
 		visit, flush := consider, func() error { return nil }
 		if ix.Kind == KindList && !ix.partition() {
-			ms := &memberScan{visit: consider}
-			visit, flush = ms.add, ms.flush
+			ms := &memberScan{visit: func(en Entry) error {
+				if en.row == 0 {
+					return consider(en)
+				}
+				return nil
+			}}
+			visit = func(en Entry) error {
+				if en.row > 0 {
+					if err := consider(en); err != nil {
+						return err
+					}
+				}
+				return ms.add(en)
+			}
+			flush = ms.flush
 		}
 		err := r.x.scanEntries(ctx, ix, r.pk, r.st.Token, visit, func(next string) error {
 			if err := flush(); err != nil {

@@ -310,12 +310,13 @@ func (s *stray) rows(ix *index) []rowRef {
 
 // rekeys reports whether the stray makes a registration of the table
 // list ix move the key to a marker of its own generation: a stray of the
-// applied value target, whose kill, at its generation, may hide the
-// live marker (a dead entry hides every entry of the key at or below its
-// generation: see markers); the new marker's generation is above the
-// stray's (see reconcile).
-func (s *stray) rekeys(ix *index, target string) bool {
-	return ix.Kind == KindList && len(s.values(ix)) > 0 && s.value == target
+// applied value target whose kill, at its generation, would hide the live
+// entry (of generation live; 0: the key's line), as a dead entry hides
+// every entry of the key at or below its generation (see markers). The
+// new marker's generation is above the stray's (see reconcile).
+func (s *stray) rekeys(ix *index, target string, live int64) bool {
+	rs := s.rows(ix)
+	return ix.Kind == KindList && len(rs) > 0 && s.value == target && (live == 0 || rs[0].gen >= live)
 }
 
 // reconcile is Reconcile; force re-registers and rewrites every index
@@ -420,7 +421,7 @@ func (x *Set) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string, fo
 		changedRows := map[string]bool{} // the rows indexes this registration changes, written with the probe
 		if register {
 			next = m.declared(ti)
-			next.gen = max(m.gen+1, x.clock.Now().UnixMicro())
+			next.gen = m.nextGen(x.clock.Now().UnixMicro())
 			next.seen = seen
 			if s != nil {
 				// The stray entry's generation may be above this clock (a
@@ -444,7 +445,7 @@ func (x *Set) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string, fo
 				}
 				if ix.rowsKeyed() {
 					st := next.rows[ix.Name]
-					if force || w.state != m.applied[ix.Name] || s.rekeys(ix, target) {
+					if force || w.state != m.applied[ix.Name] || s.rekeys(ix, target, st.live) {
 						st = st.changed(old, target, next.gen, legacyGen(ix, m.gen))
 					}
 					st.kills = append(st.kills, s.rows(ix)...) // after every kill of the order: see rowRef.stray
@@ -834,7 +835,7 @@ func (x *Set) partitionOps(ctx context.Context, ix *index, pk, rk string, values
 			} else if err != nil {
 				return "", nil, err
 			}
-			ops = append(ops, l.ops()...)
+			ops = append(ops, l.ops(false)...)
 		}
 		return state, ops, problem
 	}

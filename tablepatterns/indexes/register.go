@@ -168,7 +168,7 @@ func (x *Set) registerGroup(ctx context.Context, ti *tableIndexes, pk string, it
 			continue
 		}
 		next := it.m.declared(ti)
-		next.gen = max(it.m.gen+1, x.clock.Now().UnixMicro())
+		next.gen = it.m.nextGen(x.clock.Now().UnixMicro())
 		// The chunk read the entity after its record (see chunk): the
 		// version it read is kept, as a reconcile keeps it.
 		next.seen = seenTag(it.e)
@@ -222,7 +222,7 @@ func (x *Set) registerGroup(ctx context.Context, ti *tableIndexes, pk string, it
 		ops = append(ops, writes[k])
 	}
 	for _, base := range slices.Sorted(maps.Keys(lists)) {
-		ops = append(ops, lists[base].ops()...)
+		ops = append(ops, lists[base].ops(false)...)
 	}
 	if err := storeadapter.ValidateTransaction(ops); err != nil {
 		return nil, err
