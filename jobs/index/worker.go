@@ -164,7 +164,7 @@ func (w *Worker) rebuild(ctx context.Context, job *jobs.Job[Args]) error {
 	if job.Args.Prune {
 		res, err = w.Indexes.Prune(ctx, job.Args.Table, w.Checkpoints, job.ID, o)
 		summary = func(r indexes.RebuildResult) string {
-			return fmt.Sprintf("pruned: %d expired dead rows deleted", r.Pruned)
+			return fmt.Sprintf("pruned: %d table list markers folded, %d expired dead rows deleted", r.Folded, r.Pruned)
 		}
 	} else {
 		res, err = w.Indexes.Rebuild(ctx, job.Args.Table, job.Args.PK, w.Checkpoints, job.ID, o)

@@ -10,7 +10,7 @@ import (
 
 // ahead is what a reconcile read of one index's entries before it
 // registered. Before it registers, a reconcile reads the entries it
-// will write of its table copy and table and blob list indexes (the
+// will write of its table copy and blob list indexes (the
 // settle writes from them: reads it would make anyway), and learns from them
 // which of the values pending in the membership record its generation g
 // has settled already, so that the registration does not carry them on
@@ -21,7 +21,7 @@ import (
 //     settled by its own row: the row holds the key, live or as a
 //     tombstone, at exactly g. Only g's settle writes that, and no write
 //     of an older generation replaces it;
-//   - a list's values are one read each, so the applied value's list is
+//   - a blob list's values are one read each, so the applied value's list is
 //     read first: its line of the key, live at exactly g and flagged P,
 //     shows every pending value settled. A settle writes its values dead
 //     first and the live one last (applyKillsFirst), and flags it P only
@@ -89,7 +89,7 @@ func (a *ahead) member(ix *index, value string) (m member, found, read bool) {
 	return m, found, true
 }
 
-// readAhead reads, for each table copy and table and blob list index of
+// readAhead reads, for each table copy and blob list index of
 // the entity with values pending in m, the entries of those values and,
 // when the reconcile registers a change of the index, of its old and new
 // values and s's (see ahead), by index name. An index with nothing pending

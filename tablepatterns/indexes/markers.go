@@ -294,8 +294,9 @@ const (
 )
 
 // foldList folds the markers of one value's table list into its lines
-// (see markers): it reads up to foldRound markers not folded, the dead
-// ones first, and for each transaction reads the parts and writes as many
+// (see markers): it reads up to foldRound markers not folded (the dead
+// ones of those first; then the next foldRound, until none is left), and
+// for each transaction reads the parts and writes as many
 // of those markers into the lines as fit one transaction beside the parts,
 // the parts and the markers' tkFolded together, If-Match every row read
 // (every part touched, so that two folds never both add a key's line,
@@ -303,16 +304,26 @@ const (
 // since, a part another writer changed) makes it read the markers again,
 // up to MaxConflicts times in a row; then the rest is left to the next
 // fold. A live marker the list has no room for stays as it is (lookups
-// read it). It returns how many markers it folded.
-func (x *Set) foldList(ctx context.Context, ix *index, value string) (int, error) {
+// read it). It returns how many markers it folded; when stop (nil: never)
+// asks it to stop after a transaction with markers left, errFoldStopped
+// too.
+func (x *Set) foldList(ctx context.Context, ix *index, value string, stop func() bool) (int, error) {
 	pk := tableListPartition(ix, value)
 	folded, lost := 0, 0
 	for {
-		p, err := x.tables.Query(ctx, ix.table, storeadapter.Query{Filter: storeadapter.And(storeadapter.PartitionEquals(pk), unfolded()), Top: foldRound})
-		if err != nil {
-			return folded, err
+		var marks []storeadapter.Entity
+		q := storeadapter.Query{Filter: storeadapter.And(storeadapter.PartitionEquals(pk), unfolded()), Top: foldRound}
+		more := false // markers past those read
+		for {
+			p, err := x.tables.Query(ctx, ix.table, q)
+			if err != nil {
+				return folded, err
+			}
+			marks = append(marks, p.Entities...)
+			if q.Continuation, more = p.Next, p.Next != ""; !more || len(marks) >= foldRound {
+				break // a short page with a token (Azure's time limit) is read on
+			}
 		}
-		marks := p.Entities
 		slices.SortStableFunc(marks, func(a, b storeadapter.Entity) int { return b2i(propTrue(b, propDead)) - b2i(propTrue(a, propDead)) })
 		again := false // a transaction lost: the markers are read again
 		for len(marks) > 0 && !again {
@@ -329,13 +340,19 @@ func (x *Set) foldList(ctx context.Context, ix *index, value string) (int, error
 				return folded, nil // no room for the rest
 			default:
 				folded, lost, marks = folded+n, 0, rest
+				if (len(marks) > 0 || more) && stop != nil && stop() {
+					return folded, errFoldStopped // after a transaction: each delivery makes progress
+				}
 			}
 		}
-		if !again && len(p.Entities) < foldRound {
+		if !again && !more {
 			return folded, nil
 		}
 	}
 }
+
+// errFoldStopped is foldList's error when stop asked it to stop.
+var errFoldStopped = errors.New("index: fold stopped")
 
 // foldSome folds the first of marks into the lines of list partition pk,
 // as many as fit one transaction with the parts they change: one read of

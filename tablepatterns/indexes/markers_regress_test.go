@@ -169,7 +169,7 @@ func TestFoldReadsTheMarkersAgainAfterALoss(t *testing.T) {
 	}
 	var folded int
 	done := f.late(h, "the fold's transaction", func(ctx context.Context) error {
-		n, err := f.x.foldList(ctx, ix, jones)
+		n, err := f.x.foldList(ctx, ix, jones, nil)
 		folded = n
 		return err
 	})

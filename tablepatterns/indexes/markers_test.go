@@ -259,7 +259,7 @@ func TestFoldLosesToAMarkerWrittenMeanwhile(t *testing.T) {
 	}}
 	f.fault = h.fault
 	done := f.late(h, "the fold's transaction", func(ctx context.Context) error {
-		_, err := f.x.foldList(ctx, ix, jones)
+		_, err := f.x.foldList(ctx, ix, jones, nil)
 		return err
 	})
 	f.put(k.PK, k.RK, employee("Smith", ""))

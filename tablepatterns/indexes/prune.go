@@ -2,6 +2,7 @@ package indexes
 
 import (
 	"context"
+	"errors"
 	"strings"
 
 	"github.com/tablekeeper/tablekeeper/idempotent"
@@ -13,21 +14,23 @@ import (
 // the write that made them dead, below the grace's cut), which no writer
 // can insert live again (see rowEntity). A rows index leaves one such row
 // per change of a key's value (a row per generation: see rowsState), and
-// a lookup of a value reads past its dead rows; a rebuild's sweep prunes
-// them too, but a rebuild rewrites every index. Prune reads only the dead
-// rows (one filtered query, page by page, which Azure evaluates over the
-// whole index table) and deletes them in transactions of up to 100 per
-// value partition, each If-Match the row read: a row written since (dead
-// again, later) is left for the next prune. Checkpointed like Rebuild,
-// under opID: a prune that stops (RebuildOptions.Stop, a crash) goes on
-// from the page it was at. It writes nothing else, and counts what it
-// deleted in RebuildResult.Pruned.
+// a lookup of a value reads past its dead rows; a whole-table rebuild
+// ends with a prune too, but a rebuild rewrites every index. Prune reads
+// only the dead rows (one filtered query, page by page, which Azure
+// evaluates over the whole index table) and deletes them in transactions
+// of up to 100 per value partition, each If-Match the row read: a row
+// written since (dead again, later) is left for the next prune.
+// Checkpointed like Rebuild, under opID: a prune that stops
+// (RebuildOptions.Stop, a crash) goes on from the page it was at. It
+// counts what it deleted in RebuildResult.Pruned.
 //
 // A table list (see markers) is folded first: its markers not folded are
-// written into its lines (foldList), so that its lookups read a few
-// lines instead of a marker per member, and then its dead markers past
-// the grace are deleted as a rows index's dead rows are, but only those
-// folded: one that is not may still hide a line. The fold's count is in
+// written into its lines (foldList), so that its lookups get a few lines
+// back instead of a marker per member (Azure still scans the markers to
+// filter them), and then its dead markers past the grace are deleted as a
+// rows index's dead rows are, but only those folded: one that is not may
+// still hide a line. The fold is the only other thing Prune writes (the
+// lines, and the markers' tkFolded); its count is in
 // RebuildResult.Folded.
 func (x *Set) Prune(ctx context.Context, table string, cp idempotent.Checkpoints, opID string, o RebuildOptions) (RebuildResult, error) {
 	return x.runRebuild(ctx, table, nil, cp, opID, o, phasePrune)
@@ -48,16 +51,20 @@ func (r *rebuild) prune(ctx context.Context) error {
 	}
 	for i := from; i < len(r.ti.indexes); i++ {
 		ix := r.ti.indexes[i]
+		if ix.Name != r.st.Index {
+			r.st.Fold, r.st.FoldDone = "", false
+		}
 		r.st.Index = ix.Name
 		if !ix.rowsKeyed() {
 			continue
 		}
 		q := storeadapter.Query{Filter: storeadapter.And(storeadapter.Compare(propDead, storeadapter.Eq, true), storeadapter.Compare(propGen, storeadapter.Lt, cut))}
 		if ix.Kind == KindList {
-			if r.st.Token == "" { // not yet at the deletes
+			if r.st.Token == "" && !r.st.FoldDone { // not yet at the deletes
 				if err := r.fold(ctx, ix); err != nil {
 					return err
 				}
+				r.st.Fold, r.st.FoldDone = "", true
 			}
 			// Only folded markers: an expired dead marker not folded
 			// may still hide a line (see markers).
@@ -94,24 +101,36 @@ func (r *rebuild) prune(ctx context.Context) error {
 }
 
 // fold folds the markers of every value of the table list ix (see
-// foldList): one query of its markers not folded, page by page, and each
-// value met folded in turn. Asked to stop (RebuildOptions.Stop), it saves
-// the checkpoint after a value and stops: the prune goes on with the
-// markers still not folded, which the same query finds.
+// foldList): one query of its markers not folded, page by page, from the
+// value after the checkpoint's (Fold), and each value met folded in turn.
+// Asked to stop (RebuildOptions.Stop), it saves the checkpoint after the
+// value it folded, or within one (foldList stops after a transaction:
+// that value is folded again, its markers folded so far left out by the
+// query), and stops; every delivery folds one transaction at least.
 func (r *rebuild) fold(ctx context.Context, ix *index) error {
-	q := storeadapter.Query{Filter: storeadapter.And(storeadapter.KeyPrefix("PartitionKey", ix.Name+"_"), unfolded()), Select: []string{propFolded}}
+	f := storeadapter.And(storeadapter.KeyPrefix("PartitionKey", ix.Name+"_"), unfolded())
+	if r.st.Fold != "" {
+		f = storeadapter.And(storeadapter.Compare("PartitionKey", storeadapter.Gt, r.st.Fold), f)
+	}
 	last := ""
-	err := queryAll(ctx, r.x.tables, ix.table, q, func(e storeadapter.Entity) error {
+	err := queryAll(ctx, r.x.tables, ix.table, storeadapter.Query{Filter: f, Select: []string{propFolded}}, func(e storeadapter.Entity) error {
 		if e.PartitionKey == last {
 			return nil
 		}
 		last = e.PartitionKey
-		n, err := r.x.foldList(ctx, ix, strings.TrimPrefix(e.PartitionKey, ix.Name+"_"))
+		n, err := r.x.foldList(ctx, ix, strings.TrimPrefix(e.PartitionKey, ix.Name+"_"), r.stop)
 		r.st.Res.Folded += n
-		if err == nil && r.stop() {
+		switch {
+		case errors.Is(err, errFoldStopped):
+			return r.stopped(ctx)
+		case err != nil:
+			return err
+		}
+		r.st.Fold = e.PartitionKey
+		if r.stop() {
 			return r.stopped(ctx)
 		}
-		return err
+		return nil
 	})
 	if idempotent.Missing(err) {
 		return nil

@@ -87,7 +87,7 @@ func stepOf(first string) string {
 const (
 	phaseScan  = "scan"  // chunks of the table, registering every key
 	phaseSweep = "sweep" // each index's entries not rewritten by the scan
-	phasePrune = "prune" // a prune's (see Prune): each rows index's expired dead rows
+	phasePrune = "prune" // a prune's (see Prune): each table list folded; each rows index's and table list's expired dead rows
 	phaseDone  = "done"
 )
 
@@ -101,6 +101,11 @@ type rebuildState struct {
 	// scan.
 	Index string `json:"index,omitempty"`
 	Token string `json:"token,omitempty"`
+	// Fold is, while a prune folds the table list Index, the list
+	// partition of the last value it folded ("": none yet), and FoldDone
+	// is set once it has folded them all (see prune).
+	Fold     string `json:"fold,omitempty"`
+	FoldDone bool   `json:"foldDone,omitempty"`
 	// Gen is the generation (the worker's clock in microseconds) and
 	// Began the service's time (the checkpoint's Timestamp) when the
 	// rebuild began: entries the scan rewrote are newer than both.
@@ -133,9 +138,11 @@ const rebuildStateVersion = 2
 //     hold the value (at a generation above the entry's: a worker whose
 //     clock ran ahead may have written it above this one's). Partition
 //     list lines carry neither, so every one is checked.
-//  3. Prune, of a rebuild of the whole table: the rows indexes' expired
-//     dead rows, as Prune deletes them (a rebuild of a partition leaves
-//     them to a prune: the query reads the whole index table).
+//  3. Prune, of a rebuild of the whole table, as Prune does it: the table
+//     lists' markers folded into their lines, then the rows indexes'
+//     expired dead rows and the table lists' dead markers deleted (a
+//     rebuild of a partition leaves them to a prune: the queries read the
+//     whole index table).
 //
 // Clock skew. Generations are the workers' clocks (in µs, or the record's
 // last plus one). A list line or table copy written by a worker whose
@@ -445,8 +452,9 @@ func (r *rebuild) sweep(ctx context.Context) error {
 }
 
 // afterSweep is the phase after the sweep: a rebuild of the whole table
-// prunes its rows indexes' expired dead rows (see Prune); one of a
-// partition leaves them to a prune, which reads the whole index table.
+// prunes, folding its table lists and deleting the expired dead rows and
+// markers (see Prune); one of a partition leaves that to a prune, which
+// reads the whole index table.
 func (r *rebuild) afterSweep() string {
 	if r.pk == nil {
 		return phasePrune

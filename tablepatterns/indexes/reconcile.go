@@ -527,11 +527,11 @@ func (x *Set) reconcile(ctx context.Context, ti *tableIndexes, pk, rk string, fo
 	}
 }
 
-// done is what a settle made: per settled index of the table and blob
-// stores and table copies the values it wrote as tombstones
-// (tombstoned), the same for an index it could not settle (partial: a
-// conflict, a full list), and per rows index the state whose rows it
-// proved as that state's settle leaves them (rows, with unproven false).
+// done is what a settle made: per settled table copy and blob list the
+// values it wrote as tombstones (tombstoned), the same for an index it
+// could not settle (partial: a conflict), and per rows index and table
+// list the state whose rows it proved as that state's settle leaves them
+// (rows, with unproven false).
 type done struct {
 	tombstoned, partial map[string][]string
 	rows                map[string]rowsState
@@ -539,8 +539,8 @@ type done struct {
 
 func (d done) empty() bool { return len(d.tombstoned)+len(d.partial)+len(d.rows) == 0 }
 
-// settle applies the pending values of the table and blob indexes and
-// table copies at the record's generation, and settles the rows indexes
+// settle applies the pending values of the table copies and blob lists at
+// the record's generation, and settles the rows indexes and table lists
 // (see rowsState), then clears them from the record, unless deferred (m
 // is this reconcile's registration, which carried no value but the old
 // and new ones) and they are only those of indexes lazy leaves to the
@@ -645,8 +645,8 @@ func (x *Set) proveRows(ctx context.Context, ti *tableIndexes, pk, rk string, m 
 	return proven, nil
 }
 
-// unsettled reports whether the record has values of the table and blob
-// stores and table copies to settle, or rows of a rows index.
+// unsettled reports whether the record has values of the table copies and
+// blob lists to settle, or rows of a rows index or table list.
 func (m membership) unsettled(ti *tableIndexes) bool {
 	for _, ix := range ti.indexes {
 		if !ix.partition() && len(m.pending[ix.Name]) > 0 || !m.rows[ix.Name].idle() {

@@ -65,7 +65,8 @@ type rowRef struct {
 // a table list's (format 3, see markers).
 type rowsState struct {
 	// live is the generation in the RowKey of the applied value's row
-	// (0: the format-1 row), unproven set while that row may not exist.
+	// (0: the format-1 row; a table list's line), unproven set while that
+	// row may not exist.
 	live     int64
 	unproven bool
 	// kills are the rows that must end dead, in the order registered.
