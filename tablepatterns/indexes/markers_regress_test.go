@@ -2,6 +2,7 @@ package indexes
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -52,54 +53,16 @@ func TestTableListTakeoverAboveTheClock(t *testing.T) {
 // on a table list with a prune (a fold) after each crash, and, in a second
 // run, the clock moved past the grace before the redelivery and after it.
 func TestTableListCrashChainWithFolds(t *testing.T) {
-	const name = "lastNameAll"
 	for _, late := range []bool{false, true} {
-		tried := 0
-		for n := 1; ; n++ {
-			done1 := false
-			for m := 1; ; m++ {
-				f := newFixture(t, only(name))
-				f.put("Sales", "001", employee("Jones", ""))
-				f.put("Sales", "002", employee("Jones", ""))
-				f.reconcile("Sales", "001")
-				f.reconcile("Sales", "002")
+		t.Run(fmt.Sprintf("late %v", late), func(t *testing.T) {
+			rowsCrashChain(t, "lastNameAll", func(f *fixture, at string) {
 				f.prune()
-				f.put("Sales", "002", employee("Smith", ""))
-				f.reconcile("Sales", "002")
-				f.put("Sales", "001", employee("Smith", ""))
-				if err := f.dieAt(n); err == nil {
-					done1 = true
-				}
-				f.prune()
-				f.put("Sales", "001", employee("Jones", ""))
-				second := f.dieAt(m)
-				f.prune()
-				if late {
-					f.x.clock = clock.NewFake(time.Now().Add(3 * time.Hour))
+				if late && (at == "second" || at == "redelivered") {
+					f.x.clock = clock.NewFake(f.x.clock.Now().Add(3 * time.Hour))
 					f.prune()
 				}
-				f.reconcile("Sales", "001") // the redelivery
-				tried++
-				f.assertTruth()
-				f.prune()
-				f.assertTruth()
-				if late {
-					f.x.clock = clock.NewFake(time.Now().Add(6 * time.Hour))
-					f.prune()
-					f.assertTruth()
-				}
-				if t.Failed() {
-					t.Fatalf("late %v: first reconcile killed at call %d, second at %d", late, n, m)
-				}
-				if second == nil {
-					break
-				}
-			}
-			if done1 {
-				break
-			}
-		}
-		t.Logf("late %v: %d pairs", late, tried)
+			})
+		})
 	}
 }
 

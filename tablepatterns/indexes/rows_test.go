@@ -58,11 +58,20 @@ func TestRowsCosts(t *testing.T) {
 // written in order before it.
 func TestRowsCrashChain(t *testing.T) {
 	for _, name := range rowsKeyedIndexes {
-		t.Run(name, func(t *testing.T) { rowsCrashChain(t, name) })
+		t.Run(name, func(t *testing.T) { rowsCrashChain(t, name, nil) })
 	}
 }
 
-func rowsCrashChain(t *testing.T, name string) {
+// rowsCrashChain runs TestRowsCrashChain's pairs of crash positions on
+// index name, calling between (when not nil) after the setup ("setup"),
+// after each crashed reconcile ("first", "second") and after the
+// redelivery ("redelivered"), whose index is then checked again.
+func rowsCrashChain(t *testing.T, name string, between func(f *fixture, at string)) {
+	step := func(f *fixture, at string) {
+		if between != nil {
+			between(f, at)
+		}
+	}
 	tried := 0
 	for n := 1; ; n++ {
 		done1 := false
@@ -72,17 +81,24 @@ func rowsCrashChain(t *testing.T, name string) {
 			f.put("Sales", "002", employee("Jones", "")) // a neighbour under every value
 			f.reconcile("Sales", "001")
 			f.reconcile("Sales", "002")
+			step(f, "setup")
 			f.put("Sales", "002", employee("Smith", ""))
 			f.reconcile("Sales", "002")
 			f.put("Sales", "001", employee("Smith", ""))
 			if err := f.dieAt(n); err == nil {
 				done1 = true
 			}
+			step(f, "first")
 			f.put("Sales", "001", employee("Jones", ""))
 			second := f.dieAt(m)
+			step(f, "second")
 			f.reconcile("Sales", "001") // the redelivery
 			tried++
 			f.assertTruth()
+			if between != nil {
+				between(f, "redelivered")
+				f.assertTruth()
+			}
 			if t.Failed() {
 				t.Fatalf("first reconcile killed at call %d, second at %d", n, m)
 			}
