@@ -29,7 +29,7 @@ import (
 //     (and releases before this one, which wrote every change there). The
 //     fold (Prune) writes the markers not yet folded into the lines, and
 //     marks them folded (tkFolded) in the same transaction, If-Match
-//     every row it read.
+//     every row it read and touching every part (see foldList).
 //
 // A key's entries in a list are its line and its markers; each is live or
 // dead at a generation (a marker's is its RowKey's). The key is a member
@@ -46,8 +46,11 @@ import (
 // line a release before this one wrote.
 //
 // Lookups read the parts and the markers not yet folded, in one query of
-// the list partition; a folded marker is in the lines (its line, or one of
-// a higher generation). A kill of a folded marker makes it dead and not
+// the list partition (Azure scans the partition's markers to select them);
+// a folded marker is in the lines (its line, or one of a higher
+// generation). Entries and Check read a list the same way (memberScan). A
+// rebuild's sweep checks every marker as a rows index's row (one its key's
+// record does not name is killed, folded or not) and the lines as members. A kill of a folded marker makes it dead and not
 // folded again, and so visible, until the next fold writes its line dead.
 // A dead marker is deleted (Prune) once it is folded and TombstoneGrace
 // has passed since it was made dead: no reconcile can still insert it
