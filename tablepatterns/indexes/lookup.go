@@ -294,9 +294,7 @@ func (x *Set) visitRow(ix *index, prefix string, e storeadapter.Entity, entry fu
 		if err != nil {
 			return err
 		}
-		gen, _ := e.Properties[propGen].(int64)
-		dead, _ := e.Properties[propDead].(bool)
-		return entry(e.PartitionKey, Key{PK: pk, RK: rk}, member{gen: gen, dead: dead, written: e.Timestamp, row: rowGen(e.RowKey)})
+		return entry(e.PartitionKey, Key{PK: pk, RK: rk}, rowMember(e, e.RowKey))
 	case ix.Kind == KindCopy && ix.partition():
 		owner, _ := propString(&e, propOwner)
 		return entry(strings.TrimPrefix(e.RowKey, prefix), Key{PK: e.PartitionKey, RK: owner}, member{written: e.Timestamp})

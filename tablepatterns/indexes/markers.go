@@ -155,12 +155,16 @@ func markerEntry(e storeadapter.Entity) (pk, rk string, m member, err error) {
 	} else if pk, rk, err = splitMemberKey(mk); err != nil {
 		return "", "", m, err
 	}
-	m.row = rowGen(mk)
+	return pk, rk, rowMember(e, mk), nil
+}
+
+// rowMember is the entry of a rows index's row, or of a table list's
+// marker, whose row key (after any prefix) is rowKey.
+func rowMember(e storeadapter.Entity, rowKey string) member {
+	m := member{row: rowGen(rowKey), dead: isDead(e), written: e.Timestamp}
 	m.gen, _ = e.Properties[propGen].(int64)
-	m.dead, _ = e.Properties[propDead].(bool)
-	m.folded, _ = e.Properties[propFolded].(bool)
-	m.written = e.Timestamp
-	return pk, rk, m, nil
+	m.folded, _ = propBool(&e, propFolded)
+	return m
 }
 
 // entryGen is the generation of a table list's entry that decides between
@@ -179,68 +183,29 @@ func wins(m, cur member) bool {
 	return g > c || g == c && m.dead && !cur.dead
 }
 
-// members folds a table list's entries, as read, into its members.
-type members struct {
-	best  map[Key]member
-	order []Key
-}
-
-func (ms *members) add(k Key, m member) {
-	if ms.best == nil {
-		ms.best = map[Key]member{}
-	}
-	cur, ok := ms.best[k]
-	if !ok {
-		ms.order = append(ms.order, k)
-	}
-	if !ok || wins(m, cur) {
-		ms.best[k] = m
-	}
-}
-
-// row adds the entries of one row of a list partition: a marker's, or
-// the lines of a part.
-func (ms *members) row(e storeadapter.Entity) error {
-	if isMarker(e.RowKey) {
-		pk, rk, m, err := markerEntry(e)
-		if err != nil {
-			return err
-		}
-		ms.add(Key{PK: pk, RK: rk}, m)
-		return nil
-	}
-	for _, line := range partLines(e) {
-		pk, rk, m, err := parseListLine(line)
-		if err != nil {
-			return err
-		}
-		ms.add(Key{PK: pk, RK: rk}, m)
-	}
-	return nil
-}
-
-// lines renders the deciding entries as list lines (a marker's at its
-// RowKey's generation).
-func (ms *members) lines() []string {
-	out := make([]string, 0, len(ms.order))
-	for _, k := range ms.order {
-		m := ms.best[k]
-		m.gen = entryGen(m)
-		out = append(out, listLine(k.PK, k.RK, m))
-	}
-	return out
-}
-
 // readTableList reads a table list's entries as a lookup does (one query:
 // its parts and markers not folded) and returns its members' lines, one
-// per key (see markers).
+// per key (see markers), a marker's at its RowKey's generation.
 func (x *Set) readTableList(ctx context.Context, ix *index, value string) ([]string, error) {
-	var ms members
-	err := queryAll(ctx, x.tables, ix.table, storeadapter.Query{Filter: listRead(tableListPartition(ix, value))}, ms.row)
+	var lines []string
+	f := &memberScan{visit: func(en Entry) error {
+		m := en.member()
+		m.gen = entryGen(m)
+		lines = append(lines, listLine(en.PK, en.RK, m))
+		return nil
+	}}
+	err := queryAll(ctx, x.tables, ix.table, storeadapter.Query{Filter: listRead(tableListPartition(ix, value))}, func(e storeadapter.Entity) error {
+		return x.visitRow(ix, ix.Name+"_", e, func(v string, k Key, m member) error {
+			return f.add(Entry{Encoded: v, Key: k, Gen: m.gen, Dead: m.dead, row: m.row, folded: m.folded})
+		})
+	})
 	if err != nil && !idempotent.Missing(err) {
 		return nil, err
 	}
-	return ms.lines(), nil
+	if err := f.flush(); err != nil {
+		return nil, err
+	}
+	return lines, nil
 }
 
 // memberScan folds a table list's entries as scanEntries visits them, one
@@ -250,9 +215,9 @@ func (x *Set) readTableList(ctx context.Context, ix *index, value string) ([]str
 // lines (see markers).
 type memberScan struct {
 	value string
-	ms    members
 	visit func(Entry) error
-	ens   map[Key]Entry
+	best  map[Key]Entry // the value's deciding entry of each key
+	order []Key
 }
 
 func (f *memberScan) add(en Entry) error {
@@ -265,25 +230,30 @@ func (f *memberScan) add(en Entry) error {
 		}
 		f.value = en.Encoded
 	}
-	if f.ens == nil {
-		f.ens = map[Key]Entry{}
+	if f.best == nil {
+		f.best = map[Key]Entry{}
 	}
-	m := member{gen: en.Gen, dead: en.Dead, row: en.row, written: en.written}
-	if cur, ok := f.ms.best[en.Key]; !ok || wins(m, cur) {
-		f.ens[en.Key] = en
+	cur, ok := f.best[en.Key]
+	if !ok {
+		f.order = append(f.order, en.Key)
 	}
-	f.ms.add(en.Key, m)
+	if !ok || wins(en.member(), cur.member()) {
+		f.best[en.Key] = en
+	}
 	return nil
 }
 
+// member is what of en decides between a key's entries (see wins).
+func (en Entry) member() member { return member{gen: en.Gen, dead: en.Dead, row: en.row} }
+
 // flush visits the members of the value seen so far.
 func (f *memberScan) flush() error {
-	for _, k := range f.ms.order {
-		if err := f.visit(f.ens[k]); err != nil {
+	for _, k := range f.order {
+		if err := f.visit(f.best[k]); err != nil {
 			return err
 		}
 	}
-	f.ms, f.ens = members{}, nil
+	f.best, f.order = nil, nil
 	return nil
 }
 
@@ -327,7 +297,7 @@ func (x *Set) foldList(ctx context.Context, ix *index, value string, stop func()
 				break // a short page with a token (Azure's time limit) is read on
 			}
 		}
-		slices.SortStableFunc(marks, func(a, b storeadapter.Entity) int { return b2i(propTrue(b, propDead)) - b2i(propTrue(a, propDead)) })
+		slices.SortStableFunc(marks, func(a, b storeadapter.Entity) int { return b2i(isDead(b)) - b2i(isDead(a)) })
 		again := false // a transaction lost: the markers are read again
 		for len(marks) > 0 && !again {
 			n, rest, err := x.foldSome(ctx, ix, pk, marks)
@@ -424,8 +394,8 @@ func dirtyParts(l *list) int {
 	return n
 }
 
-// propTrue reports whether e's property name is the boolean true.
-func propTrue(e storeadapter.Entity, name string) bool {
-	b, _ := e.Properties[name].(bool)
-	return b
+// isDead reports whether a marker (or a rows index's row) is dead.
+func isDead(e storeadapter.Entity) bool {
+	dead, _ := propBool(&e, propDead)
+	return dead
 }

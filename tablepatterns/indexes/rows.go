@@ -298,8 +298,7 @@ func (x *Set) provenRows(ctx context.Context, ix *index, pk, rk, value string, s
 		}
 		return false, err
 	}
-	isDead, _ := e.Properties[propDead].(bool)
-	return !dead || isDead, nil
+	return !dead || isDead(*e), nil
 }
 
 // proves reports whether r's existence proves anything (see rowsState):
